@@ -1,0 +1,517 @@
+/*
+ * gpuflow.h — the public C ABI of gpuflow.
+ *
+ * gpuflow runs graphs of annotated tasks on a pool of devices: CPU workers plus one worker per
+ * GPU (real, or emulated by the host backend on machines without one). A caller builds a graph of
+ * tasks and data objects, submits it to a pool, and gets back a run: a future it can wait on,
+ * poll, watch through a file descriptor, cancel, and fetch results from.
+ *
+ * Conventions (they hold for every function below unless its comment says otherwise)
+ * - Names are gf_<object>_<verb>. Out-parameters come first. Every fallible function returns a
+ *   gf_status: GF_OK (0), a positive *expected* outcome (GF_TIMEOUT), or a negative error.
+ * - After any call that returns an error, gf_last_error() gives a message on the calling thread
+ *   naming the culprit (the task, the field, the struct). The message is owned by the library and
+ *   valid until the next gpuflow call on the same thread.
+ * - Handles (gf_pool*, gf_graph*, gf_run*) are opaque. A null, destroyed or forged handle is
+ *   reported as GF_ERR_INVALID_HANDLE, never a crash. Destroy functions accept NULL and ignore
+ *   handles that were already destroyed.
+ * - gf_task and gf_data are small value types that name a task or a data object inside one graph.
+ *   Using one with another graph is reported as GF_ERR_INVALID_ARGUMENT naming the reference.
+ * - Descriptor and config structs begin with struct_size. Initialise them with their _INIT macro
+ *   (or gf_*_init function, for bindings), then set the fields you need. Fields are only ever
+ *   appended; a struct_size this library does not know is an error naming the struct.
+ * - Strings passed in are copied before the call returns unless stated otherwise.
+ * - No C++ exception ever leaves this library; an internal failure becomes GF_ERR_INTERNAL.
+ * - Thread safety is stated per function. "Thread-safe" means any thread, concurrently with any
+ *   other call on the same object. docs/threading.md gives the full picture.
+ */
+#ifndef GPUFLOW_H
+#define GPUFLOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Export and version
+ * ------------------------------------------------------------------------------------------- */
+
+#if defined(_WIN32)
+#define GF_API __declspec(dllimport)
+#elif defined(GPUFLOW_BUILDING_LIBRARY)
+#define GF_API __attribute__((visibility("default")))
+#else
+#define GF_API
+#endif
+
+/* The version this header describes. A library of another major version refuses to create a
+ * pool for code built against this header (GF_ERR_VERSION_MISMATCH). */
+#define GF_VERSION_MAJOR 0
+#define GF_VERSION_MINOR 1
+#define GF_VERSION_PATCH 0
+#define GF_VERSION_ENCODE(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
+#define GF_VERSION GF_VERSION_ENCODE(GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH)
+
+/* The version of the library loaded at run time, encoded as GF_VERSION_ENCODE does.
+ * Thread-safe. Never fails. */
+GF_API uint32_t gf_version(void);
+
+/* The loaded library's version as "major.minor.patch". Static storage. Thread-safe. */
+GF_API const char *gf_version_string(void);
+
+/* ---------------------------------------------------------------------------------------------
+ * Status and errors
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum gf_status {
+  GF_OK = 0,
+  /* Expected outcome, not an error: the run has not finished within the timeout. */
+  GF_TIMEOUT = 1,
+
+  GF_ERR_INVALID_ARGUMENT = -1,  /* a null pointer, out-of-range index, negative amount, ... */
+  GF_ERR_INVALID_HANDLE = -2,    /* null, destroyed or forged gf_pool / gf_graph / gf_run */
+  GF_ERR_STRUCT_SIZE = -3,       /* a struct_size this library does not know */
+  GF_ERR_VERSION_MISMATCH = -4,  /* header and library have different major versions */
+  GF_ERR_INVALID_GRAPH = -5,     /* cycle, dangling reference, duplicate name, two producers */
+  GF_ERR_INFEASIBLE = -6,        /* a task asks for resources no worker of the pool can offer */
+  GF_ERR_OUT_OF_MEMORY = -7,     /* device or host memory exhausted */
+  GF_ERR_TASK_FAILED = -8,       /* the run finished and at least one task failed */
+  GF_ERR_CANCELLED = -9,         /* the run (or the task) was cancelled */
+  GF_ERR_STATE = -10,            /* the object is not in a state that allows the call */
+  GF_ERR_NOT_FOUND = -11,        /* no such resource, worker, data, ... */
+  GF_ERR_SHUT_DOWN = -12,        /* the pool is being destroyed */
+  GF_ERR_SYSTEM = -13,           /* the operating system refused (threads, descriptors) */
+  GF_ERR_INTERNAL = -14,         /* a bug in gpuflow: please report the message */
+  GF_STATUS_FORCE32 = 0x7FFFFFFF
+} gf_status;
+
+/* The message describing the last error returned on the calling thread, or "" if the last call
+ * succeeded. Never NULL. Owned by the library; valid until the next gpuflow call on this thread.
+ * Thread-safe (each thread has its own). */
+GF_API const char *gf_last_error(void);
+
+/* A short constant name for a status ("GF_ERR_INFEASIBLE"). Static storage. Thread-safe. */
+GF_API const char *gf_status_name(gf_status status);
+
+/* ---------------------------------------------------------------------------------------------
+ * Handles and references
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct gf_pool gf_pool;         /* a set of workers and their devices */
+typedef struct gf_graph gf_graph;       /* a graph under construction, or frozen after submit */
+typedef struct gf_run gf_run;           /* one execution of a graph on a pool: a future */
+typedef struct gf_task_ctx gf_task_ctx; /* what a running task body sees; borrowed by the body */
+
+/* A task of one graph. id 0 is never a valid task. */
+typedef struct gf_task {
+  uint64_t id;
+} gf_task;
+
+/* A data object of one graph: a buffer owned by gpuflow, or an opaque value owned by the caller's
+ * language runtime. id 0 is never a valid data object. */
+typedef struct gf_data {
+  uint64_t id;
+} gf_data;
+
+/* Releases an object the caller handed over (user data, opaque values). Called at most once, on
+ * whichever thread drops the last reference; it must not call back into gpuflow. */
+typedef void (*gf_destroy_fn)(void *object);
+
+/* A named amount of a resource. Names are case-sensitive: "GPU", "gpu_memory" (bytes), "cpu",
+ * and any user label ("bigmem"). Amounts are non-negative and kept in fixed point with 1/10000
+ * resolution, so 0.5 + 0.5 is exactly 1. */
+typedef struct gf_resource {
+  const char *name;
+  double amount;
+} gf_resource;
+
+/* ---------------------------------------------------------------------------------------------
+ * Pools
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum gf_backend {
+  GF_BACKEND_AUTO = 0, /* real GPUs when the CUDA backend finds some, else the host backend */
+  GF_BACKEND_HOST = 1, /* emulated devices in host memory: runs anywhere */
+  GF_BACKEND_CUDA = 2, /* real GPUs; creation fails if none is usable */
+  GF_BACKEND_FORCE32 = 0x7FFFFFFF
+} gf_backend;
+
+typedef enum gf_worker_kind {
+  GF_WORKER_CPU = 1, /* runs host bodies on host memory */
+  GF_WORKER_GPU = 2, /* owns one device (real or emulated); runs GPU bodies on its memory */
+  GF_WORKER_KIND_FORCE32 = 0x7FFFFFFF
+} gf_worker_kind;
+
+/* Pool configuration. Zero means "default" for every field.
+ *
+ * Defaults, overridable by environment variables where named (for examples and tests):
+ * - cpu_workers: number of CPU cores (GPUFLOW_CPU_WORKERS). Each CPU worker is one thread and
+ *   advertises cpu=1 plus cpu_worker_labels.
+ * - emulated_devices: host backend only; 2 (GPUFLOW_EMULATED_DEVICES). Use a negative value for
+ *   none. Each GPU worker advertises GPU=1, gpu_memory=capacity, plus gpu_worker_labels.
+ * - emulated_device_memory: bytes per emulated device; 1 GiB (GPUFLOW_EMULATED_DEVICE_MEMORY).
+ * - emulated_bandwidth: bytes per second of copies to, from and between emulated devices;
+ *   10 GB/s (GPUFLOW_EMULATED_BANDWIDTH). Copies run asynchronously, one engine per device.
+ * - gpu_worker_threads: threads per GPU worker, bounding how many tasks run on it at once; 2.
+ */
+typedef struct gf_pool_config {
+  uint32_t struct_size;
+  gf_backend backend;
+  int32_t cpu_workers;
+  int32_t emulated_devices;
+  uint64_t emulated_device_memory;
+  double emulated_bandwidth;
+  uint32_t gpu_worker_threads;
+  const gf_resource *cpu_worker_labels; /* copied; extra resources on every CPU worker */
+  uint32_t cpu_worker_label_count;
+  const gf_resource *gpu_worker_labels; /* copied; extra resources on every GPU worker */
+  uint32_t gpu_worker_label_count;
+} gf_pool_config;
+
+#define GF_POOL_CONFIG_INIT {sizeof(gf_pool_config), GF_BACKEND_AUTO, 0, 0, 0, 0.0, 0, NULL, 0, NULL, 0}
+
+/* Sets *config to GF_POOL_CONFIG_INIT (for bindings that cannot use the macro). Thread-safe. */
+GF_API void gf_pool_config_init(gf_pool_config *config);
+
+/* Do not call directly: use gf_pool_create, which passes the header's major version. */
+GF_API gf_status gf_pool_create_versioned(gf_pool **out, const gf_pool_config *config,
+                                          uint32_t header_version_major);
+
+/* Creates a pool and starts its workers. config may be NULL for all defaults.
+ * Returns ownership of *out: destroy with gf_pool_destroy. On failure *out is NULL.
+ * Errors: GF_ERR_STRUCT_SIZE, GF_ERR_INVALID_ARGUMENT (a field, named), GF_ERR_VERSION_MISMATCH,
+ * GF_ERR_SYSTEM (threads). Thread-safe. Pools are independent: several may live in one process. */
+static inline gf_status gf_pool_create(gf_pool **out, const gf_pool_config *config) {
+  return gf_pool_create_versioned(out, config, GF_VERSION_MAJOR);
+}
+
+/* Shuts the pool down: pending tasks of every run are cancelled, running task bodies are waited
+ * for (a body that never returns blocks this call), workers are joined and device memory not held
+ * by a live gf_run is freed. Runs stay valid handles (finished, cancelled) until destroyed.
+ * NULL and already-destroyed pools are ignored. Externally synchronized: no other call may use
+ * this pool concurrently or afterwards. */
+GF_API void gf_pool_destroy(gf_pool *pool);
+
+typedef struct gf_worker_info {
+  uint32_t struct_size;
+  gf_worker_kind kind;
+  int32_t device;      /* device ordinal for GPU workers, -1 for CPU workers */
+  uint32_t threads;    /* tasks it can run at once, at most */
+  uint32_t emulated;   /* 1 when the device is emulated by the host backend */
+  const char *name;    /* "cpu:0", "gpu:1"; owned by the pool, valid until it is destroyed */
+} gf_worker_info;
+
+#define GF_WORKER_INFO_INIT {sizeof(gf_worker_info), GF_WORKER_CPU, 0, 0, 0, NULL}
+
+/* Number of workers. Thread-safe. */
+GF_API gf_status gf_pool_worker_count(uint32_t *out, const gf_pool *pool);
+
+/* Describes worker `worker` (0 <= worker < count). out->struct_size must be set. Thread-safe. */
+GF_API gf_status gf_pool_worker_info(gf_worker_info *out, const gf_pool *pool, uint32_t worker);
+
+/* One line of a worker's resource ledger. The invariant the scheduler keeps, and tests check:
+ * 0 <= in_use <= capacity at every moment, and in_use returns to 0 once the pool is idle and every
+ * run holding data on the worker's device has been destroyed. For "gpu_memory", in_use counts
+ * the bytes of data resident on the device plus the gpu_memory reserved by running tasks. */
+typedef struct gf_ledger_entry {
+  uint32_t struct_size;
+  const char *resource; /* owned by the pool, valid until it is destroyed */
+  double capacity;
+  double in_use;
+  double peak_in_use;   /* the highest in_use seen since the pool was created */
+} gf_ledger_entry;
+
+#define GF_LEDGER_ENTRY_INIT {sizeof(gf_ledger_entry), NULL, 0.0, 0.0, 0.0}
+
+/* Number of resources in worker `worker`'s ledger (those it advertises). Thread-safe. */
+GF_API gf_status gf_pool_ledger_size(uint32_t *out, const gf_pool *pool, uint32_t worker);
+
+/* Reads ledger line `index` (0 <= index < size) of worker `worker`, a consistent snapshot.
+ * out->struct_size must be set. Thread-safe. */
+GF_API gf_status gf_pool_ledger_entry(gf_ledger_entry *out, const gf_pool *pool, uint32_t worker,
+                                      uint32_t index);
+
+/* Reads the ledger line of resource `resource` on worker `worker`; GF_ERR_NOT_FOUND when the
+ * worker does not advertise it. Thread-safe. */
+GF_API gf_status gf_pool_ledger_lookup(gf_ledger_entry *out, const gf_pool *pool, uint32_t worker,
+                                       const char *resource);
+
+/* ---------------------------------------------------------------------------------------------
+ * Graphs
+ *
+ * A graph is built on one thread (externally synchronized), then submitted any number of times.
+ * Submitting freezes it: later additions fail with GF_ERR_STATE. Graphs do not belong to a pool;
+ * they are checked against one when submitted.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Creates an empty graph. Returns ownership of *out: destroy with gf_graph_destroy.
+ * Thread-safe. */
+GF_API gf_status gf_graph_create(gf_graph **out);
+
+/* Drops the caller's reference. Runs already submitted keep the graph's contents alive; user data
+ * destructors run when the last of them is gone. NULL and destroyed graphs are ignored.
+ * Externally synchronized: graph. */
+GF_API void gf_graph_destroy(gf_graph *graph);
+
+enum {
+  /* Keep this data after its last consumer finished, so gf_run_fetch can read it. Data that no
+   * task consumes is always kept. Everything else is freed as soon as its last consumer is done. */
+  GF_DATA_KEEP = 1u << 0
+};
+
+/* A buffer of bytes owned by gpuflow, produced by one task and placed by the scheduler on the
+ * device where that task runs. size 0: the producing task sets the size when it runs. */
+typedef struct gf_buffer_desc {
+  uint32_t struct_size;
+  const char *name; /* optional, for messages; copied */
+  uint64_t size;
+  uint32_t flags;   /* GF_DATA_* */
+} gf_buffer_desc;
+
+#define GF_BUFFER_DESC_INIT {sizeof(gf_buffer_desc), NULL, 0, 0}
+GF_API void gf_buffer_desc_init(gf_buffer_desc *desc);
+
+/* Declares a buffer that a task of this graph will produce (one task must list it as output).
+ * Externally synchronized: graph. */
+GF_API gf_status gf_graph_add_buffer(gf_data *out, gf_graph *graph, const gf_buffer_desc *desc);
+
+/* Declares an opaque value slot (a pointer owned by the caller's language runtime) that a task of
+ * this graph will produce with gf_task_ctx_set_value. size_estimate guides scheduling only.
+ * Externally synchronized: graph. */
+GF_API gf_status gf_graph_add_value(gf_data *out, gf_graph *graph, const char *name,
+                                    uint64_t size_estimate, uint32_t flags);
+
+enum {
+  /* gf_graph_add_host_buffer: do not copy; the caller keeps `bytes` alive and unchanged until the
+   * graph and every run of it are destroyed. Without it the bytes are copied during the call. */
+  GF_HOST_BUFFER_BORROW = 1u << 0
+};
+
+/* A graph input: `size` bytes of host memory, moved by gpuflow to whichever device consumes them.
+ * flags: GF_HOST_BUFFER_BORROW. Externally synchronized: graph. */
+GF_API gf_status gf_graph_add_host_buffer(gf_data *out, gf_graph *graph, const char *name,
+                                          const void *bytes, uint64_t size, uint32_t flags);
+
+/* A graph input: an opaque value. On success the graph takes ownership and calls
+ * destroy(value) (if not NULL) when the graph and all its runs are gone; on failure ownership
+ * stays with the caller. Externally synchronized: graph. */
+GF_API gf_status gf_graph_add_host_value(gf_data *out, gf_graph *graph, const char *name,
+                                         void *value, gf_destroy_fn destroy,
+                                         uint64_t size_estimate);
+
+/* A task body. It runs on a worker thread (any thread: see docs/threading.md) and returns 0 on
+ * success. Non-zero, or a call to gf_task_ctx_fail, fails this attempt. ctx is borrowed for the
+ * duration of the call. A body for GF_WORKER_GPU receives device pointers and (with the CUDA
+ * backend) a stream to enqueue work on; on emulated devices the pointers are host memory. */
+typedef int (*gf_task_fn)(gf_task_ctx *ctx, void *user_data);
+
+/* A task. At least one body. The scheduler runs it on a worker whose kind has a body and whose
+ * free resources cover `resources`; with both bodies it picks whichever finishes first. */
+typedef struct gf_task_desc {
+  uint32_t struct_size;
+  const char *name;            /* optional; unique among named tasks of the graph; copied */
+  gf_task_fn cpu_fn;           /* body for CPU workers, or NULL */
+  gf_task_fn gpu_fn;           /* body for GPU workers, or NULL */
+  void *user_data;             /* passed to the body */
+  gf_destroy_fn user_data_destroy; /* on success of this call, owns user_data (may be NULL) */
+  const gf_resource *resources; /* copied; held while the task runs */
+  uint32_t resource_count;
+  int32_t priority;            /* higher runs first among ready tasks; default 0 */
+  uint32_t retries;            /* re-run a failing task up to this many times */
+  const gf_data *inputs;       /* copied; read by the body via gf_task_ctx_input */
+  uint32_t input_count;
+  const gf_data *outputs;      /* copied; each data object has exactly one producer */
+  uint32_t output_count;
+  const gf_task *after;        /* copied; plain ordering edges: run after these tasks */
+  uint32_t after_count;
+} gf_task_desc;
+
+#define GF_TASK_DESC_INIT \
+  {sizeof(gf_task_desc), NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, 0, NULL, 0, NULL, 0}
+GF_API void gf_task_desc_init(gf_task_desc *desc);
+
+/* Adds a task. Checks what can be checked now (references belong to this graph, amounts are
+ * finite and non-negative, a body is given) and names the culprit on error; graph-wide checks
+ * happen at submit. On failure nothing is added and user_data stays the caller's.
+ * Externally synchronized: graph. */
+GF_API gf_status gf_graph_add_task(gf_task *out, gf_graph *graph, const gf_task_desc *desc);
+
+/* Adds an ordering edge: `task` runs after `before`. Edges may form a cycle here; submit rejects
+ * it. Externally synchronized: graph. */
+GF_API gf_status gf_graph_add_dependency(gf_graph *graph, gf_task task, gf_task before);
+
+/* Number of tasks in the graph. Externally synchronized: graph. */
+GF_API gf_status gf_graph_task_count(uint64_t *out, const gf_graph *graph);
+
+/* ---------------------------------------------------------------------------------------------
+ * Runs
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum gf_run_state {
+  GF_RUN_RUNNING = 1,
+  GF_RUN_SUCCEEDED = 2,
+  GF_RUN_FAILED = 3,    /* finished; at least one task failed */
+  GF_RUN_CANCELLED = 4, /* finished after gf_run_cancel or pool shutdown */
+  GF_RUN_STATE_FORCE32 = 0x7FFFFFFF
+} gf_run_state;
+
+typedef enum gf_task_state {
+  GF_TASK_WAITING = 1,   /* dependencies not finished */
+  GF_TASK_QUEUED = 2,    /* ready, placed on a worker, inputs moving or waiting for resources */
+  GF_TASK_RUNNING = 3,
+  GF_TASK_SUCCEEDED = 4,
+  GF_TASK_FAILED = 5,    /* its body failed (after retries), or a dependency failed */
+  GF_TASK_CANCELLED = 6,
+  GF_TASK_STATE_FORCE32 = 0x7FFFFFFF
+} gf_task_state;
+
+/* Called once when the run finishes, on the thread that finished it: a worker thread, a copy
+ * engine, or the thread calling gf_run_cancel / gf_pool_destroy. It must not block or destroy the
+ * run; it may call any other gf_run_* function. */
+typedef void (*gf_run_callback)(gf_run *run, gf_run_state state, void *user_data);
+
+typedef struct gf_submit_options {
+  uint32_t struct_size;
+  gf_run_callback on_complete; /* optional */
+  void *user_data;             /* passed to on_complete */
+} gf_submit_options;
+
+#define GF_SUBMIT_OPTIONS_INIT {sizeof(gf_submit_options), NULL, NULL}
+GF_API void gf_submit_options_init(gf_submit_options *options);
+
+/* Validates the graph against the pool and starts running it. options may be NULL.
+ * Rejected (nothing runs) with GF_ERR_INVALID_GRAPH for a cycle, a dangling input (no producer,
+ * not a host input), a data object with two producers, or a duplicate task name; with
+ * GF_ERR_INFEASIBLE when no worker of this pool could ever satisfy a task's request (unknown
+ * resource, more than any worker has, or no worker of a kind the task has a body for). The message
+ * names the task. Several graphs may run on one pool at once, submitted from any threads: they
+ * share the workers' ledgers; among ready tasks, higher priority runs first, then older runs, then
+ * graph order. Returns ownership of *out: destroy with gf_run_destroy. Thread-safe (the graph
+ * must not be modified concurrently). */
+GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,
+                                 const gf_submit_options *options);
+
+/* Waits for the run to finish, at most timeout_ms milliseconds (negative: no limit).
+ * Returns GF_OK when every task succeeded, GF_TIMEOUT when still running, GF_ERR_TASK_FAILED
+ * (message: the first failed task and its error) or GF_ERR_CANCELLED. Thread-safe. */
+GF_API gf_status gf_run_wait(gf_run *run, int64_t timeout_ms);
+
+/* gf_run_wait with a zero timeout. Thread-safe. */
+GF_API gf_status gf_run_poll(gf_run *run);
+
+/* The run's state. Thread-safe. */
+GF_API gf_status gf_run_state_get(gf_run_state *out, gf_run *run);
+
+/* A file descriptor that becomes readable (and stays so) once the run has finished, for poll,
+ * epoll or a host event loop (libuv, asyncio). Owned by the run: do not read from or close it; it
+ * is closed by gf_run_destroy. Thread-safe. */
+GF_API gf_status gf_run_fd(int *out, gf_run *run);
+
+/* Cancels the run: tasks not yet started never start, running bodies finish (and may observe
+ * gf_task_ctx_cancelled), then resources and memory are released and the run finishes as
+ * GF_RUN_CANCELLED (or as it would have, if it already finished). Thread-safe. */
+GF_API gf_status gf_run_cancel(gf_run *run);
+
+/* Cancels the run if still running, then drops the handle. Data still held is freed once no task
+ * uses it. NULL and destroyed runs are ignored. Must not be called from the run's own
+ * on_complete callback. Externally synchronized: run. */
+GF_API void gf_run_destroy(gf_run *run);
+
+/* State of one task. Thread-safe. */
+GF_API gf_status gf_run_task_state(gf_task_state *out, gf_run *run, gf_task task);
+
+/* The error text of a failed or cancelled task (*out is "" otherwise). Owned by the run, valid
+ * until gf_run_destroy. Thread-safe. */
+GF_API gf_status gf_run_task_error(const char **out, gf_run *run, gf_task task);
+
+/* How many attempts the task has made (1 + retries used). Thread-safe. */
+GF_API gf_status gf_run_task_attempts(uint32_t *out, gf_run *run, gf_task task);
+
+/* The worker that ran (or is running) the task's last attempt; GF_ERR_STATE if it never started.
+ * Thread-safe. */
+GF_API gf_status gf_run_task_worker(uint32_t *out, gf_run *run, gf_task task);
+
+/* Copies buffer `data` to host memory at dst (dst_capacity bytes) and sets *out_size to its size.
+ * With dst NULL only the size is returned. Works once the producer succeeded, while the run lives,
+ * for host inputs and for data that is kept (GF_DATA_KEEP, or consumed by no task).
+ * Errors: GF_ERR_STATE (not produced yet, producer failed, or already freed: the message says
+ * which), GF_ERR_INVALID_ARGUMENT (dst_capacity too small, or data is an opaque value).
+ * Thread-safe. */
+GF_API gf_status gf_run_fetch(uint64_t *out_size, gf_run *run, gf_data data, void *dst,
+                              uint64_t dst_capacity);
+
+/* The opaque value `data` holds. Borrowed: valid until gf_run_destroy. Same availability rules as
+ * gf_run_fetch. Thread-safe. */
+GF_API gf_status gf_run_value(void **out, gf_run *run, gf_data data);
+
+typedef struct gf_run_stats {
+  uint32_t struct_size;
+  uint64_t tasks;
+  uint64_t succeeded;
+  uint64_t failed;
+  uint64_t cancelled;
+  uint64_t attempts;          /* body invocations, retries included */
+  uint64_t transfers;         /* copies between memory spaces made for this run */
+  uint64_t bytes_transferred;
+  double elapsed_s;           /* from submit to finish (or to now, while running) */
+} gf_run_stats;
+
+#define GF_RUN_STATS_INIT {sizeof(gf_run_stats), 0, 0, 0, 0, 0, 0, 0, 0.0}
+
+/* Counters of the run so far. out->struct_size must be set. Thread-safe. */
+GF_API gf_status gf_run_stats_get(gf_run_stats *out, gf_run *run);
+
+/* ---------------------------------------------------------------------------------------------
+ * Inside a task body
+ *
+ * These functions take the ctx the body was given; they are valid only during that call, on that
+ * thread.
+ * ------------------------------------------------------------------------------------------- */
+
+/* Input `index` (0-based, in the order of gf_task_desc.inputs): for a buffer, a pointer to its
+ * bytes in the executing worker's memory (host memory on CPU workers, device memory on GPU
+ * workers) and its size; for an opaque value, the value and its size estimate. Read-only. */
+GF_API gf_status gf_task_ctx_input(const void **out_ptr, uint64_t *out_size, gf_task_ctx *ctx,
+                                   uint32_t index);
+
+/* Output buffer `index` in the executing worker's memory, to be written by the body. size must
+ * equal the declared size, or may be 0 to mean it; an output declared with size 0 gets `size`
+ * bytes now. Fails with GF_ERR_OUT_OF_MEMORY if the device cannot hold it. Calling it again returns
+ * the same buffer. */
+GF_API gf_status gf_task_ctx_output(void **out_ptr, gf_task_ctx *ctx, uint32_t index,
+                                    uint64_t size);
+
+/* Sets opaque-value output `index`. On success gpuflow owns `value` and calls destroy(value)
+ * (if not NULL) when the data is freed; on failure ownership stays with the caller. */
+GF_API gf_status gf_task_ctx_set_value(gf_task_ctx *ctx, uint32_t index, void *value,
+                                       gf_destroy_fn destroy, uint64_t size_estimate);
+
+/* Records why this attempt fails (copied). The body should then return non-zero. */
+GF_API gf_status gf_task_ctx_fail(gf_task_ctx *ctx, const char *message);
+
+/* 1 once the run was cancelled or the pool is shutting down, so long bodies can stop early. */
+GF_API int gf_task_ctx_cancelled(const gf_task_ctx *ctx);
+
+typedef struct gf_task_env {
+  uint32_t struct_size;
+  gf_worker_kind kind;
+  int32_t device;       /* device ordinal, -1 on CPU workers */
+  uint32_t worker;      /* index of the executing worker in the pool */
+  uint32_t attempt;     /* 1 for the first attempt */
+  void *stream;         /* the CUDA stream to enqueue on (cudaStream_t), NULL otherwise */
+  const char *task_name; /* borrowed for the call */
+} gf_task_env;
+
+#define GF_TASK_ENV_INIT {sizeof(gf_task_env), GF_WORKER_CPU, -1, 0, 0, NULL, NULL}
+
+/* Where and how this body runs. out->struct_size must be set. */
+GF_API gf_status gf_task_ctx_env(gf_task_env *out, const gf_task_ctx *ctx);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GPUFLOW_H */
