@@ -1,0 +1,265 @@
+/* Scheduler-overhead microbenchmark for gpuflow: graphs of (nearly) empty CPU tasks, the same
+ * graphs and the same JSON line as ../shared/bench/starpu_bench.c, so that
+ *     EXTRA_BENCH=build/bench/gpuflow_bench ../shared/bench/run_peers.sh
+ * compares gpuflow with Dask and StarPU in one run.
+ *
+ * Usage: gpuflow_bench wide|chain|tree N REPEATS
+ *   wide : N independent no-op tasks                                            (N tasks)
+ *   chain: N tasks, each ordered after the previous (desc.after); each checks that
+ *          it runs in order, and the run checks that all N ran                  (N tasks)
+ *   tree : N leaves writing an int64 1 into their own 8-byte buffer, then pairwise
+ *          sums level by level (inputs: two buffers, output: a new buffer); the
+ *          root is fetched and checked == N                                     (2N-1 tasks)
+ * Timed region = gf_graph_submit + gf_run_wait. Building the graph (gf_graph_create +
+ * gf_graph_add_buffer/add_task) is timed separately as build. One untimed warm-up run first.
+ * Pool: host backend, one CPU worker per core (GPUFLOW_CPU_WORKERS overrides), no emulated
+ * devices; "ncpu" is the number of CPU workers. */
+#define _POSIX_C_SOURCE 200809L
+#include <gpuflow.h>
+
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static void check(gf_status status, const char *what) {
+  if (status != GF_OK) {
+    fprintf(stderr, "gpuflow_bench: %s failed: %s: %s\n", what, gf_status_name(status),
+            gf_last_error());
+    exit(1);
+  }
+}
+#define CHECK(call) check((call), #call)
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof(double), cmp);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ---- Task bodies ------------------------------------------------------------------------- */
+
+static int noop(gf_task_ctx *ctx, void *user_data) {
+  (void)ctx;
+  (void)user_data;
+  return 0;
+}
+
+/* chain: task i (user_data = i) must run after task i-1 finished. */
+static atomic_long chain_next;
+static atomic_int chain_out_of_order;
+static int chain_step(gf_task_ctx *ctx, void *user_data) {
+  (void)ctx;
+  const long i = (long)(intptr_t)user_data;
+  if (atomic_load_explicit(&chain_next, memory_order_relaxed) != i)
+    atomic_store_explicit(&chain_out_of_order, 1, memory_order_relaxed);
+  atomic_store_explicit(&chain_next, i + 1, memory_order_relaxed);
+  return 0;
+}
+
+static int one(gf_task_ctx *ctx, void *user_data) {
+  (void)user_data;
+  void *out;
+  if (gf_task_ctx_output(&out, ctx, 0, sizeof(int64_t)) != GF_OK) return 1;
+  *(int64_t *)out = 1;
+  return 0;
+}
+
+static int add(gf_task_ctx *ctx, void *user_data) {
+  (void)user_data;
+  const void *a, *b;
+  uint64_t size_a, size_b;
+  void *out;
+  if (gf_task_ctx_input(&a, &size_a, ctx, 0) != GF_OK ||
+      gf_task_ctx_input(&b, &size_b, ctx, 1) != GF_OK ||
+      gf_task_ctx_output(&out, ctx, 0, sizeof(int64_t)) != GF_OK)
+    return 1;
+  *(int64_t *)out = *(const int64_t *)a + *(const int64_t *)b;
+  return 0;
+}
+
+/* ---- Graphs ------------------------------------------------------------------------------ */
+
+static gf_graph *build_wide(long n) {
+  gf_graph *graph;
+  CHECK(gf_graph_create(&graph));
+  gf_task_desc desc = GF_TASK_DESC_INIT;
+  desc.cpu_fn = noop;
+  for (long i = 0; i < n; i++) {
+    gf_task task;
+    CHECK(gf_graph_add_task(&task, graph, &desc));
+  }
+  return graph;
+}
+
+static gf_graph *build_chain(long n) {
+  gf_graph *graph;
+  CHECK(gf_graph_create(&graph));
+  gf_task_desc desc = GF_TASK_DESC_INIT;
+  desc.cpu_fn = chain_step;
+  gf_task prev = {0};
+  for (long i = 0; i < n; i++) {
+    desc.user_data = (void *)(intptr_t)i;
+    desc.after = i ? &prev : NULL;
+    desc.after_count = i ? 1 : 0;
+    CHECK(gf_graph_add_task(&prev, graph, &desc));
+  }
+  return graph;
+}
+
+/* Returns the graph; *root is the buffer holding the total. */
+static gf_graph *build_tree(long n, gf_data *root) {
+  gf_graph *graph;
+  CHECK(gf_graph_create(&graph));
+  gf_data *level = malloc((size_t)n * sizeof *level);
+  if (!level) {
+    fprintf(stderr, "gpuflow_bench: out of memory\n");
+    exit(1);
+  }
+  gf_buffer_desc buf = GF_BUFFER_DESC_INIT;
+  buf.size = sizeof(int64_t);
+  gf_task_desc leaf = GF_TASK_DESC_INIT;
+  leaf.cpu_fn = one;
+  leaf.output_count = 1;
+  for (long i = 0; i < n; i++) {
+    gf_task task;
+    CHECK(gf_graph_add_buffer(&level[i], graph, &buf));
+    leaf.outputs = &level[i];
+    CHECK(gf_graph_add_task(&task, graph, &leaf));
+  }
+  gf_task_desc sum = GF_TASK_DESC_INIT;
+  sum.cpu_fn = add;
+  sum.input_count = 2;
+  sum.output_count = 1;
+  /* Level by level, in place: level[i / 2] = level[i] + level[i + 1]; an odd one moves up. */
+  for (long width = n; width > 1; width = (width + 1) / 2) {
+    for (long i = 0; i + 1 < width; i += 2) {
+      gf_data out;
+      gf_task task;
+      CHECK(gf_graph_add_buffer(&out, graph, &buf));
+      sum.inputs = &level[i];
+      sum.outputs = &out;
+      CHECK(gf_graph_add_task(&task, graph, &sum));
+      level[i / 2] = out;
+    }
+    if (width % 2) level[width / 2] = level[width - 1];
+  }
+  *root = level[0];
+  free(level);
+  return graph;
+}
+
+/* One run; returns the timed seconds and stores the build time in *build. */
+static double run_once(gf_pool *pool, const char *kind, long n, double *build) {
+  gf_data root = {0};
+  const double t0 = now();
+  gf_graph *graph = !strcmp(kind, "wide")    ? build_wide(n)
+                    : !strcmp(kind, "chain") ? build_chain(n)
+                                             : build_tree(n, &root);
+  const double t1 = now();
+  atomic_store(&chain_next, 0);
+  gf_run *run;
+  CHECK(gf_graph_submit(&run, pool, graph, NULL));
+  CHECK(gf_run_wait(run, -1));
+  const double t2 = now();
+
+  if (!strcmp(kind, "chain")) {
+    const long ran = atomic_load(&chain_next);
+    if (ran != n || atomic_load(&chain_out_of_order)) {
+      fprintf(stderr, "gpuflow_bench: chain: %ld of %ld tasks ran%s\n", ran, n,
+              atomic_load(&chain_out_of_order) ? ", out of order" : "");
+      exit(1);
+    }
+  } else if (!strcmp(kind, "tree")) {
+    int64_t total = 0;
+    uint64_t size = 0;
+    CHECK(gf_run_fetch(&size, run, root, &total, sizeof total));
+    if (total != n) {
+      fprintf(stderr, "gpuflow_bench: tree: got %" PRId64 " want %ld\n", total, n);
+      exit(1);
+    }
+  }
+  uint64_t tasks = 0;
+  CHECK(gf_graph_task_count(&tasks, graph));
+  const uint64_t want = !strcmp(kind, "tree") ? (uint64_t)(2 * n - 1) : (uint64_t)n;
+  if (tasks != want) {
+    fprintf(stderr, "gpuflow_bench: graph has %" PRIu64 " tasks, want %" PRIu64 "\n", tasks, want);
+    exit(1);
+  }
+  gf_run_destroy(run);
+  gf_graph_destroy(graph);
+  *build = t1 - t0;
+  return t2 - t1;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 4 || (strcmp(argv[1], "wide") && strcmp(argv[1], "chain") && strcmp(argv[1], "tree")) ||
+      atol(argv[2]) < 1 || atoi(argv[3]) < 1) {
+    fprintf(stderr, "usage: %s wide|chain|tree N REPEATS   (N >= 1, REPEATS >= 1)\n", argv[0]);
+    return 2;
+  }
+  const char *kind = argv[1];
+  const long n = atol(argv[2]);
+  const int reps = atoi(argv[3]);
+  const long ntasks = !strcmp(kind, "tree") ? 2 * n - 1 : n;
+
+  gf_pool_config config = GF_POOL_CONFIG_INIT;
+  config.backend = GF_BACKEND_HOST;
+  config.cpu_workers = 0;       /* default: one per core */
+  config.emulated_devices = -1; /* CPU workers only, like StarPU with STARPU_NCUDA=0 */
+  gf_pool *pool;
+  CHECK(gf_pool_create(&pool, &config));
+  uint32_t workers = 0, ncpu = 0;
+  CHECK(gf_pool_worker_count(&workers, pool));
+  for (uint32_t w = 0; w < workers; w++) {
+    gf_worker_info info = GF_WORKER_INFO_INIT;
+    CHECK(gf_pool_worker_info(&info, pool, w));
+    if (info.kind == GF_WORKER_CPU) ncpu++;
+  }
+
+  double b;
+  double *t = malloc((size_t)reps * sizeof(double));
+  double *bs = malloc((size_t)reps * sizeof(double));
+  double *tot = malloc((size_t)reps * sizeof(double));
+  if (!t || !bs || !tot) return 1;
+  run_once(pool, kind, n, &b); /* warm-up */
+  for (int r = 0; r < reps; r++) {
+    t[r] = run_once(pool, kind, n, &bs[r]);
+    tot[r] = t[r] + bs[r];
+  }
+
+  printf("{\"peer\": \"gpuflow\", \"graph\": \"%s\", \"n\": %ld, \"tasks\": %ld, \"repeats\": %d, "
+         "\"times_s\": [",
+         kind, n, ntasks, reps);
+  for (int r = 0; r < reps; r++) printf("%s%.6f", r ? ", " : "", t[r]);
+  const double med = median(t, reps); /* sorts t */
+  const double build_med = median(bs, reps);
+  const double total_med = median(tot, reps);
+  const double dtasks = (double)ntasks;
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  printf("], \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, \"build_median_s\": %.6f, "
+         "\"total_median_s\": %.6f, \"tasks_per_s\": %.1f, \"us_per_task\": %.3f, "
+         "\"total_us_per_task\": %.3f, \"maxrss_mb\": %.1f, \"ncpu\": %u}\n",
+         med, t[0], t[reps - 1], build_med, total_med, dtasks / med, med / dtasks * 1e6,
+         total_med / dtasks * 1e6, (double)ru.ru_maxrss / 1024.0, ncpu);
+  fflush(stdout);
+  gf_pool_destroy(pool);
+  free(t);
+  free(bs);
+  free(tot);
+  return 0;
+}

@@ -1,0 +1,35 @@
+// The handle tables for gf_pool, gf_graph and gf_run, and the lookups the shims use.
+#pragma once
+
+#include "capi/handles.hpp"
+#include "graph/graph.hpp"
+#include "pool/pool_core.hpp"
+#include "runtime/run.hpp"
+
+namespace gf::capi {
+
+using PoolTable = HandleTable<PoolCore, 1>;
+using GraphTable = HandleTable<Graph, 2>;
+using RunTable = HandleTable<Run, 3>;
+
+// Process-wide and deliberately never destroyed: a handle the caller leaks must not be torn
+// down by static destructors at exit, while other threads may still run.
+PoolTable &pools();
+GraphTable &graphs();
+RunTable &runs();
+
+template <class Table, class Handle>
+auto &lookup(Table &table, const Handle *handle, const char *what) {
+  auto *object = table.find(handle_bits(handle));
+  if (!object) {
+    fail(GF_ERR_INVALID_HANDLE,
+         std::string(what) + " is not a live handle (NULL, destroyed, or not a " + what + ")");
+  }
+  return *object;
+}
+
+inline PoolCore &pool_of(const gf_pool *pool) { return lookup(pools(), pool, "gf_pool"); }
+inline Graph &graph_of(const gf_graph *graph) { return lookup(graphs(), graph, "gf_graph"); }
+inline Run &run_of(const gf_run *run) { return lookup(runs(), run, "gf_run"); }
+
+}  // namespace gf::capi

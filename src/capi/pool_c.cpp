@@ -1,0 +1,138 @@
+// C shims: version, pools, workers and their ledgers.
+#include <cstring>
+
+#include "capi/guard.hpp"
+#include "capi/objects.hpp"
+#include "capi/structs.hpp"
+
+using namespace gf;
+using namespace gf::capi;
+
+namespace {
+
+const Ledger::Line &ledger_line(const WorkerState &w, uint32_t index) {
+  const auto &lines = w.ledger.lines();
+  if (index >= lines.size()) {
+    fail(GF_ERR_INVALID_ARGUMENT, "ledger index " + std::to_string(index) + " is out of range; " +
+                                      w.name + " has " + std::to_string(lines.size()) + " lines");
+  }
+  return lines[index];
+}
+
+const WorkerState &worker_at(PoolCore &pool, uint32_t worker) {
+  if (worker >= pool.worker_count()) {
+    fail(GF_ERR_INVALID_ARGUMENT, "worker index " + std::to_string(worker) +
+                                      " is out of range; the pool has " +
+                                      std::to_string(pool.worker_count()) + " workers");
+  }
+  return pool.worker(worker);
+}
+
+void fill_entry(gf_ledger_entry *out, PoolCore &pool, const Ledger::Line &line) {
+  out->resource = pool.scheduler().registry().name(line.resource).c_str();
+  out->capacity = line.capacity.to_double();
+  out->in_use = line.in_use.to_double();
+  out->peak_in_use = line.peak.to_double();
+}
+
+}  // namespace
+
+extern "C" {
+
+GF_API uint32_t gf_version(void) { return GF_VERSION; }
+
+GF_API const char *gf_version_string(void) {
+#define GF_STR2(x) #x
+#define GF_STR(x) GF_STR2(x)
+  return GF_STR(GF_VERSION_MAJOR) "." GF_STR(GF_VERSION_MINOR) "." GF_STR(GF_VERSION_PATCH);
+}
+
+GF_API void gf_pool_config_init(gf_pool_config *config) {
+  gf_pool_config init = GF_POOL_CONFIG_INIT;
+  if (config) *config = init;
+}
+
+GF_API gf_status gf_pool_create_versioned(gf_pool **out, const gf_pool_config *config,
+                                          uint32_t header_version_major) {
+  return guard([&] {
+    require_out(out, "out");
+    *out = nullptr;
+    if (header_version_major != GF_VERSION_MAJOR) {
+      fail(GF_ERR_VERSION_MISMATCH, "the caller was built against gpuflow.h major version " +
+                                        std::to_string(header_version_major) +
+                                        ", this library is " + gf_version_string());
+    }
+    gf_pool_config defaults = GF_POOL_CONFIG_INIT;
+    gf_pool_config resolved = config ? read_struct(config, "gf_pool_config") : defaults;
+    *out = handle_from_bits<gf_pool>(pools().insert(PoolCore::create(resolved)));
+    return GF_OK;
+  });
+}
+
+GF_API void gf_pool_destroy(gf_pool *pool) {
+  guard_void([&] {
+    if (auto core = pools().remove(handle_bits(pool))) core->shutdown();
+  });
+}
+
+GF_API gf_status gf_pool_worker_count(uint32_t *out, const gf_pool *pool) {
+  return guard([&] {
+    require_out(out, "out");
+    *out = static_cast<uint32_t>(pool_of(pool).worker_count());
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_pool_worker_info(gf_worker_info *out, const gf_pool *pool, uint32_t worker) {
+  return guard([&] {
+    check_struct_size(out, "gf_worker_info");
+    const WorkerState &w = worker_at(pool_of(pool), worker);
+    out->kind = w.kind;
+    out->device = w.device;
+    out->threads = w.threads;
+    out->emulated = w.emulated ? 1 : 0;
+    out->name = w.name.c_str();
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_pool_ledger_size(uint32_t *out, const gf_pool *pool, uint32_t worker) {
+  return guard([&] {
+    require_out(out, "out");
+    *out = static_cast<uint32_t>(worker_at(pool_of(pool), worker).ledger.lines().size());
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_pool_ledger_entry(gf_ledger_entry *out, const gf_pool *pool, uint32_t worker,
+                                      uint32_t index) {
+  return guard([&] {
+    check_struct_size(out, "gf_ledger_entry");
+    PoolCore &core = pool_of(pool);
+    const WorkerState &w = worker_at(core, worker);
+    std::lock_guard lock(core.scheduler().mu);
+    fill_entry(out, core, ledger_line(w, index));
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_pool_ledger_lookup(gf_ledger_entry *out, const gf_pool *pool, uint32_t worker,
+                                       const char *resource) {
+  return guard([&] {
+    check_struct_size(out, "gf_ledger_entry");
+    require_out(resource, "resource");
+    PoolCore &core = pool_of(pool);
+    const WorkerState &w = worker_at(core, worker);
+    ResourceId id = core.scheduler().registry().find(resource);
+    std::lock_guard lock(core.scheduler().mu);
+    for (const auto &line : w.ledger.lines()) {
+      if (line.resource == id) {
+        fill_entry(out, core, line);
+        return GF_OK;
+      }
+    }
+    fail(GF_ERR_NOT_FOUND, w.name + " does not advertise resource '" + resource + "'");
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,68 @@
+// C shims: what a task body calls on its context.
+#include "capi/guard.hpp"
+#include "capi/structs.hpp"
+#include "runtime/task_context.hpp"
+
+using namespace gf;
+using namespace gf::capi;
+
+namespace {
+
+gf_task_ctx &ctx_of(const gf_task_ctx *ctx) {
+  if (!ctx) fail(GF_ERR_INVALID_ARGUMENT, "gf_task_ctx is NULL");
+  return const_cast<gf_task_ctx &>(*ctx);
+}
+
+}  // namespace
+
+extern "C" {
+
+GF_API gf_status gf_task_ctx_input(const void **out_ptr, uint64_t *out_size, gf_task_ctx *ctx,
+                                   uint32_t index) {
+  return guard([&] {
+    require_out(out_ptr, "out_ptr");
+    require_out(out_size, "out_size");
+    ctx_of(ctx).input(out_ptr, out_size, index);
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_task_ctx_output(void **out_ptr, gf_task_ctx *ctx, uint32_t index,
+                                    uint64_t size) {
+  return guard([&] {
+    require_out(out_ptr, "out_ptr");
+    *out_ptr = ctx_of(ctx).output(index, size);
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_task_ctx_set_value(gf_task_ctx *ctx, uint32_t index, void *value,
+                                       gf_destroy_fn destroy, uint64_t size_estimate) {
+  return guard([&] {
+    ctx_of(ctx).set_value(index, value, destroy, size_estimate);
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_task_ctx_fail(gf_task_ctx *ctx, const char *message) {
+  return guard([&] {
+    gf_task_ctx &c = ctx_of(ctx);
+    c.failed = true;
+    c.error = message && *message ? message : "failed (no message given)";
+    return GF_OK;
+  });
+}
+
+GF_API int gf_task_ctx_cancelled(const gf_task_ctx *ctx) {
+  return ctx && ctx->cancelled() ? 1 : 0;
+}
+
+GF_API gf_status gf_task_ctx_env(gf_task_env *out, const gf_task_ctx *ctx) {
+  return guard([&] {
+    check_struct_size(out, "gf_task_env");
+    ctx_of(ctx).env(*out);
+    return GF_OK;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,45 @@
+// The host backend: N emulated devices whose "device memory" is host memory. Capacity is
+// enforced by the scheduler's ledger exactly as on a real GPU, and copies to, from and between
+// devices run on per-device copy engines at a configured bandwidth, so placement, transfers and
+// memory limits are exercised on machines without a GPU.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "devices/backend.hpp"
+#include "devices/host/copy_engine.hpp"
+
+namespace gf {
+
+struct HostBackendConfig {
+  int devices = 2;
+  uint64_t device_memory = uint64_t{1} << 30;
+  double bandwidth = 10e9;  // bytes per second; 0: copies take only the memcpy
+};
+
+class HostBackend final : public DeviceBackend {
+ public:
+  explicit HostBackend(const HostBackendConfig &config);
+  ~HostBackend() override;
+
+  const char *name() const override { return "host"; }
+  int device_count() const override { return config_.devices; }
+  DeviceDescription describe(int device) const override;
+  void *allocate(SpaceId space, uint64_t bytes) override;
+  void deallocate(SpaceId space, void *ptr, uint64_t bytes) override;
+  void copy_async(const CopyRequest &request, CopyDone done) override;
+  void copy_sync(const CopyRequest &request) override;
+  double transfer_seconds(SpaceId from, SpaceId to, uint64_t bytes) const override;
+  int run_gpu_body(int device, gf_task_fn fn, gf_task_ctx *ctx, void *user_data) override;
+  void shutdown() override;
+
+ private:
+  // The engine of the device end of a copy (the destination, unless it is the host).
+  CopyEngine &engine_for(const CopyRequest &request);
+
+  HostBackendConfig config_;
+  std::vector<std::unique_ptr<CopyEngine>> engines_;
+};
+
+}  // namespace gf

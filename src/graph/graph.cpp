@@ -1,0 +1,251 @@
+#include "graph/graph.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace gf {
+namespace {
+
+// References carry their graph's serial in the upper bits, so a reference used with another graph
+// is recognised. Bit 63 tells data from tasks.
+constexpr uint64_t kDataBit = uint64_t{1} << 63;
+constexpr uint64_t kSerialMask = (uint64_t{1} << 31) - 1;
+std::atomic<uint64_t> next_graph_serial{1};
+
+uint64_t encode(uint64_t serial, uint32_t index, bool is_data) {
+  return (is_data ? kDataBit : 0) | ((serial & kSerialMask) << 32) | (uint64_t{index} + 1);
+}
+
+std::string optional_name(const char *name) { return name ? std::string(name) : std::string(); }
+
+}  // namespace
+
+Graph::Graph() : serial_(next_graph_serial.fetch_add(1) & kSerialMask) {}
+
+Graph::~Graph() {
+  for (auto &task : tasks_) {
+    if (task.user_data_destroy) task.user_data_destroy(task.user_data);
+  }
+  for (auto &data : data_) {
+    if (data.origin == DataOrigin::kHostValue && data.host_value_destroy) {
+      data.host_value_destroy(data.host_value);
+    }
+  }
+}
+
+void Graph::require_mutable() const {
+  if (frozen()) {
+    fail(GF_ERR_STATE, "the graph was submitted and is frozen; build a new graph to add to it");
+  }
+}
+
+std::string Graph::task_label(TaskIndex t) const {
+  const auto &name = tasks_[t].name;
+  return name.empty() ? "task #" + std::to_string(t) : "task '" + name + "'";
+}
+
+std::string Graph::data_label(DataIndex d) const {
+  const auto &name = data_[d].name;
+  return name.empty() ? "data #" + std::to_string(d) : "data '" + name + "'";
+}
+
+TaskIndex Graph::find_task(gf_task task) const {
+  uint64_t index = (task.id & 0xffffffffu);
+  if ((task.id & kDataBit) || ((task.id >> 32) & kSerialMask) != serial_ || index == 0 ||
+      index > tasks_.size()) {
+    return kNoIndex;
+  }
+  return static_cast<TaskIndex>(index - 1);
+}
+
+DataIndex Graph::find_data(gf_data data) const {
+  uint64_t index = (data.id & 0xffffffffu);
+  if (!(data.id & kDataBit) || ((data.id >> 32) & kSerialMask) != serial_ || index == 0 ||
+      index > data_.size()) {
+    return kNoIndex;
+  }
+  return static_cast<DataIndex>(index - 1);
+}
+
+TaskIndex Graph::task_index(gf_task task, const char *what) const {
+  TaskIndex t = find_task(task);
+  if (t == kNoIndex) {
+    fail(GF_ERR_INVALID_ARGUMENT,
+         std::string(what) + " is not a task of this graph (null, or from another graph)");
+  }
+  return t;
+}
+
+DataIndex Graph::data_index(gf_data data, const char *what) const {
+  DataIndex d = find_data(data);
+  if (d == kNoIndex) {
+    fail(GF_ERR_INVALID_ARGUMENT,
+         std::string(what) + " is not a data object of this graph (null, or from another graph)");
+  }
+  return d;
+}
+
+gf_task Graph::task_ref(TaskIndex t) const { return gf_task{encode(serial_, t, false)}; }
+gf_data Graph::data_ref(DataIndex d) const { return gf_data{encode(serial_, d, true)}; }
+
+DataIndex Graph::new_data(const char *name, DataKind kind, DataOrigin origin, uint64_t size,
+                          uint32_t flags) {
+  require_mutable();
+  if (data_.size() >= UINT32_MAX - 1) fail(GF_ERR_INVALID_ARGUMENT, "too many data objects");
+  if (flags & ~uint32_t{GF_DATA_KEEP}) {
+    fail(GF_ERR_INVALID_ARGUMENT, "unknown flags for data '" + optional_name(name) + "'");
+  }
+  DataDesc desc;
+  desc.name = optional_name(name);
+  desc.kind = kind;
+  desc.origin = origin;
+  desc.size = size;
+  desc.flags = flags;
+  data_.push_back(std::move(desc));
+  return static_cast<DataIndex>(data_.size() - 1);
+}
+
+gf_data Graph::add_buffer(const char *name, uint64_t size, uint32_t flags) {
+  return data_ref(new_data(name, DataKind::kBuffer, DataOrigin::kProduced, size, flags));
+}
+
+gf_data Graph::add_value(const char *name, uint64_t size_estimate, uint32_t flags) {
+  return data_ref(new_data(name, DataKind::kValue, DataOrigin::kProduced, size_estimate, flags));
+}
+
+gf_data Graph::add_host_buffer(const char *name, const void *bytes, uint64_t size,
+                               uint32_t flags) {
+  require_mutable();
+  if (flags & ~uint32_t{GF_HOST_BUFFER_BORROW}) {
+    fail(GF_ERR_INVALID_ARGUMENT, "unknown flags for host buffer '" + optional_name(name) + "'");
+  }
+  if (!bytes && size > 0) fail(GF_ERR_INVALID_ARGUMENT, "host buffer bytes is NULL");
+  const void *stored = bytes;
+  if (!(flags & GF_HOST_BUFFER_BORROW) && size > 0) {
+    auto copy = std::make_unique<unsigned char[]>(size);
+    std::memcpy(copy.get(), bytes, size);
+    stored = copy.get();
+    owned_host_bytes_.push_back(std::move(copy));
+  }
+  DataIndex d = new_data(name, DataKind::kBuffer, DataOrigin::kHostBuffer, size, 0);
+  data_[d].host_bytes = stored;
+  return data_ref(d);
+}
+
+gf_data Graph::add_host_value(const char *name, void *value, gf_destroy_fn destroy,
+                              uint64_t size) {
+  DataIndex d = new_data(name, DataKind::kValue, DataOrigin::kHostValue, size, 0);
+  data_[d].host_value = value;
+  data_[d].host_value_destroy = destroy;
+  return data_ref(d);
+}
+
+gf_task Graph::add_task(const gf_task_desc &desc) {
+  require_mutable();
+  if (tasks_.size() >= UINT32_MAX - 1) fail(GF_ERR_INVALID_ARGUMENT, "too many tasks");
+  const auto t = static_cast<TaskIndex>(tasks_.size());
+  TaskDesc task;
+  task.name = optional_name(desc.name);
+  auto label = [&] { return task.name.empty() ? "task #" + std::to_string(t) : "task '" + task.name + "'"; };
+  if (!desc.cpu_fn && !desc.gpu_fn) {
+    fail(GF_ERR_INVALID_ARGUMENT, label() + " has no body: set cpu_fn and/or gpu_fn");
+  }
+  if ((desc.input_count && !desc.inputs) || (desc.output_count && !desc.outputs) ||
+      (desc.after_count && !desc.after) || (desc.resource_count && !desc.resources)) {
+    fail(GF_ERR_INVALID_ARGUMENT, label() + " has a count without its array (NULL pointer)");
+  }
+
+  NamedRequest request;
+  for (uint32_t i = 0; i < desc.resource_count; ++i) {
+    const gf_resource &r = desc.resources[i];
+    if (!r.name || !*r.name) {
+      fail(GF_ERR_INVALID_ARGUMENT, label() + ": resource #" + std::to_string(i) + " has no name");
+    }
+    if (!FixedPoint::representable(r.amount)) {
+      fail(GF_ERR_INVALID_ARGUMENT, label() + ": resource '" + r.name + "' amount " +
+                                        std::to_string(r.amount) +
+                                        " must be finite, non-negative and at most 1e14");
+    }
+    FixedPoint amount = FixedPoint::from_double(r.amount);
+    if (amount.is_zero()) continue;
+    auto same = std::find_if(request.begin(), request.end(),
+                             [&](const auto &entry) { return entry.first == r.name; });
+    if (same != request.end()) {
+      fail(GF_ERR_INVALID_ARGUMENT, label() + " names resource '" + r.name + "' twice");
+    }
+    request.emplace_back(r.name, amount);
+  }
+  std::sort(request.begin(), request.end());
+
+  // Decode every reference before changing anything, so a failure leaves the graph untouched.
+  auto bad_reference = [&](const char *kind, uint32_t i) {
+    fail(GF_ERR_INVALID_ARGUMENT, label() + " " + kind + " #" + std::to_string(i) +
+                                      " is not of this graph (null, or from another graph)");
+  };
+  auto &inputs = scratch_inputs_;
+  auto &outputs = scratch_outputs_;
+  auto &after = scratch_after_;
+  inputs.resize(desc.input_count);
+  outputs.resize(desc.output_count);
+  after.resize(desc.after_count);
+  for (uint32_t i = 0; i < desc.input_count; ++i) {
+    inputs[i] = find_data(desc.inputs[i]);
+    if (inputs[i] == kNoIndex) bad_reference("input", i);
+  }
+  for (uint32_t i = 0; i < desc.output_count; ++i) {
+    DataIndex d = find_data(desc.outputs[i]);
+    if (d == kNoIndex) bad_reference("output", i);
+    const DataDesc &data = data_[d];
+    if (data.origin != DataOrigin::kProduced) {
+      fail(GF_ERR_INVALID_ARGUMENT, label() + " lists host input " + data_label(d) + " as output");
+    }
+    if (data.producer != kNoIndex) {
+      fail(GF_ERR_INVALID_GRAPH, label() + " and " + task_label(data.producer) + " both produce " +
+                                     data_label(d) + "; a data object has exactly one producer");
+    }
+    if (std::find(outputs.begin(), outputs.begin() + i, d) != outputs.begin() + i ||
+        std::find(inputs.begin(), inputs.end(), d) != inputs.end()) {
+      fail(GF_ERR_INVALID_GRAPH, label() + " lists " + data_label(d) + " twice among its data");
+    }
+    outputs[i] = d;
+  }
+  for (uint32_t i = 0; i < desc.after_count; ++i) {
+    after[i] = find_task(desc.after[i]);
+    if (after[i] == kNoIndex) bad_reference("after", i);
+  }
+
+  task.cpu_fn = desc.cpu_fn;
+  task.gpu_fn = desc.gpu_fn;
+  task.user_data = desc.user_data;
+  task.user_data_destroy = desc.user_data_destroy;
+  task.request = requests_.intern(std::move(request));
+  task.priority = desc.priority;
+  task.retries = desc.retries;
+  task.inputs_begin = static_cast<uint32_t>(input_refs_.size());
+  task.input_count = desc.input_count;
+  task.outputs_begin = static_cast<uint32_t>(output_refs_.size());
+  task.output_count = desc.output_count;
+  for (DataIndex d : inputs) {
+    input_refs_.push_back(d);
+    data_[d].consumer_slots++;
+  }
+  for (DataIndex d : outputs) {
+    output_refs_.push_back(d);
+    data_[d].producer = t;
+  }
+  for (TaskIndex b : after) edges_.emplace_back(t, b);
+  tasks_.push_back(std::move(task));
+  return task_ref(t);
+}
+
+void Graph::add_dependency(gf_task task, gf_task before) {
+  require_mutable();
+  TaskIndex t = task_index(task, "task");
+  TaskIndex b = task_index(before, "before");
+  if (t == b) fail(GF_ERR_INVALID_GRAPH, task_label(t) + " cannot run after itself (cycle)");
+  edges_.emplace_back(t, b);
+}
+
+}  // namespace gf

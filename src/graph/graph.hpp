@@ -1,0 +1,124 @@
+// A task graph as the caller describes it: tasks, data objects, resource requests and edges.
+// Mutable while it is built; frozen (immutable, analysed) by its first successful submit, after
+// which runs share it read-only.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/fixed_point.hpp"
+#include "gpuflow.h"
+#include "graph/resource_request.hpp"
+
+namespace gf {
+
+using TaskIndex = uint32_t;
+using DataIndex = uint32_t;
+inline constexpr uint32_t kNoIndex = UINT32_MAX;
+
+enum class DataKind : uint8_t { kBuffer, kValue };
+enum class DataOrigin : uint8_t { kProduced, kHostBuffer, kHostValue };
+
+struct DataDesc {
+  std::string name;
+  DataKind kind = DataKind::kBuffer;
+  DataOrigin origin = DataOrigin::kProduced;
+  uint32_t flags = 0;
+  uint64_t size = 0;  // declared bytes (0: set by the producer), or a value's size estimate
+  TaskIndex producer = kNoIndex;
+  uint32_t consumer_slots = 0;  // how many task input slots read it
+  const void *host_bytes = nullptr;  // kHostBuffer
+  void *host_value = nullptr;        // kHostValue
+  gf_destroy_fn host_value_destroy = nullptr;
+};
+
+struct TaskDesc {
+  std::string name;
+  gf_task_fn cpu_fn = nullptr;
+  gf_task_fn gpu_fn = nullptr;
+  void *user_data = nullptr;
+  gf_destroy_fn user_data_destroy = nullptr;
+  RequestId request = kEmptyRequest;
+  int32_t priority = 0;
+  uint32_t retries = 0;
+  uint32_t inputs_begin = 0;  // into Graph::input_refs
+  uint32_t input_count = 0;
+  uint32_t outputs_begin = 0;  // into Graph::output_refs
+  uint32_t output_count = 0;
+};
+
+// What submit derives once from a valid graph: the dependency structure in compressed form and
+// the order in which ready tasks should run.
+struct GraphAnalysis {
+  std::vector<uint32_t> successor_begin;  // tasks + 1 offsets into successors
+  std::vector<TaskIndex> successors;      // one entry per edge (duplicates kept, consistently)
+  std::vector<uint32_t> predecessor_count;
+  std::vector<uint32_t> order;  // rank per task: depth-first, finishes branches before new ones
+  std::vector<TaskIndex> roots;  // tasks without predecessors, in rank order
+};
+
+class Graph {
+ public:
+  Graph();
+  ~Graph();
+  Graph(const Graph &) = delete;
+  Graph &operator=(const Graph &) = delete;
+
+  gf_data add_buffer(const char *name, uint64_t size, uint32_t flags);
+  gf_data add_value(const char *name, uint64_t size_estimate, uint32_t flags);
+  gf_data add_host_buffer(const char *name, const void *bytes, uint64_t size, uint32_t flags);
+  gf_data add_host_value(const char *name, void *value, gf_destroy_fn destroy, uint64_t size);
+  gf_task add_task(const gf_task_desc &desc);
+  void add_dependency(gf_task task, gf_task before);
+
+  // Validates and analyses the graph (once); throws gf::Error naming the culprit.
+  const GraphAnalysis &freeze();
+  bool frozen() const { return analysis_ != nullptr; }
+
+  uint64_t serial() const { return serial_; }
+  size_t task_count() const { return tasks_.size(); }
+  size_t data_count() const { return data_.size(); }
+  const TaskDesc &task(TaskIndex t) const { return tasks_[t]; }
+  const DataDesc &data(DataIndex d) const { return data_[d]; }
+  const DataIndex *inputs(const TaskDesc &t) const { return input_refs_.data() + t.inputs_begin; }
+  const DataIndex *outputs(const TaskDesc &t) const { return output_refs_.data() + t.outputs_begin; }
+  const RequestTable &requests() const { return requests_; }
+  const GraphAnalysis &analysis() const { return *analysis_; }
+
+  // Human-readable names for messages: the given name, else "task #N" / "data #N".
+  std::string task_label(TaskIndex t) const;
+  std::string data_label(DataIndex d) const;
+
+  // Decoding of public references; throw GF_ERR_INVALID_ARGUMENT naming `what` when the
+  // reference is null, of another graph, or out of range.
+  TaskIndex task_index(gf_task task, const char *what) const;
+  DataIndex data_index(gf_data data, const char *what) const;
+  // kNoIndex when the reference is not one of this graph's.
+  TaskIndex find_task(gf_task task) const;
+  DataIndex find_data(gf_data data) const;
+  gf_task task_ref(TaskIndex t) const;
+  gf_data data_ref(DataIndex d) const;
+
+ private:
+  void require_mutable() const;
+  DataIndex new_data(const char *name, DataKind kind, DataOrigin origin, uint64_t size,
+                     uint32_t flags);
+
+  uint64_t serial_;
+  std::vector<TaskDesc> tasks_;
+  std::vector<DataDesc> data_;
+  std::vector<DataIndex> input_refs_;
+  std::vector<DataIndex> output_refs_;
+  std::vector<std::pair<TaskIndex, TaskIndex>> edges_;  // (task, before)
+  std::vector<std::unique_ptr<unsigned char[]>> owned_host_bytes_;
+  RequestTable requests_;
+  std::unique_ptr<GraphAnalysis> analysis_;
+  // Scratch space for add_task, kept to avoid allocations per task.
+  std::vector<DataIndex> scratch_inputs_, scratch_outputs_;
+  std::vector<TaskIndex> scratch_after_;
+};
+
+}  // namespace gf

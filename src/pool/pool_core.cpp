@@ -1,0 +1,77 @@
+#include "pool/pool_core.hpp"
+
+#include "core/error.hpp"
+#include "core/resource_names.hpp"
+#include "devices/host/host_backend.hpp"
+
+namespace gf {
+namespace {
+
+FixedPoint amount(double value) { return FixedPoint::from_double(value); }
+
+}  // namespace
+
+std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
+  return std::make_shared<PoolCore>(resolve_pool_options(config));
+}
+
+PoolCore::PoolCore(const PoolOptions &options)
+    : backend_(std::make_unique<HostBackend>(options.host)) {
+  ResourceRegistry registry;
+  ResourceId cpu = registry.intern(resource_names::kCpu);
+  ResourceId gpu = registry.intern(resource_names::kGpu);
+  ResourceId gpu_memory = registry.intern(resource_names::kGpuMemory);
+  std::vector<std::unique_ptr<WorkerState>> states;
+  for (int i = 0; i < options.cpu_workers; ++i) {
+    auto w = std::make_unique<WorkerState>();
+    w->index = static_cast<uint32_t>(states.size());
+    w->kind = GF_WORKER_CPU;
+    w->name = "cpu:" + std::to_string(i);
+    w->ledger.advertise(cpu, amount(1));
+    for (const auto &[name, value] : options.cpu_labels) w->ledger.advertise(registry.intern(name), amount(value));
+    states.push_back(std::move(w));
+  }
+  for (int d = 0; d < backend_->device_count(); ++d) {
+    DeviceDescription device = backend_->describe(d);
+    auto w = std::make_unique<WorkerState>();
+    w->index = static_cast<uint32_t>(states.size());
+    w->kind = GF_WORKER_GPU;
+    w->device = d;
+    w->space = device_space(d);
+    w->threads = options.gpu_worker_threads;
+    w->emulated = device.emulated;
+    w->name = "gpu:" + std::to_string(d);
+    w->ledger.advertise(gpu, amount(1));
+    w->ledger.advertise(gpu_memory, FixedPoint::from_raw(static_cast<int64_t>(device.memory_bytes) *
+                                                         FixedPoint::kScale));
+    for (const auto &[name, value] : options.gpu_labels) w->ledger.advertise(registry.intern(name), amount(value));
+    states.push_back(std::move(w));
+  }
+  for (auto &w : states) worker_states_.push_back(w.get());
+  scheduler_ = std::make_unique<Scheduler>(*backend_, std::move(registry), std::move(states), gpu_memory);
+  try {
+    for (WorkerState *w : worker_states_) {
+      workers_.push_back(std::make_unique<Worker>(*scheduler_, *w));
+      workers_.back()->start();
+    }
+  } catch (...) {
+    shutdown();
+    throw;
+  }
+}
+
+PoolCore::~PoolCore() { shutdown(); }
+
+std::shared_ptr<Run> PoolCore::submit(std::shared_ptr<Graph> graph, const gf_submit_options &options) {
+  return scheduler_->submit(shared_from_this(), std::move(graph), options);
+}
+
+void PoolCore::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  scheduler_->shutdown();
+  for (auto &w : workers_) w->join();
+  backend_->shutdown();
+}
+
+}  // namespace gf

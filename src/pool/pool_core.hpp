@@ -1,0 +1,40 @@
+// A pool: its device backend, its workers and the scheduler between them. Shared by the pool
+// handle and every run submitted to it, so a run outlives gf_pool_destroy safely; shutdown()
+// stops the threads, and the memory goes when the last run is gone.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "devices/backend.hpp"
+#include "pool/pool_options.hpp"
+#include "runtime/worker.hpp"
+#include "scheduler/scheduler.hpp"
+
+namespace gf {
+
+class PoolCore : public std::enable_shared_from_this<PoolCore> {
+ public:
+  static std::shared_ptr<PoolCore> create(const gf_pool_config &config);
+  explicit PoolCore(const PoolOptions &options);
+  ~PoolCore();
+  PoolCore(const PoolCore &) = delete;
+  PoolCore &operator=(const PoolCore &) = delete;
+
+  std::shared_ptr<Run> submit(std::shared_ptr<Graph> graph, const gf_submit_options &options);
+  // Cancels every run, waits for running bodies, joins threads. Idempotent.
+  void shutdown();
+
+  Scheduler &scheduler() { return *scheduler_; }
+  size_t worker_count() const { return worker_states_.size(); }
+  const WorkerState &worker(size_t i) const { return *worker_states_[i]; }
+
+ private:
+  std::unique_ptr<DeviceBackend> backend_;
+  std::vector<WorkerState *> worker_states_;  // owned by the scheduler
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  bool shut_down_ = false;
+};
+
+}  // namespace gf

@@ -1,0 +1,102 @@
+#include "pool/pool_options.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <thread>
+
+#include "core/error.hpp"
+#include "core/fixed_point.hpp"
+#include "devices/backend.hpp"
+
+namespace gf {
+namespace {
+
+// A number from the environment, or nothing when the variable is unset or empty.
+bool env_number(const char *variable, double &out) {
+  const char *text = std::getenv(variable);
+  if (!text || !*text) return false;
+  char *end = nullptr;
+  errno = 0;
+  double value = std::strtod(text, &end);
+  if (errno || *end != '\0') {
+    fail(GF_ERR_INVALID_ARGUMENT, std::string("environment variable ") + variable + "='" + text +
+                                      "' is not a number");
+  }
+  out = value;
+  return true;
+}
+
+std::vector<std::pair<std::string, double>> labels(const gf_resource *list, uint32_t count,
+                                                   const char *field) {
+  if (count && !list) fail(GF_ERR_INVALID_ARGUMENT, std::string("gf_pool_config.") + field + " is NULL");
+  std::vector<std::pair<std::string, double>> out;
+  for (uint32_t i = 0; i < count; ++i) {
+    std::string where = std::string("gf_pool_config.") + field + "[" + std::to_string(i) + "]";
+    if (!list[i].name || !*list[i].name) fail(GF_ERR_INVALID_ARGUMENT, where + " has no name");
+    if (!FixedPoint::representable(list[i].amount)) {
+      fail(GF_ERR_INVALID_ARGUMENT, where + " ('" + list[i].name +
+                                        "') amount must be finite, non-negative and at most 1e14");
+    }
+    out.emplace_back(list[i].name, list[i].amount);
+  }
+  return out;
+}
+
+}  // namespace
+
+PoolOptions resolve_pool_options(const gf_pool_config &config) {
+  PoolOptions o;
+  if (config.backend == GF_BACKEND_CUDA) {
+    fail(GF_ERR_INVALID_ARGUMENT,
+         "gf_pool_config.backend: this build of gpuflow has no CUDA backend; use "
+         "GF_BACKEND_HOST or GF_BACKEND_AUTO");
+  }
+  if (config.backend != GF_BACKEND_AUTO && config.backend != GF_BACKEND_HOST) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.backend has an unknown value");
+  }
+
+  double value = 0;
+  o.cpu_workers = config.cpu_workers;
+  if (o.cpu_workers == 0) {
+    o.cpu_workers = env_number("GPUFLOW_CPU_WORKERS", value)
+                        ? static_cast<int>(value)
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  if (o.cpu_workers < 0) o.cpu_workers = 0;
+  if (o.cpu_workers > 4096) fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.cpu_workers is above 4096");
+
+  int devices = config.emulated_devices;
+  if (devices == 0) devices = env_number("GPUFLOW_EMULATED_DEVICES", value) ? static_cast<int>(value) : 2;
+  if (devices < 0) devices = 0;
+  if (devices > static_cast<int>(kMaxSpaces) - 1) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.emulated_devices is above " +
+                                      std::to_string(kMaxSpaces - 1));
+  }
+  o.host.devices = devices;
+
+  o.host.device_memory = config.emulated_device_memory;
+  if (o.host.device_memory == 0) {
+    o.host.device_memory = env_number("GPUFLOW_EMULATED_DEVICE_MEMORY", value)
+                               ? static_cast<uint64_t>(value)
+                               : uint64_t{1} << 30;
+  }
+  if (static_cast<double>(o.host.device_memory) > FixedPoint::kMaxAmount) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.emulated_device_memory is above 1e14 bytes");
+  }
+
+  double bandwidth = config.emulated_bandwidth;
+  if (bandwidth != bandwidth) fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.emulated_bandwidth is NaN");
+  if (bandwidth == 0) bandwidth = env_number("GPUFLOW_EMULATED_BANDWIDTH", value) ? value : 10e9;
+  o.host.bandwidth = bandwidth < 0 ? 0 : bandwidth;  // negative: unlimited
+
+  o.gpu_worker_threads = config.gpu_worker_threads ? config.gpu_worker_threads : 2;
+  if (o.gpu_worker_threads > 64) fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.gpu_worker_threads is above 64");
+  o.cpu_labels = labels(config.cpu_worker_labels, config.cpu_worker_label_count, "cpu_worker_labels");
+  o.gpu_labels = labels(config.gpu_worker_labels, config.gpu_worker_label_count, "gpu_worker_labels");
+  if (o.cpu_workers == 0 && devices == 0) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config: the pool would have no workers at all");
+  }
+  return o;
+}
+
+}  // namespace gf

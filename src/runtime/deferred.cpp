@@ -1,0 +1,16 @@
+#include "runtime/deferred.hpp"
+
+#include "runtime/run.hpp"
+
+namespace gf {
+
+void Deferred::flush(DeviceBackend &backend) {
+  for (const Free &f : frees) backend.deallocate(f.space, f.ptr, f.bytes);
+  frees.clear();
+  for (auto &[object, destroy] : destroys) destroy(object);
+  destroys.clear();
+  for (auto &run : finished_runs) run->publish_completion();
+  finished_runs.clear();  // may destroy runs: their destructor takes the scheduler mutex
+}
+
+}  // namespace gf

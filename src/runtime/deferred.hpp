@@ -1,0 +1,31 @@
+// Work the scheduler decides under its mutex but must do after releasing it: freeing memory,
+// running caller destructors and completion callbacks, and dropping the last reference to a run
+// (whose destructor takes the mutex again).
+#pragma once
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "devices/backend.hpp"
+
+namespace gf {
+
+class Run;
+
+struct Deferred {
+  struct Free {
+    SpaceId space;
+    void *ptr;
+    uint64_t bytes;
+  };
+  std::vector<Free> frees;
+  std::vector<std::pair<void *, gf_destroy_fn>> destroys;
+  std::vector<std::shared_ptr<Run>> finished_runs;  // publish completion, then drop
+
+  bool empty() const { return frees.empty() && destroys.empty() && finished_runs.empty(); }
+  // Must be called without the scheduler mutex held.
+  void flush(DeviceBackend &backend);
+};
+
+}  // namespace gf

@@ -1,0 +1,25 @@
+// What a running body sees through gf_task_ctx: its inputs in the executing worker's memory,
+// its outputs (allocated on demand), where it runs, and a place to say why it failed.
+#pragma once
+
+#include <string>
+
+#include "gpuflow.h"
+#include "scheduler/scheduler.hpp"
+
+struct gf_task_ctx {
+  gf::Scheduler *scheduler;
+  gf::WorkerState *worker;
+  gf::Dispatch *dispatch;
+  std::string error;
+  bool failed = false;
+
+  const gf::Graph &graph() const { return dispatch->run->graph(); }
+  const gf::TaskDesc &task() const { return graph().task(dispatch->task); }
+
+  void input(const void **ptr, uint64_t *size, uint32_t index) const;
+  void *output(uint32_t index, uint64_t size);
+  void set_value(uint32_t index, void *value, gf_destroy_fn destroy, uint64_t size);
+  void env(gf_task_env &out) const;
+  bool cancelled() const;
+};

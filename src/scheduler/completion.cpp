@@ -1,0 +1,243 @@
+// What happens when a body returns, a task fails or a run is cancelled: resources go back to the
+// ledger, outputs become data, dependents become ready or fail, data is freed after its last
+// consumer, and a run finishes when its last task settles.
+#include "core/error.hpp"
+#include "scheduler/scheduler.hpp"
+
+namespace gf {
+namespace {
+
+FixedPoint bytes_amount(uint64_t bytes) {
+  return FixedPoint::from_raw(static_cast<int64_t>(bytes) * FixedPoint::kScale);
+}
+
+}  // namespace
+
+void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) {
+  Run &run = *done.run;
+  const Graph &graph = run.graph();
+  const TaskDesc &task = graph.task(done.task);
+  TaskRun &tr = run.tasks[done.task];
+  worker.running--;
+  running_total_--;
+  worker.backlog_s -= tr.estimate_s;
+  worker.ledger.release(run.requests[task.request].request);
+  if (!done.skipped) learn(worker.kind == GF_WORKER_CPU ? task.cpu_fn : task.gpu_fn, done.seconds);
+
+  if (done.ok) {
+    const DataIndex *out = graph.outputs(task);
+    for (uint32_t i = 0; i < task.output_count; ++i) {
+      if (!done.outputs[i].set) {
+        done.ok = false;
+        done.error = graph.task_label(done.task) + " returned success without producing " +
+                     graph.data_label(out[i]) +
+                     " (call gf_task_ctx_output or gf_task_ctx_set_value)";
+        break;
+      }
+    }
+  }
+  if (done.ok) {
+    succeed(worker, done, deferred);
+    return;
+  }
+  // The attempt produced nothing usable: give back its outputs and their memory.
+  const DataIndex *out = graph.outputs(task);
+  uint64_t charged = 0;
+  for (uint32_t i = 0; i < task.output_count; ++i) {
+    const Dispatch::Output &o = done.outputs[i];
+    const DataDesc &desc = graph.data(out[i]);
+    if (desc.kind == DataKind::kBuffer && worker.space != kHostSpace) {
+      charged += o.charged_at_run ? o.size : desc.size;
+    }
+    if (!o.set) continue;
+    if (desc.kind == DataKind::kValue) {
+      if (o.value_destroy) deferred.destroys.emplace_back(o.ptr, o.value_destroy);
+    } else {
+      deferred.frees.push_back({worker.space, o.ptr, o.size});
+    }
+  }
+  if (charged) discharge_space(worker.space, charged);
+
+  if (done.skipped || run.cancel_requested.load(std::memory_order_relaxed)) {
+    run.errors[done.task] = done.skipped ? "cancelled before it started" : done.error;
+    settle(run, done.task, done.skipped ? GF_TASK_CANCELLED : GF_TASK_FAILED, deferred);
+  } else if (tr.attempts <= task.retries && !stopping_) {
+    run.errors[done.task] = done.error;  // kept in case the last attempt fails too
+    tr.state = GF_TASK_WAITING;
+    make_ready(run, done.task, worker.index, deferred);
+  } else {
+    fail_task(run, done.task, std::move(done.error), deferred);
+  }
+}
+
+void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred) {
+  Run &run = *done.run;
+  const Graph &graph = run.graph();
+  const TaskDesc &task = graph.task(done.task);
+  const DataIndex *out = graph.outputs(task);
+  for (uint32_t i = 0; i < task.output_count; ++i) {
+    DataRun &data = run.data[out[i]];
+    const Dispatch::Output &o = done.outputs[i];
+    data.size = o.size;
+    if (graph.data(out[i]).kind == DataKind::kValue) {
+      data.value = o.ptr;
+      data.value_destroy = o.value_destroy;
+    } else {
+      data.replicas.push_back(Replica{worker.space, true, o.ptr});
+    }
+    data.phase = DataRun::Phase::kReady;
+  }
+  run.errors.erase(done.task);
+  run.tasks[done.task].state = GF_TASK_SUCCEEDED;
+  run.succeeded++;
+  const DataIndex *in = graph.inputs(task);
+  for (uint32_t i = 0; i < task.input_count; ++i) consumed(run, in[i], deferred);
+  const GraphAnalysis &a = graph.analysis();
+  for (uint32_t e = a.successor_begin[done.task]; e < a.successor_begin[done.task + 1]; ++e) {
+    TaskIndex s = a.successors[e];
+    TaskRun &next = run.tasks[s];
+    if (--next.remaining_deps == 0 && next.state == GF_TASK_WAITING) {
+      make_ready(run, s, worker.index, deferred);
+    }
+  }
+  run.tasks_left--;
+  maybe_finish_run(run, deferred);
+}
+
+void Scheduler::fail_task(Run &run, TaskIndex t, std::string error, Deferred &deferred) {
+  if (run.first_failure == kNoIndex) run.first_failure = t;
+  run.errors[t] = std::move(error);
+  settle(run, t, GF_TASK_FAILED, deferred);
+  // Everything downstream fails without running; it is all still waiting on this task.
+  const GraphAnalysis &a = run.graph().analysis();
+  std::vector<TaskIndex> stack{t};
+  while (!stack.empty()) {
+    TaskIndex u = stack.back();
+    stack.pop_back();
+    for (uint32_t e = a.successor_begin[u]; e < a.successor_begin[u + 1]; ++e) {
+      TaskIndex s = a.successors[e];
+      if (run.tasks[s].state != GF_TASK_WAITING) continue;
+      run.errors[s] = "not run: its dependency " + run.graph().task_label(u) + " failed";
+      settle(run, s, GF_TASK_FAILED, deferred);
+      stack.push_back(s);
+    }
+  }
+}
+
+void Scheduler::settle(Run &run, TaskIndex t, gf_task_state state, Deferred &deferred) {
+  const Graph &graph = run.graph();
+  const TaskDesc &task = graph.task(t);
+  run.tasks[t].state = state;
+  (state == GF_TASK_CANCELLED ? run.cancelled : run.failed)++;
+  const DataIndex *in = graph.inputs(task);
+  for (uint32_t i = 0; i < task.input_count; ++i) consumed(run, in[i], deferred);
+  const DataIndex *out = graph.outputs(task);
+  for (uint32_t i = 0; i < task.output_count; ++i) {
+    run.data[out[i]].phase = DataRun::Phase::kNeverProduced;
+  }
+  run.tasks_left--;
+  maybe_finish_run(run, deferred);
+}
+
+void Scheduler::consumed(Run &run, DataIndex d, Deferred &deferred) {
+  DataRun &data = run.data[d];
+  if (--data.consumers_left == 0 && !data.keep && data.phase == DataRun::Phase::kReady) {
+    free_data(run, d, deferred);
+  }
+}
+
+void Scheduler::free_data(Run &run, DataIndex d, Deferred &deferred) {
+  DataRun &data = run.data[d];
+  if (data.pins > 0) {  // a copy reads it right now; the copy's completion frees it
+    data.free_when_unpinned = true;
+    return;
+  }
+  for (const Replica &r : data.replicas) {
+    if (!r.owned) continue;
+    deferred.frees.push_back({r.space, r.ptr, data.size});
+    if (r.space != kHostSpace) discharge_space(r.space, data.size);
+  }
+  data.replicas.clear();
+  if (data.value_destroy) deferred.destroys.emplace_back(data.value, data.value_destroy);
+  data.value = nullptr;
+  data.value_destroy = nullptr;
+  data.phase = DataRun::Phase::kFreed;
+}
+
+void Scheduler::cancel(Run &run) {
+  Deferred deferred;
+  {
+    Lock lock(mu);
+    cancel_locked(run, "cancelled", deferred);
+  }
+  deferred.flush(backend_);
+}
+
+void Scheduler::cancel_locked(Run &run, const char *reason, Deferred &deferred) {
+  if (run.finished) return;
+  run.cancel_requested.store(true, std::memory_order_relaxed);
+  for (auto &w : workers_) {
+    w->ready.remove_run(&run);
+    std::erase_if(w->fetching, [&](const TaskRef &ref) { return ref.run == &run; });
+  }
+  for (TaskIndex t = 0; t < run.tasks.size(); ++t) {
+    TaskRun &tr = run.tasks[t];
+    if (tr.state != GF_TASK_WAITING && tr.state != GF_TASK_QUEUED) continue;
+    if (tr.state == GF_TASK_QUEUED) workers_[tr.worker]->backlog_s -= tr.estimate_s;
+    run.errors[t] = reason;
+    settle(run, t, GF_TASK_CANCELLED, deferred);
+  }
+}
+
+void Scheduler::maybe_finish_run(Run &run, Deferred &deferred) {
+  if (run.tasks_left != 0 || run.finished) return;
+  run.finished = true;
+  run.finished_at = Clock::now();
+  run.final_state = run.cancel_requested.load(std::memory_order_relaxed) ? GF_RUN_CANCELLED
+                    : run.failed > 0                                     ? GF_RUN_FAILED
+                                                                         : GF_RUN_SUCCEEDED;
+  run.set_state(run.final_state);
+  auto it = active_runs_.find(&run);
+  deferred.finished_runs.push_back(std::move(it->second));
+  active_runs_.erase(it);
+}
+
+void Scheduler::release_run(Run &run) {
+  Deferred deferred;
+  {
+    Lock lock(mu);
+    for (DataIndex d = 0; d < run.data.size(); ++d) {
+      DataRun &data = run.data[d];
+      if (data.phase == DataRun::Phase::kReady) free_data(run, d, deferred);
+    }
+  }
+  deferred.flush(backend_);
+}
+
+void Scheduler::discharge_output(WorkerState &worker, uint64_t bytes) {
+  Lock lock(mu);
+  discharge_space(worker.space, bytes);
+}
+
+uint64_t Scheduler::transfers_in_flight() {
+  Lock lock(mu);
+  return transfers_in_flight_;
+}
+
+bool Scheduler::charge_output(WorkerState &worker, uint64_t bytes) {
+  if (worker.space == kHostSpace) return true;
+  Lock lock(mu);
+  return worker.ledger.try_charge(gpu_memory_, bytes_amount(bytes));
+}
+
+void Scheduler::discharge_space(SpaceId space, uint64_t bytes) {
+  WorkerState *owner = owner_of(space);
+  if (!owner || bytes == 0) return;
+  owner->ledger.discharge(gpu_memory_, bytes_amount(bytes));
+  // Tasks waiting for memory there retry from the worker's own loop, not from inside whatever
+  // freed the memory (which may be walking the same queues).
+  owner->memory_released = true;
+  if (owner->idle_threads > 0) owner->wake.notify_one();
+}
+
+}  // namespace gf

@@ -1,0 +1,194 @@
+// Handing tasks to worker threads: picking what fits, batching cheap tasks, stealing when idle,
+// and failing tasks that can never fit once the whole pool has gone quiet.
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "scheduler/scheduler.hpp"
+
+namespace gf {
+namespace {
+
+// Tasks without resources or device outputs are handed out up to this many at a time, so the
+// mutex is taken once per batch rather than once per task.
+constexpr size_t kMaxBatch = 8;
+// How far down its queue a worker looks for a task that fits while the first ones do not.
+constexpr int kScanDepth = 8;
+
+uint64_t declared_output_bytes(const Graph &graph, const TaskDesc &task) {
+  uint64_t bytes = 0;
+  const DataIndex *out = graph.outputs(task);
+  for (uint32_t i = 0; i < task.output_count; ++i) {
+    const DataDesc &d = graph.data(out[i]);
+    if (d.kind == DataKind::kBuffer) bytes += d.size;
+  }
+  return bytes;
+}
+
+}  // namespace
+
+bool Scheduler::next_batch(Lock &lock, WorkerState &worker, Batch &batch, Deferred &deferred) {
+  for (size_t i = 0; i < batch.count; ++i) finish(worker, batch.items[i], deferred);
+  batch.count = 0;
+  for (;;) {
+    if (stopping_) return false;
+    if (worker.memory_released) {
+      worker.memory_released = false;
+      retry_memory_blocked(worker, deferred);
+    }
+    if (pick(worker, batch)) return true;
+    if (steal(worker, deferred)) continue;
+    if (!deferred.empty()) return true;  // flush outside the mutex before sleeping
+    if (running_total_ == 0 && transfers_in_flight_ == 0) fail_stuck_on_memory(deferred);
+    if (!deferred.empty()) return true;
+    worker.idle_threads++;
+    idle_threads_total_++;
+    worker.wake.wait(lock);
+    worker.idle_threads--;
+    idle_threads_total_--;
+  }
+}
+
+bool Scheduler::pick(WorkerState &worker, Batch &batch) {
+  if (worker.ready.empty()) return false;
+  thread_local std::vector<QueuedTask> passed_over;
+  passed_over.clear();
+  bool cheap_only = false;
+  for (int scanned = 0; !worker.ready.empty() && batch.count < kMaxBatch;) {
+    const QueuedTask &top = worker.ready.top();
+    const Run &run = *top.run;
+    const TaskDesc &task = run.graph().task(top.task);
+    bool cheap = task.request == kEmptyRequest &&
+                 (worker.space == kHostSpace || declared_output_bytes(run.graph(), task) == 0);
+    if (cheap_only && !cheap) break;
+    if (batch.count == batch.items.size()) batch.items.emplace_back();
+    if (try_dispatch(worker, top, batch.items[batch.count])) {
+      worker.ready.pop();
+      batch.count++;
+      // Only cheap tasks join a batch: a task holding resources should not wait behind others.
+      if (!cheap) break;
+      cheap_only = true;
+      if (worker.ready.size() < 4 * kMaxBatch) break;  // leave the tail for other workers
+    } else {
+      if (cheap_only || ++scanned >= kScanDepth) break;
+      passed_over.push_back(worker.ready.pop());
+    }
+  }
+  for (const QueuedTask &entry : passed_over) worker.ready.push(entry);
+  return batch.count > 0;
+}
+
+bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out) {
+  Run &run = *entry.run;
+  const Graph &graph = run.graph();
+  const TaskDesc &task = graph.task(entry.task);
+  const ResolvedRequest &r = run.requests[task.request];
+  uint64_t output_bytes = worker.space == kHostSpace ? 0 : declared_output_bytes(graph, task);
+  FixedPoint output_charge = FixedPoint::from_raw(static_cast<int64_t>(output_bytes) *
+                                                  FixedPoint::kScale);
+  if (!r.request.empty() || output_bytes) {
+    if (!worker.ledger.fits_now(r.request, output_charge, gpu_memory_)) return false;
+    worker.ledger.acquire(r.request);
+    if (output_bytes && !worker.ledger.try_charge(gpu_memory_, output_charge)) {
+      fail(GF_ERR_INTERNAL, "ledger refused a charge it had just admitted");
+    }
+  }
+  TaskRun &tr = run.tasks[entry.task];
+  tr.state = GF_TASK_RUNNING;
+  tr.attempts++;
+  run.attempts++;
+  worker.running++;
+  running_total_++;
+
+  out.run = &run;
+  out.task = entry.task;
+  out.attempt = tr.attempts;
+  out.ok = out.skipped = false;
+  out.error.clear();
+  out.seconds = 0;
+  out.inputs.resize(task.input_count);
+  const DataIndex *in = graph.inputs(task);
+  for (uint32_t i = 0; i < task.input_count; ++i) {
+    const DataRun &data = run.data[in[i]];
+    if (graph.data(in[i]).kind == DataKind::kValue) {
+      out.inputs[i] = {data.value, data.size};
+      continue;
+    }
+    const Replica *replica = data.replica_in(worker.space);
+    if (!replica) fail(GF_ERR_INTERNAL, "dispatched a task whose input is not in place");
+    out.inputs[i] = {replica->ptr, data.size};
+  }
+  out.outputs.assign(task.output_count, Dispatch::Output{});
+  return true;
+}
+
+bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
+  WorkerState *victim = nullptr;
+  for (auto &w : workers_) {
+    if (w.get() == &thief || w->idle_threads > 0 || w->ready.empty()) continue;
+    if (!victim || w->ready.size() > victim->ready.size()) victim = w.get();
+  }
+  if (!victim) return false;
+  const QueuedTask entry = victim->ready.top();
+  Run &run = *entry.run;
+  const TaskDesc &task = run.graph().task(entry.task);
+  const ResolvedRequest &r = run.requests[task.request];
+  gf_task_fn fn = thief.kind == GF_WORKER_CPU ? task.cpu_fn : task.gpu_fn;
+  const auto &eligible = thief.kind == GF_WORKER_CPU ? r.cpu_workers : r.gpu_workers;
+  if (!fn || std::find(eligible.begin(), eligible.end(), thief.index) == eligible.end()) {
+    return false;
+  }
+  // Moving the inputs must cost less than waiting for the victim to get to the task.
+  double transfer = task.input_count ? transfer_seconds(run, entry.task, thief.space) : 0.0;
+  if (transfer > 0 && transfer >= victim->backlog_s / victim->threads) return false;
+  victim->ready.pop();
+  victim->backlog_s -= run.tasks[entry.task].estimate_s;
+  place(run, entry.task, thief.index, estimate(fn), deferred);
+  return true;
+}
+
+void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
+  // Nothing runs and nothing moves anywhere, so nothing will free device memory: a task at the
+  // head of a device's queue that does not fit now never will. Fail it rather than hang.
+  // (Spilling, when it lands, comes before this.)
+  for (auto &w : workers_) {
+    if (w->space == kHostSpace) continue;  // without running tasks, host resources are all free
+    while (!w->ready.empty()) {
+      const QueuedTask entry = w->ready.top();
+      Run &run = *entry.run;
+      const TaskDesc &task = run.graph().task(entry.task);
+      const ResolvedRequest &r = run.requests[task.request];
+      uint64_t outputs = declared_output_bytes(run.graph(), task);
+      FixedPoint output_charge =
+          FixedPoint::from_raw(static_cast<int64_t>(outputs) * FixedPoint::kScale);
+      if (w->ledger.fits_now(r.request, output_charge, gpu_memory_)) break;
+      w->ready.pop();
+      w->backlog_s -= run.tasks[entry.task].estimate_s;
+      FixedPoint free = w->ledger.free_amount(gpu_memory_);
+      fail_task(run, entry.task,
+                "out of memory: " + run.graph().task_label(entry.task) + " needs " +
+                    std::to_string(static_cast<uint64_t>(r.gpu_memory.to_double())) +
+                    " bytes of gpu_memory plus " + std::to_string(outputs) +
+                    " bytes of outputs on " + w->name + ", which has " +
+                    std::to_string(static_cast<uint64_t>(free.to_double())) +
+                    " bytes free; the rest is held by data no running task will release",
+                deferred);
+    }
+    for (size_t i = 0; i < w->fetching.size();) {
+      TaskRef ref = w->fetching[i];
+      TaskRun &tr = ref.run->tasks[ref.task];
+      if (!tr.memory_blocked) {
+        ++i;
+        continue;
+      }
+      w->fetching[i] = w->fetching.back();
+      w->fetching.pop_back();
+      w->backlog_s -= tr.estimate_s;
+      fail_task(*ref.run, ref.task,
+                "out of memory: the inputs of " + ref.run->graph().task_label(ref.task) +
+                    " do not fit on " + w->name + " next to the data held there",
+                deferred);
+    }
+  }
+}
+
+}  // namespace gf

@@ -1,0 +1,58 @@
+// A worker's queue of tasks that are ready to start: highest user priority first, then the older
+// run, then the graph's own order (rank), which finishes started branches before opening new ones.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "graph/graph.hpp"
+
+namespace gf {
+
+class Run;
+
+struct QueuedTask {
+  int32_t priority;
+  uint32_t rank;
+  uint64_t run_sequence;
+  Run *run;
+  TaskIndex task;
+};
+
+// True when a should run after b.
+inline bool runs_later(const QueuedTask &a, const QueuedTask &b) {
+  if (a.priority != b.priority) return a.priority < b.priority;
+  if (a.run_sequence != b.run_sequence) return a.run_sequence > b.run_sequence;
+  return a.rank > b.rank;
+}
+
+class ReadyQueue {
+ public:
+  void push(const QueuedTask &entry) {
+    heap_.push_back(entry);
+    std::push_heap(heap_.begin(), heap_.end(), runs_later);
+  }
+  const QueuedTask &top() const { return heap_.front(); }
+  QueuedTask pop() {
+    std::pop_heap(heap_.begin(), heap_.end(), runs_later);
+    QueuedTask entry = heap_.back();
+    heap_.pop_back();
+    return entry;
+  }
+  bool empty() const { return heap_.empty(); }
+  size_t size() const { return heap_.size(); }
+  // Drops every entry of one run (cancellation); O(size).
+  void remove_run(const Run *run) {
+    auto end = std::remove_if(heap_.begin(), heap_.end(),
+                              [run](const QueuedTask &e) { return e.run == run; });
+    if (end == heap_.end()) return;
+    heap_.erase(end, heap_.end());
+    std::make_heap(heap_.begin(), heap_.end(), runs_later);
+  }
+
+ private:
+  std::vector<QueuedTask> heap_;
+};
+
+}  // namespace gf

@@ -1,0 +1,219 @@
+// Submission, feasibility and placement of ready tasks.
+#include "scheduler/scheduler.hpp"
+
+#include <algorithm>
+
+#include "core/error.hpp"
+#include "core/resource_names.hpp"
+#include "scheduler/placement.hpp"
+
+namespace gf {
+
+Scheduler::Scheduler(DeviceBackend &backend, ResourceRegistry registry,
+                     std::vector<std::unique_ptr<WorkerState>> workers, ResourceId gpu_memory)
+    : backend_(backend),
+      registry_(std::move(registry)),
+      workers_(std::move(workers)),
+      gpu_memory_(gpu_memory),
+      space_owner_(kMaxSpaces, nullptr) {
+  for (auto &w : workers_) {
+    if (w->space != kHostSpace) space_owner_.at(w->space) = w.get();
+  }
+}
+
+Scheduler::~Scheduler() = default;
+
+WorkerState *Scheduler::owner_of(SpaceId space) { return space_owner_[space]; }
+
+std::vector<ResolvedRequest> Scheduler::resolve_requests(const Graph &graph) {
+  const RequestTable &table = graph.requests();
+  std::vector<ResolvedRequest> resolved(table.size());
+  for (RequestId id = 0; id < table.size(); ++id) {
+    ResolvedRequest &r = resolved[id];
+    bool known = true;
+    for (const auto &[name, amount] : table.get(id)) {
+      ResourceId rid = registry_.find(name);
+      if (rid == UINT32_MAX) {
+        known = false;
+        break;
+      }
+      r.request.emplace_back(rid, amount);
+      if (rid == gpu_memory_) r.gpu_memory = amount;
+    }
+    std::sort(r.request.begin(), r.request.end());
+    if (!known) continue;  // no worker is eligible
+    // Capacities never change after the pool is built, so this needs no lock.
+    for (auto &w : workers_) {
+      if (!w->ledger.could_fit(r.request)) continue;
+      (w->kind == GF_WORKER_CPU ? r.cpu_workers : r.gpu_workers).push_back(w->index);
+    }
+  }
+  return resolved;
+}
+
+void Scheduler::check_feasible(const Graph &graph, const std::vector<ResolvedRequest> &requests) {
+  for (TaskIndex t = 0; t < graph.task_count(); ++t) {
+    const TaskDesc &task = graph.task(t);
+    const ResolvedRequest &r = requests[task.request];
+    if ((task.cpu_fn && !r.cpu_workers.empty()) || (task.gpu_fn && !r.gpu_workers.empty())) {
+      continue;
+    }
+    std::string wanted;
+    for (const auto &[name, amount] : graph.requests().get(task.request)) {
+      wanted += (wanted.empty() ? "" : ", ") + name + "=" + std::to_string(amount.to_double());
+    }
+    std::string bodies = task.cpu_fn && task.gpu_fn ? "CPU or GPU" : task.cpu_fn ? "CPU" : "GPU";
+    fail(GF_ERR_INFEASIBLE, graph.task_label(t) + " asks for {" + wanted + "} on a " + bodies +
+                                " worker, and no " + bodies +
+                                " worker of this pool has that much (or the resource at all)");
+  }
+}
+
+std::shared_ptr<Run> Scheduler::submit(std::shared_ptr<PoolCore> pool,
+                                       std::shared_ptr<Graph> graph,
+                                       const gf_submit_options &options) {
+  const GraphAnalysis &analysis = graph->freeze();
+  std::vector<ResolvedRequest> requests = resolve_requests(*graph);
+  check_feasible(*graph, requests);
+
+  auto run = std::make_shared<Run>(std::move(pool), graph, options);
+  run->requests = std::move(requests);
+  run->tasks.resize(graph->task_count());
+  for (TaskIndex t = 0; t < graph->task_count(); ++t) {
+    run->tasks[t].remaining_deps = analysis.predecessor_count[t];
+  }
+  run->data.resize(graph->data_count());
+  for (DataIndex d = 0; d < graph->data_count(); ++d) {
+    const DataDesc &desc = graph->data(d);
+    DataRun &data = run->data[d];
+    data.consumers_left = desc.consumer_slots;
+    data.keep = (desc.flags & GF_DATA_KEEP) || desc.consumer_slots == 0;
+    data.size = desc.size;
+    if (desc.origin == DataOrigin::kHostBuffer) {
+      data.phase = DataRun::Phase::kReady;
+      data.replicas.push_back(Replica{kHostSpace, false, const_cast<void *>(desc.host_bytes)});
+    } else if (desc.origin == DataOrigin::kHostValue) {
+      data.phase = DataRun::Phase::kReady;
+      data.value = desc.host_value;
+    }
+  }
+  run->tasks_left = graph->task_count();
+
+  Deferred deferred;
+  Lock lock(mu);
+  if (stopping_) fail(GF_ERR_SHUT_DOWN, "the pool is shutting down; the graph was not submitted");
+  run->set_sequence(next_run_sequence_++);
+  active_runs_.emplace(run.get(), run);
+  maybe_finish_run(*run, deferred);
+  // Roots are placed in slices, releasing the mutex between them, so that workers start on a
+  // huge graph while the rest of it is still being placed.
+  constexpr size_t kSlice = 4096;
+  const auto &roots = analysis.roots;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    if (run->tasks[roots[i]].state == GF_TASK_WAITING) {
+      make_ready(*run, roots[i], kNoIndex, deferred);
+    }
+    if ((i + 1) % kSlice == 0 && i + 1 < roots.size()) {
+      lock.unlock();
+      lock.lock();
+    }
+  }
+  lock.unlock();
+  deferred.flush(backend_);
+  return run;
+}
+
+double Scheduler::estimate(gf_task_fn fn) {
+  if (fn == last_estimate_fn_) return *last_estimate_;
+  auto [it, inserted] = estimates_.emplace(fn, -1.0);
+  last_estimate_fn_ = fn;
+  last_estimate_ = &it->second;
+  return it->second < 0 ? kUnknownDuration : it->second;
+}
+
+void Scheduler::learn(gf_task_fn fn, double seconds) {
+  estimate(fn);  // makes it the cached entry
+  double &e = *last_estimate_;
+  e = e < 0 ? seconds : 0.8 * e + 0.2 * seconds;
+}
+
+void Scheduler::make_ready(Run &run, TaskIndex t, uint32_t preferred_worker,
+                           Deferred &deferred) {
+  const TaskDesc &task = run.graph().task(t);
+  const ResolvedRequest &r = run.requests[task.request];
+  thread_local std::vector<PlacementOption> options;
+  options.clear();
+  auto consider = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn) {
+    if (!fn) return;
+    double compute = estimate(fn);
+    for (uint32_t w : eligible) {
+      const WorkerState &worker = *workers_[w];
+      double transfer = task.input_count ? transfer_seconds(run, t, worker.space) : 0.0;
+      options.push_back({w, worker.backlog_s / worker.threads, transfer, compute});
+    }
+  };
+  consider(r.cpu_workers, task.cpu_fn);
+  consider(r.gpu_workers, task.gpu_fn);
+  const PlacementOption &chosen = options[choose_placement(options, preferred_worker)];
+  place(run, t, chosen.worker, chosen.compute_s, deferred);
+}
+
+void Scheduler::place(Run &run, TaskIndex t, uint32_t w, double estimate_s, Deferred &deferred) {
+  WorkerState &worker = *workers_[w];
+  TaskRun &tr = run.tasks[t];
+  tr.state = GF_TASK_QUEUED;
+  tr.worker = w;
+  tr.placement_epoch++;
+  tr.estimate_s = static_cast<float>(estimate_s);
+  worker.backlog_s += estimate_s;
+  if (run.graph().task(t).input_count) fetch_inputs(worker, run, t, deferred);
+  if (tr.missing_inputs == 0) {
+    enqueue_ready(worker, run, t);
+  } else {
+    worker.fetching.push_back(TaskRef{&run, t});
+  }
+}
+
+void Scheduler::enqueue_ready(WorkerState &worker, Run &run, TaskIndex t) {
+  const TaskDesc &task = run.graph().task(t);
+  worker.ready.push(
+      QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence(), &run, t});
+  wake_for(worker, run, t);
+}
+
+void Scheduler::wake_for(WorkerState &worker, Run &run, TaskIndex t) {
+  if (worker.idle_threads > 0) {
+    worker.wake.notify_one();
+    return;
+  }
+  if (idle_threads_total_ == 0) return;
+  // The chosen worker is busy: wake an idle one that may run the task, so it can steal it.
+  const TaskDesc &task = run.graph().task(t);
+  const ResolvedRequest &r = run.requests[task.request];
+  auto wake_one = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn) {
+    if (!fn) return false;
+    for (uint32_t w : eligible) {
+      if (workers_[w]->idle_threads > 0) {
+        workers_[w]->wake.notify_one();
+        return true;
+      }
+    }
+    return false;
+  };
+  if (!wake_one(r.cpu_workers, task.cpu_fn)) wake_one(r.gpu_workers, task.gpu_fn);
+}
+
+void Scheduler::shutdown() {
+  Deferred deferred;
+  {
+    Lock lock(mu);
+    stopping_ = true;
+    std::vector<Run *> runs;
+    for (auto &[raw, run] : active_runs_) runs.push_back(raw);
+    for (Run *run : runs) cancel_locked(*run, "the pool was shut down", deferred);
+    for (auto &w : workers_) w->wake.notify_all();
+  }
+  deferred.flush(backend_);
+}
+
+}  // namespace gf

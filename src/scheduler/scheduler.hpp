@@ -1,0 +1,140 @@
+// The scheduler: one state machine for every task of every run on a pool.
+//
+// waiting -> queued (placed on a worker; inputs moving) -> running -> succeeded / failed /
+// cancelled, with retries looping back to queued. All state lives under one mutex; worker threads
+// take it once per batch of tasks (finish the last batch, pick the next), so its cost is amortised
+// and no lock is taken inside a task body. Work that must not run under the mutex (freeing memory,
+// destructors, completion callbacks, dropping runs) is collected in a Deferred and done after.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "devices/backend.hpp"
+#include "runtime/deferred.hpp"
+#include "runtime/run.hpp"
+#include "scheduler/resource_registry.hpp"
+#include "scheduler/worker_state.hpp"
+
+namespace gf {
+
+// A task handed to a worker thread, with what its body may touch resolved under the lock.
+struct Dispatch {
+  Run *run = nullptr;
+  TaskIndex task = kNoIndex;
+  uint32_t attempt = 0;
+  std::vector<std::pair<const void *, uint64_t>> inputs;  // pointer (or value), size
+  // Filled by the worker thread:
+  struct Output {
+    void *ptr = nullptr;
+    uint64_t size = 0;
+    bool set = false;
+    bool charged_at_run = false;  // dynamic size: charged by gf_task_ctx_output
+    gf_destroy_fn value_destroy = nullptr;
+  };
+  std::vector<Output> outputs;
+  bool ok = false;
+  bool skipped = false;  // cancelled before the body started
+  std::string error;
+  double seconds = 0;
+};
+
+// A worker thread's batch; its Dispatch entries (and their vectors) are reused between batches.
+struct Batch {
+  std::vector<Dispatch> items;
+  size_t count = 0;
+};
+
+// Placement's guess for a body never seen finishing.
+inline constexpr double kUnknownDuration = 1e-4;
+
+class Scheduler {
+ public:
+  Scheduler(DeviceBackend &backend, ResourceRegistry registry,
+            std::vector<std::unique_ptr<WorkerState>> workers, ResourceId gpu_memory);
+  ~Scheduler();
+
+  // ---- callers (any thread) ----
+  std::shared_ptr<Run> submit(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph,
+                              const gf_submit_options &options);
+  void cancel(Run &run);
+  void shutdown();  // cancel everything, wake workers so they exit once their bodies return
+  void release_run(Run &run);  // the run is being destroyed: free what it still holds
+
+  // ---- worker threads (called with `mu` held) ----
+  // Completes `batch` (if any), then fills it with the next tasks for `worker`. Returns false
+  // when the worker should exit. Sleeps on worker.wake while there is nothing to do.
+  bool next_batch(std::unique_lock<std::mutex> &lock, WorkerState &worker, Batch &batch,
+                  Deferred &deferred);
+  // A body asks for a dynamic-size output: charge device memory now (takes the lock).
+  bool charge_output(WorkerState &worker, uint64_t bytes);
+  void discharge_output(WorkerState &worker, uint64_t bytes);
+  // Transfers still in flight (tests wait for zero before reading ledgers).
+  uint64_t transfers_in_flight();
+
+  DeviceBackend &backend() { return backend_; }
+  const ResourceRegistry &registry() const { return registry_; }
+  std::vector<std::unique_ptr<WorkerState>> &workers() { return workers_; }
+  ResourceId gpu_memory_resource() const { return gpu_memory_; }
+
+  std::mutex mu;
+
+ private:
+  using Lock = std::unique_lock<std::mutex>;
+
+  std::vector<ResolvedRequest> resolve_requests(const Graph &graph);
+  void check_feasible(const Graph &graph, const std::vector<ResolvedRequest> &requests);
+  void make_ready(Run &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred);
+  void place(Run &run, TaskIndex t, uint32_t worker, double estimate_s, Deferred &deferred);
+  void enqueue_ready(WorkerState &worker, Run &run, TaskIndex t);
+  void wake_for(WorkerState &worker, Run &run, TaskIndex t);
+
+  // Dispatch (scheduler/dispatch.cpp).
+  bool pick(WorkerState &worker, Batch &batch);
+  bool try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out);
+  bool steal(WorkerState &thief, Deferred &deferred);
+  void fail_stuck_on_memory(Deferred &deferred);
+
+  // Completion (scheduler/completion.cpp).
+  void finish(WorkerState &worker, Dispatch &done, Deferred &deferred);
+  void succeed(WorkerState &worker, Dispatch &done, Deferred &deferred);
+  void fail_task(Run &run, TaskIndex t, std::string error, Deferred &deferred);
+  void settle(Run &run, TaskIndex t, gf_task_state state, Deferred &deferred);
+  void consumed(Run &run, DataIndex d, Deferred &deferred);
+  void free_data(Run &run, DataIndex d, Deferred &deferred);
+  void cancel_locked(Run &run, const char *reason, Deferred &deferred);
+  void maybe_finish_run(Run &run, Deferred &deferred);
+  void discharge_space(SpaceId space, uint64_t bytes);
+
+  // Data movement (scheduler/transfers.cpp).
+  double transfer_seconds(const Run &run, TaskIndex t, SpaceId space) const;
+  void fetch_inputs(WorkerState &worker, Run &run, TaskIndex t, Deferred &deferred);
+  bool start_transfer(Run &run, DataIndex d, SpaceId to, Deferred &deferred);
+  void transfer_done(const std::shared_ptr<Run> &run, DataIndex d, SpaceId to, void *ptr,
+                     const std::string &error);
+  void retry_memory_blocked(WorkerState &worker, Deferred &deferred);
+  WorkerState *owner_of(SpaceId space);
+
+  // Duration estimates per body, learnt from finished tasks (exponential moving average).
+  double estimate(gf_task_fn fn);
+  void learn(gf_task_fn fn, double seconds);
+
+  DeviceBackend &backend_;
+  ResourceRegistry registry_;
+  std::vector<std::unique_ptr<WorkerState>> workers_;
+  ResourceId gpu_memory_;
+  std::vector<WorkerState *> space_owner_;  // device space -> its GPU worker
+  std::unordered_map<Run *, std::shared_ptr<Run>> active_runs_;
+  uint64_t next_run_sequence_ = 1;
+  bool stopping_ = false;
+  uint64_t transfers_in_flight_ = 0;
+  uint64_t running_total_ = 0;       // tasks dispatched to threads, all workers
+  uint64_t idle_threads_total_ = 0;  // threads asleep, all workers
+  std::unordered_map<gf_task_fn, double> estimates_;
+  gf_task_fn last_estimate_fn_ = nullptr;
+  double *last_estimate_ = nullptr;
+};
+
+}  // namespace gf

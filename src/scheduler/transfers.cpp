@@ -1,0 +1,153 @@
+// Moving inputs to the memory space of the worker a task was placed on. Copies start when the
+// task is placed (prefetch), so they overlap with whatever the worker is running; the task joins
+// its worker's ready queue once the last input has arrived.
+#include "core/error.hpp"
+#include "scheduler/scheduler.hpp"
+
+namespace gf {
+namespace {
+
+uint64_t waiter_key(DataIndex d, SpaceId space) { return (uint64_t{d} << 8) | space; }
+uint64_t space_bit(SpaceId space) { return uint64_t{1} << space; }
+
+FixedPoint bytes_amount(uint64_t bytes) {
+  return FixedPoint::from_raw(static_cast<int64_t>(bytes) * FixedPoint::kScale);
+}
+
+}  // namespace
+
+double Scheduler::transfer_seconds(const Run &run, TaskIndex t, SpaceId space) const {
+  const Graph &graph = run.graph();
+  const TaskDesc &task = graph.task(t);
+  const DataIndex *in = graph.inputs(task);
+  double seconds = 0;
+  for (uint32_t i = 0; i < task.input_count; ++i) {
+    if (graph.data(in[i]).kind != DataKind::kBuffer) continue;
+    const DataRun &data = run.data[in[i]];
+    if (data.replica_in(space) || data.replicas.empty()) continue;
+    seconds += backend_.transfer_seconds(data.replicas.front().space, space, data.size);
+  }
+  return seconds;
+}
+
+void Scheduler::fetch_inputs(WorkerState &worker, Run &run, TaskIndex t, Deferred &deferred) {
+  const Graph &graph = run.graph();
+  const TaskDesc &task = graph.task(t);
+  TaskRun &tr = run.tasks[t];
+  const DataIndex *in = graph.inputs(task);
+  tr.missing_inputs = 0;
+  tr.memory_blocked = false;
+  for (uint32_t i = 0; i < task.input_count; ++i) {
+    DataIndex d = in[i];
+    if (graph.data(d).kind != DataKind::kBuffer) continue;
+    DataRun &data = run.data[d];
+    if (data.replica_in(worker.space)) continue;
+    tr.missing_inputs++;
+    if (!(data.arriving & space_bit(worker.space)) &&
+        !start_transfer(run, d, worker.space, deferred)) {
+      tr.memory_blocked = true;  // retried when memory is released on that device
+      continue;
+    }
+    run.transfer_waiters.emplace(waiter_key(d, worker.space), Run::Waiter{t, tr.placement_epoch});
+  }
+}
+
+bool Scheduler::start_transfer(Run &run, DataIndex d, SpaceId to, Deferred &) {
+  DataRun &data = run.data[d];
+  if (data.replicas.empty()) fail(GF_ERR_INTERNAL, "no replica to copy from");
+  const Replica source = data.replicas.front();
+  WorkerState *owner = owner_of(to);
+  if (owner && !owner->ledger.try_charge(gpu_memory_, bytes_amount(data.size))) return false;
+  void *destination = backend_.allocate(to, data.size);
+  if (!destination) {
+    if (owner) owner->ledger.discharge(gpu_memory_, bytes_amount(data.size));
+    return false;
+  }
+  data.arriving |= space_bit(to);
+  data.pins++;
+  if (owner) owner->transfers_in++;
+  transfers_in_flight_++;
+  run.transfers++;
+  run.bytes_transferred += data.size;
+  std::shared_ptr<Run> keep_alive = run.shared_from_this();
+  backend_.copy_async(CopyRequest{source.space, source.ptr, to, destination, data.size},
+                      [this, keep_alive, d, to, destination](const std::string &error) {
+                        transfer_done(keep_alive, d, to, destination, error);
+                      });
+  return true;
+}
+
+void Scheduler::transfer_done(const std::shared_ptr<Run> &run_ptr, DataIndex d, SpaceId to,
+                              void *ptr, const std::string &error) {
+  Deferred deferred;
+  {
+    Lock lock(mu);
+    Run &run = *run_ptr;
+    DataRun &data = run.data[d];
+    WorkerState *owner = owner_of(to);
+    if (owner) owner->transfers_in--;
+    transfers_in_flight_--;
+    data.arriving &= ~space_bit(to);
+    data.pins--;
+    bool wanted = error.empty() && data.phase == DataRun::Phase::kReady && !data.free_when_unpinned;
+    if (wanted) {
+      data.replicas.push_back(Replica{to, true, ptr});
+    } else {
+      deferred.frees.push_back({to, ptr, data.size});
+      if (owner) discharge_space(to, data.size);
+    }
+    auto [begin, end] = run.transfer_waiters.equal_range(waiter_key(d, to));
+    std::vector<Run::Waiter> waiters;
+    for (auto it = begin; it != end; ++it) waiters.push_back(it->second);
+    run.transfer_waiters.erase(begin, end);
+    for (const Run::Waiter &waiter : waiters) {
+      TaskRun &tr = run.tasks[waiter.task];
+      if (tr.state != GF_TASK_QUEUED || tr.placement_epoch != waiter.epoch) continue;
+      WorkerState &worker = *workers_[tr.worker];
+      if (!wanted) {
+        std::erase_if(worker.fetching, [&](const TaskRef &r) {
+          return r.run == &run && r.task == waiter.task;
+        });
+        worker.backlog_s -= tr.estimate_s;
+        fail_task(run, waiter.task,
+                  "moving " + run.graph().data_label(d) + " to " + worker.name + " failed: " +
+                      (error.empty() ? "the data was released meanwhile" : error),
+                  deferred);
+        continue;
+      }
+      if (--tr.missing_inputs == 0 && !tr.memory_blocked) {
+        std::erase_if(worker.fetching, [&](const TaskRef &r) {
+          return r.run == &run && r.task == waiter.task;
+        });
+        enqueue_ready(worker, run, waiter.task);
+      }
+    }
+    if (data.pins == 0 && data.free_when_unpinned) {
+      data.free_when_unpinned = false;
+      free_data(run, d, deferred);
+    }
+    if (transfers_in_flight_ == 0 && running_total_ == 0) {
+      for (auto &w : workers_) w->wake.notify_all();  // let an idle worker look for stuck tasks
+    }
+  }
+  deferred.flush(backend_);
+}
+
+void Scheduler::retry_memory_blocked(WorkerState &worker, Deferred &deferred) {
+  for (const TaskRef &ref : worker.fetching) {
+    TaskRun &tr = ref.run->tasks[ref.task];
+    if (!tr.memory_blocked) continue;
+    tr.placement_epoch++;  // waiters registered before this refetch are now stale
+    fetch_inputs(worker, *ref.run, ref.task, deferred);
+    if (tr.missing_inputs == 0) tr.memory_blocked = false;
+  }
+  std::vector<TaskRef> arrived;
+  std::erase_if(worker.fetching, [&](const TaskRef &ref) {
+    bool done = ref.run->tasks[ref.task].missing_inputs == 0;
+    if (done) arrived.push_back(ref);
+    return done;
+  });
+  for (const TaskRef &ref : arrived) enqueue_ready(worker, *ref.run, ref.task);
+}
+
+}  // namespace gf

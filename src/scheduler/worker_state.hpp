@@ -1,0 +1,41 @@
+// What the scheduler knows about one worker: its kind, memory space, ledger and queues. Guarded
+// by the scheduler mutex. The worker's threads (runtime/worker.cpp) only ever reach it through
+// the scheduler's calls: assign, finish, transfer arrived.
+#pragma once
+
+#include <condition_variable>
+#include <string>
+#include <vector>
+
+#include "devices/backend.hpp"
+#include "scheduler/ledger.hpp"
+#include "scheduler/ready_queue.hpp"
+
+namespace gf {
+
+struct TaskRef {
+  Run *run;
+  TaskIndex task;
+};
+
+struct WorkerState {
+  uint32_t index = 0;
+  gf_worker_kind kind = GF_WORKER_CPU;
+  int device = -1;
+  SpaceId space = kHostSpace;
+  uint32_t threads = 1;
+  bool emulated = false;
+  std::string name;
+  Ledger ledger;
+
+  ReadyQueue ready;               // inputs present: may start once resources fit
+  std::vector<TaskRef> fetching;  // placed here, inputs still moving
+  double backlog_s = 0;           // estimated seconds of queued and running work, all threads
+  uint32_t running = 0;           // tasks dispatched to its threads and not yet finished
+  uint32_t idle_threads = 0;      // threads asleep on `wake`
+  uint32_t transfers_in = 0;      // copies in flight into its space
+  bool memory_released = false;   // device memory was freed: retry tasks blocked on it
+  std::condition_variable wake;
+};
+
+}  // namespace gf
