@@ -16,8 +16,13 @@ struct PlacementOption {
   double compute_s;   // estimated duration of the task's body of that worker's kind
 };
 
-// Index into `options` (non-empty) of the earliest finish. Ties go to `preferred_worker` (the
-// worker that just produced the task's input and is about to be free), then to the first option.
-size_t choose_placement(std::span<const PlacementOption> options, uint32_t preferred_worker);
+// Index into `options` (non-empty) of the worker to use. The candidate with the least data to
+// move (ties: `preferred_worker`, the worker that just produced an input or took the previous
+// root of the graph) keeps the task unless it would finish clearly later than the best: more than
+// twice the best finish time plus `tolerance_s`. Otherwise the earliest finish wins (ties: first).
+// Moving work to a merely less busy worker is left to stealing, which happens only when a worker
+// is really idle.
+size_t choose_placement(std::span<const PlacementOption> options, uint32_t preferred_worker,
+                        double tolerance_s = 0);
 
 }  // namespace gf

@@ -109,9 +109,22 @@ std::shared_ptr<Run> Scheduler::submit(std::shared_ptr<PoolCore> pool,
   // huge graph while the rest of it is still being placed.
   constexpr size_t kSlice = 4096;
   const auto &roots = analysis.roots;
+  // Consecutive roots (in graph order) go to the same worker in groups, as Dask co-assigns
+  // root tasks: siblings of a reduction then meet where their inputs already are.
+  size_t threads = 0;
+  for (auto &w : workers_) threads += w->threads;
+  const size_t group = std::max<size_t>(1, roots.size() / std::max<size_t>(1, threads));
+  uint32_t group_worker = kNoIndex;
+  size_t in_group = 0;
   for (size_t i = 0; i < roots.size(); ++i) {
     if (run->tasks[roots[i]].state == GF_TASK_WAITING) {
-      make_ready(*run, roots[i], kNoIndex, deferred);
+      const TaskDesc &task = graph->task(roots[i]);
+      double tolerance = static_cast<double>(group) *
+                         estimate(task.cpu_fn ? task.cpu_fn : task.gpu_fn);
+      uint32_t preferred = in_group < group ? group_worker : kNoIndex;
+      uint32_t chosen = make_ready(*run, roots[i], preferred, deferred, tolerance);
+      in_group = chosen == group_worker ? in_group + 1 : 1;
+      group_worker = chosen;
     }
     if ((i + 1) % kSlice == 0 && i + 1 < roots.size()) {
       lock.unlock();
@@ -137,8 +150,8 @@ void Scheduler::learn(gf_task_fn fn, double seconds) {
   e = e < 0 ? seconds : 0.8 * e + 0.2 * seconds;
 }
 
-void Scheduler::make_ready(Run &run, TaskIndex t, uint32_t preferred_worker,
-                           Deferred &deferred) {
+uint32_t Scheduler::make_ready(Run &run, TaskIndex t, uint32_t preferred_worker,
+                              Deferred &deferred, double tolerance_s) {
   const TaskDesc &task = run.graph().task(t);
   const ResolvedRequest &r = run.requests[task.request];
   thread_local std::vector<PlacementOption> options;
@@ -154,8 +167,10 @@ void Scheduler::make_ready(Run &run, TaskIndex t, uint32_t preferred_worker,
   };
   consider(r.cpu_workers, task.cpu_fn);
   consider(r.gpu_workers, task.gpu_fn);
-  const PlacementOption &chosen = options[choose_placement(options, preferred_worker)];
+  const PlacementOption &chosen =
+      options[choose_placement(options, preferred_worker, tolerance_s)];
   place(run, t, chosen.worker, chosen.compute_s, deferred);
+  return chosen.worker;
 }
 
 void Scheduler::place(Run &run, TaskIndex t, uint32_t w, double estimate_s, Deferred &deferred) {

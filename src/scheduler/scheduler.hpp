@@ -86,7 +86,9 @@ class Scheduler {
 
   std::vector<ResolvedRequest> resolve_requests(const Graph &graph);
   void check_feasible(const Graph &graph, const std::vector<ResolvedRequest> &requests);
-  void make_ready(Run &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred);
+  // Places a task whose dependencies are done; returns the worker chosen.
+  uint32_t make_ready(Run &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred,
+                      double tolerance_s = 0);
   void place(Run &run, TaskIndex t, uint32_t worker, double estimate_s, Deferred &deferred);
   void enqueue_ready(WorkerState &worker, Run &run, TaskIndex t);
   void wake_for(WorkerState &worker, Run &run, TaskIndex t);
