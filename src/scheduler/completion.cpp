@@ -157,11 +157,18 @@ void Scheduler::free_data(Run &run, DataIndex d, Deferred &deferred) {
     deferred.frees.push_back({r.space, r.ptr, data.size});
     if (r.space != kHostSpace) discharge_space(r.space, data.size);
   }
-  data.replicas.clear();
-  if (data.value_destroy) deferred.destroys.emplace_back(data.value, data.value_destroy);
-  data.value = nullptr;
-  data.value_destroy = nullptr;
-  data.phase = DataRun::Phase::kFreed;
+  std::erase_if(data.replicas, [](const Replica &r) { return r.owned; });
+  if (data.value_destroy) {
+    deferred.destroys.emplace_back(data.value, data.value_destroy);
+    data.value = nullptr;
+    data.value_destroy = nullptr;
+  }
+  // Host inputs belong to the graph: their copies on devices go, the caller's bytes or value
+  // stay readable for the life of the run.
+  if (run.graph().data(d).origin == DataOrigin::kProduced) {
+    data.value = nullptr;
+    data.phase = DataRun::Phase::kFreed;
+  }
 }
 
 void Scheduler::cancel(Run &run) {

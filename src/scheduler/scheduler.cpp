@@ -137,11 +137,11 @@ std::shared_ptr<Run> Scheduler::submit(std::shared_ptr<PoolCore> pool,
 }
 
 double Scheduler::estimate(gf_task_fn fn) {
-  if (fn == last_estimate_fn_) return *last_estimate_;
-  auto [it, inserted] = estimates_.emplace(fn, -1.0);
-  last_estimate_fn_ = fn;
-  last_estimate_ = &it->second;
-  return it->second < 0 ? kUnknownDuration : it->second;
+  if (fn != last_estimate_fn_) {
+    last_estimate_ = &estimates_.emplace(fn, -1.0).first->second;
+    last_estimate_fn_ = fn;
+  }
+  return *last_estimate_ < 0 ? kUnknownDuration : *last_estimate_;
 }
 
 void Scheduler::learn(gf_task_fn fn, double seconds) {
@@ -197,18 +197,18 @@ void Scheduler::enqueue_ready(WorkerState &worker, Run &run, TaskIndex t) {
 }
 
 void Scheduler::wake_for(WorkerState &worker, Run &run, TaskIndex t) {
-  if (worker.idle_threads > 0) {
-    worker.wake.notify_one();
+  if (worker.idle_threads > 0) worker.wake.notify_one();
+  // More queued there than it has idle threads: wake an idle worker that may run the task, so
+  // it can steal it.
+  if (idle_threads_total_ <= worker.idle_threads || worker.ready.size() <= worker.idle_threads) {
     return;
   }
-  if (idle_threads_total_ == 0) return;
-  // The chosen worker is busy: wake an idle one that may run the task, so it can steal it.
   const TaskDesc &task = run.graph().task(t);
   const ResolvedRequest &r = run.requests[task.request];
   auto wake_one = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn) {
     if (!fn) return false;
     for (uint32_t w : eligible) {
-      if (workers_[w]->idle_threads > 0) {
+      if (w != worker.index && workers_[w]->idle_threads > 0) {
         workers_[w]->wake.notify_one();
         return true;
       }

@@ -376,19 +376,11 @@ TEST(AbiErrors, TaskWithoutBodyIsRejected) {
 TEST(AbiErrors, BadPoolConfigFieldsAreNamed) {
   {
     gf_pool_config c = host_config(1, -1);
-    c.emulated_bandwidth = -1.0;
-    gf_pool *p = nullptr;
-    std::string m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_pool_create(&p, &c));
-    EXPECT_TRUE(contains(m, "emulated_bandwidth")) << m;
-    EXPECT_EQ(p, nullptr);
-    gf_pool_destroy(p);
-  }
-  {
-    gf_pool_config c = host_config(1, -1);
     c.emulated_bandwidth = std::numeric_limits<double>::quiet_NaN();
     gf_pool *p = nullptr;
     std::string m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_pool_create(&p, &c));
     EXPECT_TRUE(contains(m, "emulated_bandwidth")) << m;
+    EXPECT_EQ(p, nullptr);
     gf_pool_destroy(p);
   }
   {

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds gpuflow and runs every test: the normal build, then the AddressSanitizer +
+# UndefinedBehaviorSanitizer build. GPUFLOW_TSAN=1 adds the ThreadSanitizer build.
+# GPUFLOW_QUICK=1 runs the normal build only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+jobs=$(nproc)
+
+run_suite() {  # run_suite BUILD_DIR [cmake args...]
+  local dir=$1; shift
+  echo "=== $dir ==="
+  cmake -S . -B "$dir" -G Ninja -DGPUFLOW_BUILD_BENCH=ON "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 300
+}
+
+run_suite build
+if [ -z "${GPUFLOW_QUICK:-}" ]; then
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_suite build-asan -DCMAKE_BUILD_TYPE=Debug "-DGPUFLOW_SANITIZE=address;undefined"
+fi
+if [ -n "${GPUFLOW_TSAN:-}" ]; then
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    run_suite build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUFLOW_SANITIZE=thread
+fi
