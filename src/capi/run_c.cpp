@@ -69,12 +69,16 @@ GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,
     PoolCore &core = pool_of(pool);
     std::shared_ptr<Graph> g = graphs().find_shared(handle_bits(graph));
     if (!g) fail(GF_ERR_INVALID_HANDLE, "gf_graph is not a live handle (NULL or destroyed)");
-    std::shared_ptr<Run> run = core.submit(std::move(g), o);
-    // The handle is registered before the callback can fire with it: submit publishes
-    // completion only from a worker or the caller's own later calls, never before returning...
-    // except for an empty graph, which is finished at once; its callback sees this handle too.
+    std::shared_ptr<Run> run = core.prepare(std::move(g), o);
+    // The handle exists before the run starts: its completion callback may fire at once.
     uint64_t bits = runs().insert(run);
     run->set_handle(handle_from_bits<gf_run>(bits));
+    try {
+      core.scheduler().start(run);
+    } catch (...) {
+      runs().remove(bits);
+      throw;
+    }
     *out = handle_from_bits<gf_run>(bits);
     return GF_OK;
   });

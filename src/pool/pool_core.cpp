@@ -62,8 +62,9 @@ PoolCore::PoolCore(const PoolOptions &options)
 
 PoolCore::~PoolCore() { shutdown(); }
 
-std::shared_ptr<Run> PoolCore::submit(std::shared_ptr<Graph> graph, const gf_submit_options &options) {
-  return scheduler_->submit(shared_from_this(), std::move(graph), options);
+std::shared_ptr<Run> PoolCore::prepare(std::shared_ptr<Graph> graph,
+                                       const gf_submit_options &options) {
+  return scheduler_->prepare(shared_from_this(), std::move(graph), options);
 }
 
 void PoolCore::shutdown() {

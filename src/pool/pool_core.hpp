@@ -21,7 +21,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   PoolCore(const PoolCore &) = delete;
   PoolCore &operator=(const PoolCore &) = delete;
 
-  std::shared_ptr<Run> submit(std::shared_ptr<Graph> graph, const gf_submit_options &options);
+  std::shared_ptr<Run> prepare(std::shared_ptr<Graph> graph, const gf_submit_options &options);
   // Cancels every run, waits for running bodies, joins threads. Idempotent.
   void shutdown();
 

@@ -69,9 +69,9 @@ void Scheduler::check_feasible(const Graph &graph, const std::vector<ResolvedReq
   }
 }
 
-std::shared_ptr<Run> Scheduler::submit(std::shared_ptr<PoolCore> pool,
-                                       std::shared_ptr<Graph> graph,
-                                       const gf_submit_options &options) {
+std::shared_ptr<Run> Scheduler::prepare(std::shared_ptr<PoolCore> pool,
+                                        std::shared_ptr<Graph> graph,
+                                        const gf_submit_options &options) {
   const GraphAnalysis &analysis = graph->freeze();
   std::vector<ResolvedRequest> requests = resolve_requests(*graph);
   check_feasible(*graph, requests);
@@ -98,7 +98,12 @@ std::shared_ptr<Run> Scheduler::submit(std::shared_ptr<PoolCore> pool,
     }
   }
   run->tasks_left = graph->task_count();
+  return run;
+}
 
+void Scheduler::start(const std::shared_ptr<Run> &run) {
+  const Graph *graph = &run->graph();
+  const GraphAnalysis &analysis = graph->analysis();
   Deferred deferred;
   Lock lock(mu);
   if (stopping_) fail(GF_ERR_SHUT_DOWN, "the pool is shutting down; the graph was not submitted");
@@ -133,7 +138,6 @@ std::shared_ptr<Run> Scheduler::submit(std::shared_ptr<PoolCore> pool,
   }
   lock.unlock();
   deferred.flush(backend_);
-  return run;
 }
 
 double Scheduler::estimate(gf_task_fn fn) {

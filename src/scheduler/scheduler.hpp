@@ -57,8 +57,11 @@ class Scheduler {
   ~Scheduler();
 
   // ---- callers (any thread) ----
-  std::shared_ptr<Run> submit(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph,
-                              const gf_submit_options &options);
+  // Checks the graph against the pool and builds the run's state; nothing runs yet.
+  std::shared_ptr<Run> prepare(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph,
+                               const gf_submit_options &options);
+  // Starts a prepared run (its completion may be published before this returns).
+  void start(const std::shared_ptr<Run> &run);
   void cancel(Run &run);
   void shutdown();  // cancel everything, wake workers so they exit once their bodies return
   void release_run(Run &run);  // the run is being destroyed: free what it still holds

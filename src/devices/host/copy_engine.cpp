@@ -30,13 +30,18 @@ void CopyEngine::drain_and_stop() {
 }
 
 void CopyEngine::loop() {
-  std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, and every queued copy is done
-    auto [request, done] = std::move(queue_.front());
-    queue_.pop_front();
-    lock.unlock();
+    std::pair<CopyRequest, CopyDone> job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and every queued copy is done
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    // The job, and whatever its callback holds, is released here without the engine's mutex:
+    // dropping the callback may destroy a run, which takes the scheduler's mutex.
+    auto &[request, done] = job;
     auto start = Clock::now();
     if (request.bytes > 0) std::memcpy(request.destination, request.source, request.bytes);
     if (bytes_per_second_ > 0) {
@@ -46,7 +51,6 @@ void CopyEngine::loop() {
                                     std::chrono::duration_cast<Clock::duration>(duration));
     }
     done(std::string());
-    lock.lock();
   }
 }
 
