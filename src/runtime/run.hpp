@@ -14,6 +14,7 @@
 #include "core/clock.hpp"
 #include "devices/backend.hpp"
 #include "graph/graph.hpp"
+#include "runtime/replica_set.hpp"
 #include "scheduler/resource_registry.hpp"
 
 namespace gf {
@@ -31,12 +32,6 @@ struct TaskRun {
   float estimate_s = 0;             // counted in its worker's backlog while queued or running
 };
 
-struct Replica {
-  SpaceId space;
-  bool owned;  // false for caller-owned host input bytes
-  void *ptr;
-};
-
 struct DataRun {
   enum class Phase : uint8_t { kPending, kReady, kFreed, kNeverProduced };
   Phase phase = Phase::kPending;
@@ -46,7 +41,7 @@ struct DataRun {
   uint64_t arriving = 0;  // bit per memory space with a copy of this data in flight
   uint32_t pins = 0;      // copies reading this data right now
   bool free_when_unpinned = false;
-  std::vector<Replica> replicas;
+  ReplicaSet replicas;
   void *value = nullptr;
   gf_destroy_fn value_destroy = nullptr;  // set when the run owns the value
 

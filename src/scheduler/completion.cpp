@@ -157,7 +157,7 @@ void Scheduler::free_data(Run &run, DataIndex d, Deferred &deferred) {
     deferred.frees.push_back({r.space, r.ptr, data.size});
     if (r.space != kHostSpace) discharge_space(r.space, data.size);
   }
-  std::erase_if(data.replicas, [](const Replica &r) { return r.owned; });
+  data.replicas.remove_owned();
   if (data.value_destroy) {
     deferred.destroys.emplace_back(data.value, data.value_destroy);
     data.value = nullptr;

@@ -1,0 +1,53 @@
+// Where a data object's bytes are: usually one place, sometimes a few. Two replicas live inline,
+// so producing an output costs no allocation beyond the bytes themselves.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <vector>
+
+#include "devices/backend.hpp"
+
+namespace gf {
+
+struct Replica {
+  SpaceId space;
+  bool owned;  // false for caller-owned host input bytes
+  void *ptr;
+};
+
+class ReplicaSet {
+ public:
+  bool empty() const { return size_ == 0; }
+  const Replica &front() const { return *begin(); }
+  const Replica *begin() const { return spilled() ? overflow_.data() : inline_.data(); }
+  const Replica *end() const { return begin() + size_; }
+
+  void push_back(const Replica &r) {
+    if (size_ < inline_.size()) {
+      inline_[size_++] = r;
+      return;
+    }
+    if (!spilled()) overflow_.assign(inline_.begin(), inline_.end());
+    overflow_.push_back(r);
+    ++size_;
+  }
+
+  void remove_owned() {
+    std::vector<Replica> kept;
+    for (const Replica &r : *this) {
+      if (!r.owned) kept.push_back(r);
+    }
+    overflow_.clear();
+    size_ = 0;
+    for (const Replica &r : kept) push_back(r);
+  }
+
+ private:
+  bool spilled() const { return size_ > inline_.size(); }
+  std::array<Replica, 2> inline_{};
+  std::vector<Replica> overflow_;
+  size_t size_ = 0;
+};
+
+}  // namespace gf
