@@ -12,6 +12,19 @@ namespace {
 
 TaskIndex task_of(Run &run, gf_task task) { return run.graph().task_index(task, "task"); }
 
+// Reads one task's state under the scheduler mutex: read(run, task_index, task_run).
+template <class Out, class Read>
+gf_status read_task(Out *out, gf_run *run, gf_task task, Read read) {
+  return guard([&] {
+    require_out(out, "out");
+    Run &r = run_of(run);
+    TaskIndex t = task_of(r, task);
+    std::lock_guard lock(r.pool().scheduler().mu);
+    *out = read(r, t, r.tasks[t]);
+    return GF_OK;
+  });
+}
+
 // The outcome of a finished run as a status, with a message naming the first failure.
 gf_status outcome(Run &run) {
   switch (run.state()) {
@@ -126,53 +139,26 @@ GF_API void gf_run_destroy(gf_run *run) {
 }
 
 GF_API gf_status gf_run_task_state(gf_task_state *out, gf_run *run, gf_task task) {
-  return guard([&] {
-    require_out(out, "out");
-    Run &r = run_of(run);
-    TaskIndex t = task_of(r, task);
-    std::lock_guard lock(r.pool().scheduler().mu);
-    *out = r.tasks[t].state;
-    return GF_OK;
-  });
+  return read_task(out, run, task, [](Run &, TaskIndex, const TaskRun &tr) { return tr.state; });
 }
 
 GF_API gf_status gf_run_task_error(const char **out, gf_run *run, gf_task task) {
-  return guard([&] {
-    require_out(out, "out");
-    Run &r = run_of(run);
-    TaskIndex t = task_of(r, task);
-    std::lock_guard lock(r.pool().scheduler().mu);
-    gf_task_state state = r.tasks[t].state;
+  return read_task(out, run, task, [](Run &r, TaskIndex t, const TaskRun &tr) {
     auto it = r.errors.find(t);
-    bool has_error = (state == GF_TASK_FAILED || state == GF_TASK_CANCELLED) && it != r.errors.end();
+    bool settled = tr.state == GF_TASK_FAILED || tr.state == GF_TASK_CANCELLED;
     // Errors of settled tasks never change again, so the string stays valid for the run's life.
-    *out = has_error ? it->second.c_str() : "";
-    return GF_OK;
+    return settled && it != r.errors.end() ? it->second.c_str() : "";
   });
 }
 
 GF_API gf_status gf_run_task_attempts(uint32_t *out, gf_run *run, gf_task task) {
-  return guard([&] {
-    require_out(out, "out");
-    Run &r = run_of(run);
-    TaskIndex t = task_of(r, task);
-    std::lock_guard lock(r.pool().scheduler().mu);
-    *out = r.tasks[t].attempts;
-    return GF_OK;
-  });
+  return read_task(out, run, task, [](Run &, TaskIndex, const TaskRun &tr) { return tr.attempts; });
 }
 
 GF_API gf_status gf_run_task_worker(uint32_t *out, gf_run *run, gf_task task) {
-  return guard([&] {
-    require_out(out, "out");
-    Run &r = run_of(run);
-    TaskIndex t = task_of(r, task);
-    std::lock_guard lock(r.pool().scheduler().mu);
-    if (r.tasks[t].attempts == 0) {
-      fail(GF_ERR_STATE, r.graph().task_label(t) + " has not started on any worker");
-    }
-    *out = r.tasks[t].worker;
-    return GF_OK;
+  return read_task(out, run, task, [](Run &r, TaskIndex t, const TaskRun &tr) {
+    if (tr.attempts == 0) fail(GF_ERR_STATE, r.graph().task_label(t) + " has not started on any worker");
+    return tr.worker;
   });
 }
 

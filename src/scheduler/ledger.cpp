@@ -25,42 +25,21 @@ Ledger::Line *Ledger::find(ResourceId resource) {
   return const_cast<Line *>(static_cast<const Ledger *>(this)->find(resource));
 }
 
-bool Ledger::could_fit(const PoolRequest &request, FixedPoint extra_memory,
-                       ResourceId memory) const {
+bool Ledger::fits(const PoolRequest &request, FixedPoint extra_memory, ResourceId memory,
+                  bool count_in_use) const {
+  auto enough = [&](const Line *line, FixedPoint need) {
+    return line && (count_in_use ? line->in_use + need : need) <= line->capacity;
+  };
   bool memory_seen = extra_memory.is_zero();
   for (const auto &[resource, amount] : request) {
-    const Line *line = find(resource);
     FixedPoint need = amount;
     if (resource == memory) {
       need += extra_memory;
       memory_seen = true;
     }
-    if (!line || need > line->capacity) return false;
+    if (!enough(find(resource), need)) return false;
   }
-  if (!memory_seen) {
-    const Line *line = find(memory);
-    if (!line || extra_memory > line->capacity) return false;
-  }
-  return true;
-}
-
-bool Ledger::fits_now(const PoolRequest &request, FixedPoint extra_memory,
-                      ResourceId memory) const {
-  bool memory_seen = extra_memory.is_zero();
-  for (const auto &[resource, amount] : request) {
-    const Line *line = find(resource);
-    FixedPoint need = amount;
-    if (resource == memory) {
-      need += extra_memory;
-      memory_seen = true;
-    }
-    if (!line || line->in_use + need > line->capacity) return false;
-  }
-  if (!memory_seen) {
-    const Line *line = find(memory);
-    if (!line || line->in_use + extra_memory > line->capacity) return false;
-  }
-  return true;
+  return memory_seen || enough(find(memory), extra_memory);
 }
 
 void Ledger::acquire(const PoolRequest &request) {

@@ -24,10 +24,14 @@ class Ledger {
 
   // Whether the worker could ever satisfy the request (every resource advertised, enough).
   bool could_fit(const PoolRequest &request, FixedPoint extra_memory = {},
-                 ResourceId memory = UINT32_MAX) const;
+                 ResourceId memory = UINT32_MAX) const {
+    return fits(request, extra_memory, memory, false);
+  }
   // Whether the request fits in what is free now; extra_memory is added to `memory`'s amount.
   bool fits_now(const PoolRequest &request, FixedPoint extra_memory = {},
-                ResourceId memory = UINT32_MAX) const;
+                ResourceId memory = UINT32_MAX) const {
+    return fits(request, extra_memory, memory, true);
+  }
   void acquire(const PoolRequest &request);
   void release(const PoolRequest &request);
 
@@ -40,6 +44,8 @@ class Ledger {
   bool idle() const;  // nothing in use
 
  private:
+  bool fits(const PoolRequest &request, FixedPoint extra_memory, ResourceId memory,
+            bool count_in_use) const;
   const Line *find(ResourceId resource) const;
   Line *find(ResourceId resource);
   std::vector<Line> lines_;  // few lines per worker: a linear scan beats a map
