@@ -28,8 +28,14 @@ auto &lookup(Table &table, const Handle *handle, const char *what) {
   return *object;
 }
 
-inline PoolCore &pool_of(const gf_pool *pool) { return lookup(pools(), pool, "gf_pool"); }
-inline Graph &graph_of(const gf_graph *graph) { return lookup(graphs(), graph, "gf_graph"); }
-inline Run &run_of(const gf_run *run) { return lookup(runs(), run, "gf_run"); }
+inline PoolCore &pool_of(const gf_pool *pool) {
+  return lookup(pools(), pool, "gf_pool");
+}
+inline Graph &graph_of(const gf_graph *graph) {
+  return lookup(graphs(), graph, "gf_graph");
+}
+inline Run &run_of(const gf_run *run) {
+  return lookup(runs(), run, "gf_run");
+}
 
 }  // namespace gf::capi

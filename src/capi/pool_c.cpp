@@ -39,7 +39,9 @@ void fill_entry(gf_ledger_entry *out, PoolCore &pool, const Ledger::Line &line) 
 
 extern "C" {
 
-GF_API uint32_t gf_version(void) { return GF_VERSION; }
+GF_API uint32_t gf_version(void) {
+  return GF_VERSION;
+}
 
 GF_API const char *gf_version_string(void) {
 #define GF_STR2(x) #x

@@ -10,7 +10,9 @@ using namespace gf::capi;
 
 namespace {
 
-TaskIndex task_of(Run &run, gf_task task) { return run.graph().task_index(task, "task"); }
+TaskIndex task_of(Run &run, gf_task task) {
+  return run.graph().task_index(task, "task");
+}
 
 // Reads one task's state under the scheduler mutex: read(run, task_index, task_run).
 template <class Out, class Read>
@@ -28,17 +30,20 @@ gf_status read_task(Out *out, gf_run *run, gf_task task, Read read) {
 // The outcome of a finished run as a status, with a message naming the first failure.
 gf_status outcome(Run &run) {
   switch (run.state()) {
-    case GF_RUN_SUCCEEDED: return GF_OK;
-    case GF_RUN_CANCELLED: fail(GF_ERR_CANCELLED, "the run was cancelled");
+    case GF_RUN_SUCCEEDED:
+      return GF_OK;
+    case GF_RUN_CANCELLED:
+      fail(GF_ERR_CANCELLED, "the run was cancelled");
     case GF_RUN_FAILED: {
       std::lock_guard lock(run.pool().scheduler().mu);
       TaskIndex t = run.first_failure;
       auto it = run.errors.find(t);
       fail(GF_ERR_TASK_FAILED, run.graph().task_label(t) + " failed: " +
-                                   (it == run.errors.end() ? std::string("?") : it->second) +
-                                   " (" + std::to_string(run.failed) + " task(s) failed in all)");
+                                   (it == run.errors.end() ? std::string("?") : it->second) + " (" +
+                                   std::to_string(run.failed) + " task(s) failed in all)");
     }
-    default: break;
+    default:
+      break;
   }
   return GF_TIMEOUT;
 }
@@ -49,7 +54,8 @@ const DataRun &readable_data(Run &run, DataIndex d, std::unique_lock<std::mutex>
   const DataRun &data = run.data[d];
   const Graph &graph = run.graph();
   switch (data.phase) {
-    case DataRun::Phase::kReady: return data;
+    case DataRun::Phase::kReady:
+      return data;
     case DataRun::Phase::kPending:
       fail(GF_ERR_STATE, graph.data_label(d) + " is not produced yet");
     case DataRun::Phase::kNeverProduced:
@@ -105,7 +111,9 @@ GF_API gf_status gf_run_wait(gf_run *run, int64_t timeout_ms) {
   });
 }
 
-GF_API gf_status gf_run_poll(gf_run *run) { return gf_run_wait(run, 0); }
+GF_API gf_status gf_run_poll(gf_run *run) {
+  return gf_run_wait(run, 0);
+}
 
 GF_API gf_status gf_run_state_get(gf_run_state *out, gf_run *run) {
   return guard([&] {
@@ -157,7 +165,8 @@ GF_API gf_status gf_run_task_attempts(uint32_t *out, gf_run *run, gf_task task) 
 
 GF_API gf_status gf_run_task_worker(uint32_t *out, gf_run *run, gf_task task) {
   return read_task(out, run, task, [](Run &r, TaskIndex t, const TaskRun &tr) {
-    if (tr.attempts == 0) fail(GF_ERR_STATE, r.graph().task_label(t) + " has not started on any worker");
+    if (tr.attempts == 0)
+      fail(GF_ERR_STATE, r.graph().task_label(t) + " has not started on any worker");
     return tr.worker;
   });
 }
@@ -185,7 +194,8 @@ GF_API gf_status gf_run_fetch(uint64_t *out_size, gf_run *run, gf_data data, voi
     Replica source = state.replicas.front();
     uint64_t size = state.size;
     lock.unlock();
-    r.pool().scheduler().backend().copy_sync(CopyRequest{source.space, source.ptr, kHostSpace, dst, size});
+    r.pool().scheduler().backend().copy_sync(
+        CopyRequest{source.space, source.ptr, kHostSpace, dst, size});
     return GF_OK;
   });
 }
@@ -196,7 +206,8 @@ GF_API gf_status gf_run_value(void **out, gf_run *run, gf_data data) {
     Run &r = run_of(run);
     DataIndex d = r.graph().data_index(data, "data");
     if (r.graph().data(d).kind != DataKind::kValue) {
-      fail(GF_ERR_INVALID_ARGUMENT, r.graph().data_label(d) + " is a buffer: read it with gf_run_fetch");
+      fail(GF_ERR_INVALID_ARGUMENT,
+           r.graph().data_label(d) + " is a buffer: read it with gf_run_fetch");
     }
     std::unique_lock<std::mutex> lock;
     *out = readable_data(r, d, lock).value;

@@ -16,7 +16,9 @@ namespace gf {
 using SpaceId = uint32_t;
 inline constexpr SpaceId kHostSpace = 0;
 inline constexpr SpaceId kMaxSpaces = 64;  // spaces are tracked in 64-bit masks
-inline SpaceId device_space(int device) { return static_cast<SpaceId>(device + 1); }
+inline SpaceId device_space(int device) {
+  return static_cast<SpaceId>(device + 1);
+}
 
 struct DeviceDescription {
   std::string name;

@@ -31,7 +31,8 @@ void check_unique_names(const Graph &g) {
     auto [it, inserted] = seen.emplace(name, t);
     if (!inserted) {
       fail(GF_ERR_INVALID_GRAPH, "duplicate task name '" + name + "' (tasks #" +
-                                     std::to_string(it->second) + " and #" + std::to_string(t) + ")");
+                                     std::to_string(it->second) + " and #" + std::to_string(t) +
+                                     ")");
     }
   }
 }
@@ -48,8 +49,8 @@ void check_unique_names(const Graph &g) {
   while (seen_at[t] == kNoIndex) {
     seen_at[t] = static_cast<uint32_t>(path.size());
     path.push_back(t);
-    auto next = std::find_if(preds[t].begin(), preds[t].end(),
-                             [&](TaskIndex p) { return pending[p] > 0; });
+    auto next =
+        std::find_if(preds[t].begin(), preds[t].end(), [&](TaskIndex p) { return pending[p] > 0; });
     t = *next;  // a task left pending always has a pending predecessor
   }
   std::string cycle;

@@ -18,7 +18,9 @@ uint64_t encode(uint64_t serial, uint32_t index, bool is_data) {
   return (is_data ? kDataBit : 0) | ((serial & kSerialMask) << 32) | (uint64_t{index} + 1);
 }
 
-std::string optional_name(const char *name) { return name ? std::string(name) : std::string(); }
+std::string optional_name(const char *name) {
+  return name ? std::string(name) : std::string();
+}
 
 }  // namespace
 
@@ -87,8 +89,12 @@ DataIndex Graph::data_index(gf_data data, const char *what) const {
   return d;
 }
 
-gf_task Graph::task_ref(TaskIndex t) const { return gf_task{encode(serial_, t, false)}; }
-gf_data Graph::data_ref(DataIndex d) const { return gf_data{encode(serial_, d, true)}; }
+gf_task Graph::task_ref(TaskIndex t) const {
+  return gf_task{encode(serial_, t, false)};
+}
+gf_data Graph::data_ref(DataIndex d) const {
+  return gf_data{encode(serial_, d, true)};
+}
 
 DataIndex Graph::new_data(const char *name, DataKind kind, DataOrigin origin, uint64_t size,
                           uint32_t flags) {
@@ -115,8 +121,7 @@ gf_data Graph::add_value(const char *name, uint64_t size_estimate, uint32_t flag
   return data_ref(new_data(name, DataKind::kValue, DataOrigin::kProduced, size_estimate, flags));
 }
 
-gf_data Graph::add_host_buffer(const char *name, const void *bytes, uint64_t size,
-                               uint32_t flags) {
+gf_data Graph::add_host_buffer(const char *name, const void *bytes, uint64_t size, uint32_t flags) {
   require_mutable();
   if (flags & ~uint32_t{GF_HOST_BUFFER_BORROW}) {
     fail(GF_ERR_INVALID_ARGUMENT, "unknown flags for host buffer '" + optional_name(name) + "'");
@@ -134,8 +139,7 @@ gf_data Graph::add_host_buffer(const char *name, const void *bytes, uint64_t siz
   return data_ref(d);
 }
 
-gf_data Graph::add_host_value(const char *name, void *value, gf_destroy_fn destroy,
-                              uint64_t size) {
+gf_data Graph::add_host_value(const char *name, void *value, gf_destroy_fn destroy, uint64_t size) {
   DataIndex d = new_data(name, DataKind::kValue, DataOrigin::kHostValue, size, 0);
   data_[d].host_value = value;
   data_[d].host_value_destroy = destroy;
@@ -148,7 +152,9 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   const auto t = static_cast<TaskIndex>(tasks_.size());
   TaskDesc task;
   task.name = optional_name(desc.name);
-  auto label = [&] { return task.name.empty() ? "task #" + std::to_string(t) : "task '" + task.name + "'"; };
+  auto label = [&] {
+    return task.name.empty() ? "task #" + std::to_string(t) : "task '" + task.name + "'";
+  };
   if (!desc.cpu_fn && !desc.gpu_fn) {
     fail(GF_ERR_INVALID_ARGUMENT, label() + " has no body: set cpu_fn and/or gpu_fn");
   }

@@ -29,7 +29,7 @@ struct DataDesc {
   uint32_t flags = 0;
   uint64_t size = 0;  // declared bytes (0: set by the producer), or a value's size estimate
   TaskIndex producer = kNoIndex;
-  uint32_t consumer_slots = 0;  // how many task input slots read it
+  uint32_t consumer_slots = 0;       // how many task input slots read it
   const void *host_bytes = nullptr;  // kHostBuffer
   void *host_value = nullptr;        // kHostValue
   gf_destroy_fn host_value_destroy = nullptr;
@@ -56,7 +56,7 @@ struct GraphAnalysis {
   std::vector<uint32_t> successor_begin;  // tasks + 1 offsets into successors
   std::vector<TaskIndex> successors;      // one entry per edge (duplicates kept, consistently)
   std::vector<uint32_t> predecessor_count;
-  std::vector<uint32_t> order;  // rank per task: depth-first, finishes branches before new ones
+  std::vector<uint32_t> order;   // rank per task: depth-first, finishes branches before new ones
   std::vector<TaskIndex> roots;  // tasks without predecessors, in rank order
 };
 
@@ -84,7 +84,9 @@ class Graph {
   const TaskDesc &task(TaskIndex t) const { return tasks_[t]; }
   const DataDesc &data(DataIndex d) const { return data_[d]; }
   const DataIndex *inputs(const TaskDesc &t) const { return input_refs_.data() + t.inputs_begin; }
-  const DataIndex *outputs(const TaskDesc &t) const { return output_refs_.data() + t.outputs_begin; }
+  const DataIndex *outputs(const TaskDesc &t) const {
+    return output_refs_.data() + t.outputs_begin;
+  }
   const RequestTable &requests() const { return requests_; }
   const GraphAnalysis &analysis() const { return *analysis_; }
 

@@ -7,7 +7,9 @@
 namespace gf {
 namespace {
 
-FixedPoint amount(double value) { return FixedPoint::from_double(value); }
+FixedPoint amount(double value) {
+  return FixedPoint::from_double(value);
+}
 
 }  // namespace
 
@@ -28,7 +30,8 @@ PoolCore::PoolCore(const PoolOptions &options)
     w->kind = GF_WORKER_CPU;
     w->name = "cpu:" + std::to_string(i);
     w->ledger.advertise(cpu, amount(1));
-    for (const auto &[name, value] : options.cpu_labels) w->ledger.advertise(registry.intern(name), amount(value));
+    for (const auto &[name, value] : options.cpu_labels)
+      w->ledger.advertise(registry.intern(name), amount(value));
     states.push_back(std::move(w));
   }
   for (int d = 0; d < backend_->device_count(); ++d) {
@@ -44,11 +47,13 @@ PoolCore::PoolCore(const PoolOptions &options)
     w->ledger.advertise(gpu, amount(1));
     w->ledger.advertise(gpu_memory, FixedPoint::from_raw(static_cast<int64_t>(device.memory_bytes) *
                                                          FixedPoint::kScale));
-    for (const auto &[name, value] : options.gpu_labels) w->ledger.advertise(registry.intern(name), amount(value));
+    for (const auto &[name, value] : options.gpu_labels)
+      w->ledger.advertise(registry.intern(name), amount(value));
     states.push_back(std::move(w));
   }
   for (auto &w : states) worker_states_.push_back(w.get());
-  scheduler_ = std::make_unique<Scheduler>(*backend_, std::move(registry), std::move(states), gpu_memory);
+  scheduler_ =
+      std::make_unique<Scheduler>(*backend_, std::move(registry), std::move(states), gpu_memory);
   try {
     for (WorkerState *w : worker_states_) {
       workers_.push_back(std::make_unique<Worker>(*scheduler_, *w));
@@ -60,7 +65,9 @@ PoolCore::PoolCore(const PoolOptions &options)
   }
 }
 
-PoolCore::~PoolCore() { shutdown(); }
+PoolCore::~PoolCore() {
+  shutdown();
+}
 
 std::shared_ptr<Run> PoolCore::prepare(std::shared_ptr<Graph> graph,
                                        const gf_submit_options &options) {

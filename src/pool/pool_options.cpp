@@ -19,8 +19,8 @@ bool env_number(const char *variable, double &out) {
   errno = 0;
   double value = std::strtod(text, &end);
   if (errno || *end != '\0') {
-    fail(GF_ERR_INVALID_ARGUMENT, std::string("environment variable ") + variable + "='" + text +
-                                      "' is not a number");
+    fail(GF_ERR_INVALID_ARGUMENT,
+         std::string("environment variable ") + variable + "='" + text + "' is not a number");
   }
   out = value;
   return true;
@@ -28,7 +28,8 @@ bool env_number(const char *variable, double &out) {
 
 std::vector<std::pair<std::string, double>> labels(const gf_resource *list, uint32_t count,
                                                    const char *field) {
-  if (count && !list) fail(GF_ERR_INVALID_ARGUMENT, std::string("gf_pool_config.") + field + " is NULL");
+  if (count && !list)
+    fail(GF_ERR_INVALID_ARGUMENT, std::string("gf_pool_config.") + field + " is NULL");
   std::vector<std::pair<std::string, double>> out;
   for (uint32_t i = 0; i < count; ++i) {
     std::string where = std::string("gf_pool_config.") + field + "[" + std::to_string(i) + "]";
@@ -63,14 +64,16 @@ PoolOptions resolve_pool_options(const gf_pool_config &config) {
                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
   if (o.cpu_workers < 0) o.cpu_workers = 0;
-  if (o.cpu_workers > 4096) fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.cpu_workers is above 4096");
+  if (o.cpu_workers > 4096)
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.cpu_workers is above 4096");
 
   int devices = config.emulated_devices;
-  if (devices == 0) devices = env_number("GPUFLOW_EMULATED_DEVICES", value) ? static_cast<int>(value) : 2;
+  if (devices == 0)
+    devices = env_number("GPUFLOW_EMULATED_DEVICES", value) ? static_cast<int>(value) : 2;
   if (devices < 0) devices = 0;
   if (devices > static_cast<int>(kMaxSpaces) - 1) {
-    fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.emulated_devices is above " +
-                                      std::to_string(kMaxSpaces - 1));
+    fail(GF_ERR_INVALID_ARGUMENT,
+         "gf_pool_config.emulated_devices is above " + std::to_string(kMaxSpaces - 1));
   }
   o.host.devices = devices;
 
@@ -85,14 +88,18 @@ PoolOptions resolve_pool_options(const gf_pool_config &config) {
   }
 
   double bandwidth = config.emulated_bandwidth;
-  if (bandwidth != bandwidth) fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.emulated_bandwidth is NaN");
+  if (bandwidth != bandwidth)
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.emulated_bandwidth is NaN");
   if (bandwidth == 0) bandwidth = env_number("GPUFLOW_EMULATED_BANDWIDTH", value) ? value : 10e9;
   o.host.bandwidth = bandwidth < 0 ? 0 : bandwidth;  // negative: unlimited
 
   o.gpu_worker_threads = config.gpu_worker_threads ? config.gpu_worker_threads : 2;
-  if (o.gpu_worker_threads > 64) fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.gpu_worker_threads is above 64");
-  o.cpu_labels = labels(config.cpu_worker_labels, config.cpu_worker_label_count, "cpu_worker_labels");
-  o.gpu_labels = labels(config.gpu_worker_labels, config.gpu_worker_label_count, "gpu_worker_labels");
+  if (o.gpu_worker_threads > 64)
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.gpu_worker_threads is above 64");
+  o.cpu_labels =
+      labels(config.cpu_worker_labels, config.cpu_worker_label_count, "cpu_worker_labels");
+  o.gpu_labels =
+      labels(config.gpu_worker_labels, config.gpu_worker_label_count, "gpu_worker_labels");
   if (o.cpu_workers == 0 && devices == 0) {
     fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config: the pool would have no workers at all");
   }

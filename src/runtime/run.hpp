@@ -25,11 +25,11 @@ struct TaskRun {
   gf_task_state state = GF_TASK_WAITING;
   uint32_t remaining_deps = 0;
   uint32_t attempts = 0;
-  uint32_t worker = kNoIndex;       // placed on / ran on
-  uint32_t missing_inputs = 0;      // inputs still moving to the worker's memory space
-  uint32_t placement_epoch = 0;     // bumped on every placement; stale transfer waiters ignored
-  bool memory_blocked = false;      // an input transfer waits for device memory
-  float estimate_s = 0;             // counted in its worker's backlog while queued or running
+  uint32_t worker = kNoIndex;    // placed on / ran on
+  uint32_t missing_inputs = 0;   // inputs still moving to the worker's memory space
+  uint32_t placement_epoch = 0;  // bumped on every placement; stale transfer waiters ignored
+  bool memory_blocked = false;   // an input transfer waits for device memory
+  float estimate_s = 0;          // counted in its worker's backlog while queued or running
 };
 
 struct DataRun {
@@ -56,7 +56,7 @@ struct DataRun {
 // A request resolved against the pool, shared by all tasks of the run that use it.
 struct ResolvedRequest {
   PoolRequest request;
-  FixedPoint gpu_memory;  // the gpu_memory part, also inside `request`
+  FixedPoint gpu_memory;              // the gpu_memory part, also inside `request`
   std::vector<uint32_t> cpu_workers;  // workers that could ever run a cpu_fn with it
   std::vector<uint32_t> gpu_workers;  // workers that could ever run a gpu_fn with it
 };

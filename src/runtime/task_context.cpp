@@ -28,14 +28,17 @@ void *gf_task_ctx::output(uint32_t index, uint64_t size) {
   gf::DataIndex d = graph().outputs(task())[index];
   const gf::DataDesc &desc = graph().data(d);
   // Built only for messages: this is the hot path of every producing task.
-  auto where = [&] { return graph().task_label(dispatch->task) + " output " + graph().data_label(d); };
+  auto where = [&] {
+    return graph().task_label(dispatch->task) + " output " + graph().data_label(d);
+  };
   if (desc.kind != DataKind::kBuffer) {
     fail(GF_ERR_INVALID_ARGUMENT, where() + " is an opaque value: use gf_task_ctx_set_value");
   }
   gf::Dispatch::Output &out = dispatch->outputs[index];
   if (out.set) {
     if (size != 0 && size != out.size) {
-      fail(GF_ERR_INVALID_ARGUMENT, where() + " already has " + std::to_string(out.size) + " bytes");
+      fail(GF_ERR_INVALID_ARGUMENT,
+           where() + " already has " + std::to_string(out.size) + " bytes");
     }
     return out.ptr;
   }
@@ -46,14 +49,14 @@ void *gf_task_ctx::output(uint32_t index, uint64_t size) {
   uint64_t bytes = desc.size != 0 ? desc.size : size;
   bool dynamic = desc.size == 0;
   if (dynamic && !scheduler->charge_output(*worker, bytes)) {
-    fail(GF_ERR_OUT_OF_MEMORY, where() + ": " + std::to_string(bytes) + " bytes do not fit on " +
-                                   worker->name);
+    fail(GF_ERR_OUT_OF_MEMORY,
+         where() + ": " + std::to_string(bytes) + " bytes do not fit on " + worker->name);
   }
   void *ptr = scheduler->backend().allocate(worker->space, bytes);
   if (!ptr) {
     if (dynamic) scheduler->discharge_output(*worker, bytes);
-    fail(GF_ERR_OUT_OF_MEMORY, where() + ": the system refused " + std::to_string(bytes) +
-                                   " bytes on " + worker->name);
+    fail(GF_ERR_OUT_OF_MEMORY,
+         where() + ": the system refused " + std::to_string(bytes) + " bytes on " + worker->name);
   }
   out.ptr = ptr;
   out.size = bytes;
@@ -65,7 +68,9 @@ void *gf_task_ctx::output(uint32_t index, uint64_t size) {
 void gf_task_ctx::set_value(uint32_t index, void *value, gf_destroy_fn destroy, uint64_t size) {
   check_index(*this, index, task().output_count, "output");
   gf::DataIndex d = graph().outputs(task())[index];
-  auto where = [&] { return graph().task_label(dispatch->task) + " output " + graph().data_label(d); };
+  auto where = [&] {
+    return graph().task_label(dispatch->task) + " output " + graph().data_label(d);
+  };
   if (graph().data(d).kind != DataKind::kValue) {
     fail(GF_ERR_INVALID_ARGUMENT, where() + " is a buffer: use gf_task_ctx_output");
   }

@@ -7,7 +7,9 @@ namespace gf {
 
 Worker::Worker(Scheduler &scheduler, WorkerState &state) : scheduler_(scheduler), state_(state) {}
 
-Worker::~Worker() { join(); }
+Worker::~Worker() {
+  join();
+}
 
 void Worker::start() {
   for (uint32_t i = 0; i < state_.threads; ++i) threads_.emplace_back([this] { thread_main(); });

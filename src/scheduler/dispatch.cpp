@@ -83,8 +83,8 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
   const TaskDesc &task = graph.task(entry.task);
   const ResolvedRequest &r = run.requests[task.request];
   uint64_t output_bytes = worker.space == kHostSpace ? 0 : declared_output_bytes(graph, task);
-  FixedPoint output_charge = FixedPoint::from_raw(static_cast<int64_t>(output_bytes) *
-                                                  FixedPoint::kScale);
+  FixedPoint output_charge =
+      FixedPoint::from_raw(static_cast<int64_t>(output_bytes) * FixedPoint::kScale);
   if (!r.request.empty() || output_bytes) {
     if (!worker.ledger.fits_now(r.request, output_charge, gpu_memory_)) return false;
     worker.ledger.acquire(r.request);

@@ -23,7 +23,9 @@ Scheduler::Scheduler(DeviceBackend &backend, ResourceRegistry registry,
 
 Scheduler::~Scheduler() = default;
 
-WorkerState *Scheduler::owner_of(SpaceId space) { return space_owner_[space]; }
+WorkerState *Scheduler::owner_of(SpaceId space) {
+  return space_owner_[space];
+}
 
 std::vector<ResolvedRequest> Scheduler::resolve_requests(const Graph &graph) {
   const RequestTable &table = graph.requests();
@@ -124,8 +126,8 @@ void Scheduler::start(const std::shared_ptr<Run> &run) {
   for (size_t i = 0; i < roots.size(); ++i) {
     if (run->tasks[roots[i]].state == GF_TASK_WAITING) {
       const TaskDesc &task = graph->task(roots[i]);
-      double tolerance = static_cast<double>(group) *
-                         estimate(task.cpu_fn ? task.cpu_fn : task.gpu_fn);
+      double tolerance =
+          static_cast<double>(group) * estimate(task.cpu_fn ? task.cpu_fn : task.gpu_fn);
       uint32_t preferred = in_group < group ? group_worker : kNoIndex;
       uint32_t chosen = make_ready(*run, roots[i], preferred, deferred, tolerance);
       in_group = chosen == group_worker ? in_group + 1 : 1;
@@ -154,8 +156,8 @@ void Scheduler::learn(gf_task_fn fn, double seconds) {
   e = e < 0 ? seconds : 0.8 * e + 0.2 * seconds;
 }
 
-uint32_t Scheduler::make_ready(Run &run, TaskIndex t, uint32_t preferred_worker,
-                              Deferred &deferred, double tolerance_s) {
+uint32_t Scheduler::make_ready(Run &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred,
+                               double tolerance_s) {
   const TaskDesc &task = run.graph().task(t);
   const ResolvedRequest &r = run.requests[task.request];
   thread_local std::vector<PlacementOption> options;
@@ -171,8 +173,7 @@ uint32_t Scheduler::make_ready(Run &run, TaskIndex t, uint32_t preferred_worker,
   };
   consider(r.cpu_workers, task.cpu_fn);
   consider(r.gpu_workers, task.gpu_fn);
-  const PlacementOption &chosen =
-      options[choose_placement(options, preferred_worker, tolerance_s)];
+  const PlacementOption &chosen = options[choose_placement(options, preferred_worker, tolerance_s)];
   place(run, t, chosen.worker, chosen.compute_s, deferred);
   return chosen.worker;
 }

@@ -7,8 +7,12 @@
 namespace gf {
 namespace {
 
-uint64_t waiter_key(DataIndex d, SpaceId space) { return (uint64_t{d} << 8) | space; }
-uint64_t space_bit(SpaceId space) { return uint64_t{1} << space; }
+uint64_t waiter_key(DataIndex d, SpaceId space) {
+  return (uint64_t{d} << 8) | space;
+}
+uint64_t space_bit(SpaceId space) {
+  return uint64_t{1} << space;
+}
 
 FixedPoint bytes_amount(uint64_t bytes) {
   return FixedPoint::from_raw(static_cast<int64_t>(bytes) * FixedPoint::kScale);
@@ -105,20 +109,18 @@ void Scheduler::transfer_done(const std::shared_ptr<Run> &run_ptr, DataIndex d, 
       if (tr.state != GF_TASK_QUEUED || tr.placement_epoch != waiter.epoch) continue;
       WorkerState &worker = *workers_[tr.worker];
       if (!wanted) {
-        std::erase_if(worker.fetching, [&](const TaskRef &r) {
-          return r.run == &run && r.task == waiter.task;
-        });
+        std::erase_if(worker.fetching,
+                      [&](const TaskRef &r) { return r.run == &run && r.task == waiter.task; });
         worker.backlog_s -= tr.estimate_s;
         fail_task(run, waiter.task,
-                  "moving " + run.graph().data_label(d) + " to " + worker.name + " failed: " +
-                      (error.empty() ? "the data was released meanwhile" : error),
+                  "moving " + run.graph().data_label(d) + " to " + worker.name +
+                      " failed: " + (error.empty() ? "the data was released meanwhile" : error),
                   deferred);
         continue;
       }
       if (--tr.missing_inputs == 0 && !tr.memory_blocked) {
-        std::erase_if(worker.fetching, [&](const TaskRef &r) {
-          return r.run == &run && r.task == waiter.task;
-        });
+        std::erase_if(worker.fetching,
+                      [&](const TaskRef &r) { return r.run == &run && r.task == waiter.task; });
         enqueue_ready(worker, run, waiter.task);
       }
     }

@@ -8,7 +8,9 @@
 namespace gf {
 namespace {
 
-int noop(gf_task_ctx *, void *) { return 0; }
+int noop(gf_task_ctx *, void *) {
+  return 0;
+}
 
 gf_task add(Graph &g, const char *name, std::vector<gf_data> in = {},
             std::vector<gf_data> out = {}) {
@@ -101,9 +103,8 @@ TEST(GraphAnalysis, RankFinishesOneBranchBeforeTheNext) {
   for (gf_task leaf : second_leaves) EXPECT_GT(rank(leaf), rank(first_join));
   EXPECT_EQ(rank(root), 6u);
   EXPECT_EQ(an.roots.size(), 4u);
-  EXPECT_TRUE(std::is_sorted(an.roots.begin(), an.roots.end(), [&](TaskIndex x, TaskIndex y) {
-    return an.order[x] < an.order[y];
-  }));
+  EXPECT_TRUE(std::is_sorted(an.roots.begin(), an.roots.end(),
+                             [&](TaskIndex x, TaskIndex y) { return an.order[x] < an.order[y]; }));
 }
 
 TEST(GraphAnalysis, DeepChainDoesNotOverflowTheStack) {

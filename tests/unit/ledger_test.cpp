@@ -7,7 +7,9 @@
 namespace gf {
 namespace {
 
-FixedPoint fp(double v) { return FixedPoint::from_double(v); }
+FixedPoint fp(double v) {
+  return FixedPoint::from_double(v);
+}
 
 constexpr ResourceId kGpu = 0, kMem = 1, kLabel = 2;
 

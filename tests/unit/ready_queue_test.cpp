@@ -7,10 +7,10 @@ namespace gf {
 TEST(ReadyQueue, PriorityThenOlderRunThenRank) {
   ReadyQueue q;
   gf::Run *r1 = nullptr;
-  q.push({0, 5, 2, r1, 0});   // low priority, newer run
-  q.push({0, 1, 2, r1, 1});   // same run, better rank
-  q.push({0, 9, 1, r1, 2});   // older run wins over rank
-  q.push({10, 99, 9, r1, 3}); // highest priority first, whatever else
+  q.push({0, 5, 2, r1, 0});    // low priority, newer run
+  q.push({0, 1, 2, r1, 1});    // same run, better rank
+  q.push({0, 9, 1, r1, 2});    // older run wins over rank
+  q.push({10, 99, 9, r1, 3});  // highest priority first, whatever else
   EXPECT_EQ(q.pop().task, 3u);
   EXPECT_EQ(q.pop().task, 2u);
   EXPECT_EQ(q.pop().task, 1u);

@@ -10,7 +10,9 @@ namespace gf {
 CopyEngine::CopyEngine(double bytes_per_second)
     : bytes_per_second_(bytes_per_second), thread_([this] { loop(); }) {}
 
-CopyEngine::~CopyEngine() { drain_and_stop(); }
+CopyEngine::~CopyEngine() {
+  drain_and_stop();
+}
 
 void CopyEngine::submit(const CopyRequest &request, CopyDone done) {
   {
@@ -45,10 +47,9 @@ void CopyEngine::loop() {
     auto start = Clock::now();
     if (request.bytes > 0) std::memcpy(request.destination, request.source, request.bytes);
     if (bytes_per_second_ > 0) {
-      auto duration = std::chrono::duration<double>(static_cast<double>(request.bytes) /
-                                                    bytes_per_second_);
-      std::this_thread::sleep_until(start +
-                                    std::chrono::duration_cast<Clock::duration>(duration));
+      auto duration =
+          std::chrono::duration<double>(static_cast<double>(request.bytes) / bytes_per_second_);
+      std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(duration));
     }
     done(std::string());
   }

@@ -20,7 +20,9 @@ HostBackend::HostBackend(const HostBackendConfig &config) : config_(config) {
   }
 }
 
-HostBackend::~HostBackend() { shutdown(); }
+HostBackend::~HostBackend() {
+  shutdown();
+}
 
 DeviceDescription HostBackend::describe(int device) const {
   return DeviceDescription{"emulated device " + std::to_string(device), config_.device_memory,
@@ -32,7 +34,9 @@ void *HostBackend::allocate(SpaceId, uint64_t bytes) {
   return std::aligned_alloc(kAlignment, aligned_size(bytes));
 }
 
-void HostBackend::deallocate(SpaceId, void *ptr, uint64_t) { std::free(ptr); }
+void HostBackend::deallocate(SpaceId, void *ptr, uint64_t) {
+  std::free(ptr);
+}
 
 CopyEngine &HostBackend::engine_for(const CopyRequest &request) {
   SpaceId device_end = request.to != kHostSpace ? request.to : request.from;
@@ -57,7 +61,8 @@ double HostBackend::transfer_seconds(SpaceId from, SpaceId to, uint64_t bytes) c
   // Every copy pays a fixed cost (queueing on the engine, waking its thread), like a DMA launch,
   // so moving many tiny objects is not mistaken for free.
   constexpr double kCopyLatency = 10e-6;
-  return kCopyLatency + (config_.bandwidth > 0 ? static_cast<double>(bytes) / config_.bandwidth : 0);
+  return kCopyLatency +
+         (config_.bandwidth > 0 ? static_cast<double>(bytes) / config_.bandwidth : 0);
 }
 
 int HostBackend::run_gpu_body(int, gf_task_fn fn, gf_task_ctx *ctx, void *user_data) {
