@@ -206,7 +206,8 @@ static double run_once(gf_pool *pool, const char *kind, long n, double *build) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4 || (strcmp(argv[1], "wide") && strcmp(argv[1], "chain") && strcmp(argv[1], "tree")) ||
+  if (argc != 4 ||
+      (strcmp(argv[1], "wide") && strcmp(argv[1], "chain") && strcmp(argv[1], "tree")) ||
       atol(argv[2]) < 1 || atoi(argv[3]) < 1) {
     fprintf(stderr, "usage: %s wide|chain|tree N REPEATS   (N >= 1, REPEATS >= 1)\n", argv[0]);
     return 2;
@@ -241,9 +242,10 @@ int main(int argc, char **argv) {
     tot[r] = t[r] + bs[r];
   }
 
-  printf("{\"peer\": \"gpuflow\", \"graph\": \"%s\", \"n\": %ld, \"tasks\": %ld, \"repeats\": %d, "
-         "\"times_s\": [",
-         kind, n, ntasks, reps);
+  printf(
+      "{\"peer\": \"gpuflow\", \"graph\": \"%s\", \"n\": %ld, \"tasks\": %ld, \"repeats\": %d, "
+      "\"times_s\": [",
+      kind, n, ntasks, reps);
   for (int r = 0; r < reps; r++) printf("%s%.6f", r ? ", " : "", t[r]);
   const double med = median(t, reps); /* sorts t */
   const double build_med = median(bs, reps);
@@ -251,11 +253,12 @@ int main(int argc, char **argv) {
   const double dtasks = (double)ntasks;
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  printf("], \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, \"build_median_s\": %.6f, "
-         "\"total_median_s\": %.6f, \"tasks_per_s\": %.1f, \"us_per_task\": %.3f, "
-         "\"total_us_per_task\": %.3f, \"maxrss_mb\": %.1f, \"ncpu\": %u}\n",
-         med, t[0], t[reps - 1], build_med, total_med, dtasks / med, med / dtasks * 1e6,
-         total_med / dtasks * 1e6, (double)ru.ru_maxrss / 1024.0, ncpu);
+  printf(
+      "], \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, \"build_median_s\": %.6f, "
+      "\"total_median_s\": %.6f, \"tasks_per_s\": %.1f, \"us_per_task\": %.3f, "
+      "\"total_us_per_task\": %.3f, \"maxrss_mb\": %.1f, \"ncpu\": %u}\n",
+      med, t[0], t[reps - 1], build_med, total_med, dtasks / med, med / dtasks * 1e6,
+      total_med / dtasks * 1e6, (double)ru.ru_maxrss / 1024.0, ncpu);
   fflush(stdout);
   gf_pool_destroy(pool);
   free(t);

@@ -10,14 +10,14 @@
 #include <stdio.h>
 
 /* Reports a failed gpuflow call and jumps to cleanup. */
-#define CHECK(call)                                                                     \
-  do {                                                                                  \
-    gf_status check_status_ = (call);                                                   \
-    if (check_status_ != GF_OK) {                                                       \
+#define CHECK(call)                                                                       \
+  do {                                                                                    \
+    gf_status check_status_ = (call);                                                     \
+    if (check_status_ != GF_OK) {                                                         \
       fprintf(stderr, "hello: %s failed: %s: %s\n", #call, gf_status_name(check_status_), \
-              gf_last_error());                                                         \
-      goto done;                                                                        \
-    }                                                                                   \
+              gf_last_error());                                                           \
+      goto done;                                                                          \
+    }                                                                                     \
   } while (0)
 
 /* The task body: runs on a CPU worker and writes its output buffer 0. */

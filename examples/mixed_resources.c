@@ -20,14 +20,14 @@
 
 enum { K = 1024 };
 
-#define CHECK(call)                                                                          \
-  do {                                                                                       \
-    gf_status check_status_ = (call);                                                        \
-    if (check_status_ != GF_OK) {                                                            \
-      fprintf(stderr, "mixed_resources: %s failed: %s: %s\n", #call,                         \
-              gf_status_name(check_status_), gf_last_error());                               \
-      goto done;                                                                             \
-    }                                                                                        \
+#define CHECK(call)                                                  \
+  do {                                                               \
+    gf_status check_status_ = (call);                                \
+    if (check_status_ != GF_OK) {                                    \
+      fprintf(stderr, "mixed_resources: %s failed: %s: %s\n", #call, \
+              gf_status_name(check_status_), gf_last_error());       \
+      goto done;                                                     \
+    }                                                                \
   } while (0)
 
 /* Fails the attempt unless the body runs on a worker of the expected kind. */

@@ -20,6 +20,7 @@
 // exits non-zero on any error. Uses only the C ABI in gpuflow.h.
 #include <gpuflow.h>
 
+#include <sys/resource.h>
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -30,7 +31,6 @@
 #include <cstring>
 #include <string>
 #include <vector>
-#include <sys/resource.h>
 
 namespace {
 
@@ -191,9 +191,9 @@ int sum_body(gf_task_ctx *ctx, void *) {
                gf_last_error());
   std::exit(1);
 }
-#define CHECK(call)                                    \
-  do {                                                 \
-    const gf_status check_status_ = (call);            \
+#define CHECK(call)                                        \
+  do {                                                     \
+    const gf_status check_status_ = (call);                \
     if (check_status_ != GF_OK) die(#call, check_status_); \
   } while (0)
 
@@ -363,12 +363,14 @@ int main(int argc, char **argv) {
   std::printf("seed_array: x = normal(10, 1, (%" PRId64 ", %" PRId64 ")) in (%" PRId64 ", %" PRId64
               ") chunks: %zu chunks, %zu tasks, %u workers\n",
               w.n, w.n, w.c, w.c, res.chunks, res.tasks, workers);
-  std::printf("sum       %.6f\nexpected  %.1f  (11 * %.0f^2)\nrel error %.3g  (tolerance %.3g: 6 sigma)\n",
-              res.sum, expected, m, err / expected, tolerance / expected);
+  std::printf(
+      "sum       %.6f\nexpected  %.1f  (11 * %.0f^2)\nrel error %.3g  (tolerance %.3g: 6 sigma)\n",
+      res.sum, expected, m, err / expected, tolerance / expected);
   std::printf("time      %.3f s  (build %.4f s + run %.3f s), %.0f M normals/s\n",
               res.build_s + res.run_s, res.build_s, res.run_s, normals / res.run_s / 1e6);
   std::printf("chunks per worker:");
-  for (uint32_t i = 0; i < workers; ++i) std::printf(" %s=%u", names[i].c_str(), res.chunks_per_worker[i]);
+  for (uint32_t i = 0; i < workers; ++i)
+    std::printf(" %s=%u", names[i].c_str(), res.chunks_per_worker[i]);
   std::printf("\n");
 
   std::vector<double> sorted = times;
@@ -381,10 +383,11 @@ int main(int argc, char **argv) {
               ", \"chunks\": %zu, \"repeats\": %d, \"times_s\": [",
               w.n, w.c, res.chunks, repeats);
   for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.3f", i ? ", " : "", times[i]);
-  std::printf("], \"median_s\": %.3f, \"min_s\": %.3f, \"max_s\": %.3f, \"gb_generated\": %.3f, "
-              "\"gb_per_s\": %.3f, \"maxrss_mb\": %.1f, \"workers\": %u, \"cpu_workers\": %u}\n",
-              median, sorted.front(), sorted.back(), normals * 8 / 1e9, normals * 8 / 1e9 / median,
-              static_cast<double>(ru.ru_maxrss) / 1024.0, workers, cpu_workers);
+  std::printf(
+      "], \"median_s\": %.3f, \"min_s\": %.3f, \"max_s\": %.3f, \"gb_generated\": %.3f, "
+      "\"gb_per_s\": %.3f, \"maxrss_mb\": %.1f, \"workers\": %u, \"cpu_workers\": %u}\n",
+      median, sorted.front(), sorted.back(), normals * 8 / 1e9, normals * 8 / 1e9 / median,
+      static_cast<double>(ru.ru_maxrss) / 1024.0, workers, cpu_workers);
 
   gf_pool_destroy(pool);
   if (!(err <= tolerance)) {

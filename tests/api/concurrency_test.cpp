@@ -164,9 +164,11 @@ TEST(Concurrency, PoolsAreIndependent) {
   // Pool a's only worker is held; pool b still runs work to completion.
   Graph held = make_graph();
   auto release = std::make_shared<std::atomic<bool>>(false);
+  auto started = std::make_shared<std::atomic<bool>>(false);
   TaskSpec s;
   s.name = "held";
-  s.cpu = [release](gf_task_ctx *) {
+  s.cpu = [release, started](gf_task_ctx *) {
+    started->store(true);
     wait_until([&] { return release->load(); });
     return 0;
   };
@@ -174,6 +176,7 @@ TEST(Concurrency, PoolsAreIndependent) {
   must_add_task(held.get(), s);
   RunPtr ra(submit(a.get(), held.get()));
   ASSERT_NE(ra, nullptr);
+  ASSERT_TRUE(wait_until([&] { return started->load(); }));
 
   Diamond d = diamond(7, "");
   RunPtr rb(submit(b.get(), d.graph.get()));
