@@ -16,6 +16,8 @@ run_suite() {  # run_suite BUILD_DIR [cmake args...]
 }
 
 run_suite build
+# The Python binding, the Dask plugin and Dask's own test modules, against the plain build.
+if [ -x scripts/test-python.sh ]; then scripts/test-python.sh build; fi
 if [ -z "${GPUFLOW_QUICK:-}" ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_suite build-asan -DCMAKE_BUILD_TYPE=Debug "-DGPUFLOW_SANITIZE=address;undefined"
