@@ -154,7 +154,8 @@ typedef enum gf_worker_kind {
  *   none. Each GPU worker advertises GPU=1, gpu_memory=capacity, plus gpu_worker_labels.
  * - emulated_device_memory: bytes per emulated device; 1 GiB (GPUFLOW_EMULATED_DEVICE_MEMORY).
  * - emulated_bandwidth: bytes per second of copies to, from and between emulated devices;
- *   10 GB/s (GPUFLOW_EMULATED_BANDWIDTH). Copies run asynchronously, one engine per device.
+ *   10 GB/s (GPUFLOW_EMULATED_BANDWIDTH); negative: as fast as memcpy. Copies run
+ *   asynchronously, one engine per device.
  * - gpu_worker_threads: threads per GPU worker, bounding how many tasks run on it at once; 2.
  */
 typedef struct gf_pool_config {

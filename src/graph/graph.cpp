@@ -28,7 +28,7 @@ Graph::Graph() : serial_(next_graph_serial.fetch_add(1) & kSerialMask) {}
 
 Graph::~Graph() {
   for (auto &task : tasks_) {
-    if (task.user_data_destroy) task.user_data_destroy(task.user_data);
+    if (task.user_data_destroy) task.user_data_destroy(task.body.user_data);
   }
   for (auto &data : data_) {
     if (data.origin == DataOrigin::kHostValue && data.host_value_destroy) {
@@ -222,9 +222,7 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
     if (after[i] == kNoIndex) bad_reference("after", i);
   }
 
-  task.cpu_fn = desc.cpu_fn;
-  task.gpu_fn = desc.gpu_fn;
-  task.user_data = desc.user_data;
+  task.body = TaskBody{desc.cpu_fn, desc.gpu_fn, desc.user_data};
   task.user_data_destroy = desc.user_data_destroy;
   task.request = requests_.intern(std::move(request));
   task.priority = desc.priority;

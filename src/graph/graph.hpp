@@ -12,6 +12,7 @@
 #include "core/fixed_point.hpp"
 #include "gpuflow.h"
 #include "graph/resource_request.hpp"
+#include "graph/task_body.hpp"
 
 namespace gf {
 
@@ -37,9 +38,8 @@ struct DataDesc {
 
 struct TaskDesc {
   std::string name;
-  gf_task_fn cpu_fn = nullptr;
-  gf_task_fn gpu_fn = nullptr;
-  void *user_data = nullptr;
+  TaskBody body;       // empty when `kernel` names the body
+  std::string kernel;  // resolved against the pool's kernels at submit
   gf_destroy_fn user_data_destroy = nullptr;
   RequestId request = kEmptyRequest;
   int32_t priority = 0;
@@ -77,6 +77,7 @@ class Graph {
   // Validates and analyses the graph (once); throws gf::Error naming the culprit.
   const GraphAnalysis &freeze();
   bool frozen() const { return analysis_ != nullptr; }
+  bool has_named_kernels() const { return named_kernels_ > 0; }
 
   uint64_t serial() const { return serial_; }
   size_t task_count() const { return tasks_.size(); }
@@ -117,6 +118,7 @@ class Graph {
   std::vector<std::pair<TaskIndex, TaskIndex>> edges_;  // (task, before)
   std::vector<std::unique_ptr<unsigned char[]>> owned_host_bytes_;
   RequestTable requests_;
+  size_t named_kernels_ = 0;
   std::unique_ptr<GraphAnalysis> analysis_;
   // Scratch space for add_task, kept to avoid allocations per task.
   std::vector<DataIndex> scratch_inputs_, scratch_outputs_;

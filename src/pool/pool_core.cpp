@@ -71,7 +71,7 @@ PoolCore::~PoolCore() {
 
 std::shared_ptr<Run> PoolCore::prepare(std::shared_ptr<Graph> graph,
                                        const gf_submit_options &options) {
-  return scheduler_->prepare(shared_from_this(), std::move(graph), options);
+  return scheduler_->prepare(shared_from_this(), std::move(graph), options, nullptr);
 }
 
 void PoolCore::shutdown() {

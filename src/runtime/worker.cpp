@@ -42,13 +42,13 @@ void Worker::execute(Dispatch &dispatch) {
     return;
   }
   gf_task_ctx ctx{&scheduler_, &state_, &dispatch, {}, false};
-  const TaskDesc &task = ctx.task();
+  const TaskBody &body = dispatch.run->body(dispatch.task);
   auto start = Clock::now();
   int rc;
   try {
     rc = state_.kind == GF_WORKER_CPU
-             ? task.cpu_fn(&ctx, task.user_data)
-             : scheduler_.backend().run_gpu_body(state_.device, task.gpu_fn, &ctx, task.user_data);
+             ? body.cpu_fn(&ctx, body.user_data)
+             : scheduler_.backend().run_gpu_body(state_.device, body.gpu_fn, &ctx, body.user_data);
   } catch (...) {
     rc = -1;
     ctx.failed = true;

@@ -22,7 +22,7 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   running_total_--;
   worker.backlog_s -= tr.estimate_s;
   worker.ledger.release(run.requests[task.request].request);
-  if (!done.skipped) learn(worker.kind == GF_WORKER_CPU ? task.cpu_fn : task.gpu_fn, done.seconds);
+  if (!done.skipped) learn(run.body(done.task).for_kind(worker.kind), done.seconds);
 
   if (done.ok) {
     const DataIndex *out = graph.outputs(task);

@@ -132,7 +132,7 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   Run &run = *entry.run;
   const TaskDesc &task = run.graph().task(entry.task);
   const ResolvedRequest &r = run.requests[task.request];
-  gf_task_fn fn = thief.kind == GF_WORKER_CPU ? task.cpu_fn : task.gpu_fn;
+  gf_task_fn fn = run.body(entry.task).for_kind(thief.kind);
   const auto &eligible = thief.kind == GF_WORKER_CPU ? r.cpu_workers : r.gpu_workers;
   if (!fn || std::find(eligible.begin(), eligible.end(), thief.index) == eligible.end()) {
     return false;

@@ -53,33 +53,49 @@ std::vector<ResolvedRequest> Scheduler::resolve_requests(const Graph &graph) {
   return resolved;
 }
 
-void Scheduler::check_feasible(const Graph &graph, const std::vector<ResolvedRequest> &requests) {
+void Scheduler::check_feasible(const Run &run) {
+  const Graph &graph = run.graph();
   for (TaskIndex t = 0; t < graph.task_count(); ++t) {
     const TaskDesc &task = graph.task(t);
-    const ResolvedRequest &r = requests[task.request];
-    if ((task.cpu_fn && !r.cpu_workers.empty()) || (task.gpu_fn && !r.gpu_workers.empty())) {
+    const TaskBody &body = run.body(t);
+    const ResolvedRequest &r = run.requests[task.request];
+    if ((body.cpu_fn && !r.cpu_workers.empty()) || (body.gpu_fn && !r.gpu_workers.empty())) {
       continue;
     }
     std::string wanted;
     for (const auto &[name, amount] : graph.requests().get(task.request)) {
       wanted += (wanted.empty() ? "" : ", ") + name + "=" + std::to_string(amount.to_double());
     }
-    std::string bodies = task.cpu_fn && task.gpu_fn ? "CPU or GPU" : task.cpu_fn ? "CPU" : "GPU";
+    std::string bodies = body.cpu_fn && body.gpu_fn ? "CPU or GPU" : body.cpu_fn ? "CPU" : "GPU";
     fail(GF_ERR_INFEASIBLE, graph.task_label(t) + " asks for {" + wanted + "} on a " + bodies +
                                 " worker, and no " + bodies +
                                 " worker of this pool has that much (or the resource at all)");
   }
 }
 
+void Scheduler::resolve_kernels(Run &run, const KernelResolver *kernels) {
+  const Graph &graph = run.graph();
+  run.resolved_bodies.resize(graph.task_count());
+  for (TaskIndex t = 0; t < graph.task_count(); ++t) {
+    const TaskDesc &task = graph.task(t);
+    if (task.kernel.empty()) {
+      run.resolved_bodies[t] = task.body;
+    } else if (!kernels || !kernels->resolve(task.kernel, run.resolved_bodies[t])) {
+      fail(GF_ERR_NOT_FOUND, graph.task_label(t) + " names kernel '" + task.kernel +
+                                 "', which no plugin or caller registered with this pool");
+    }
+  }
+}
+
 std::shared_ptr<Run> Scheduler::prepare(std::shared_ptr<PoolCore> pool,
                                         std::shared_ptr<Graph> graph,
-                                        const gf_submit_options &options) {
+                                        const gf_submit_options &options,
+                                        const KernelResolver *kernels) {
   const GraphAnalysis &analysis = graph->freeze();
-  std::vector<ResolvedRequest> requests = resolve_requests(*graph);
-  check_feasible(*graph, requests);
-
   auto run = std::make_shared<Run>(std::move(pool), graph, options);
-  run->requests = std::move(requests);
+  run->requests = resolve_requests(*graph);
+  if (graph->has_named_kernels()) resolve_kernels(*run, kernels);
+  check_feasible(*run);
   run->tasks.resize(graph->task_count());
   for (TaskIndex t = 0; t < graph->task_count(); ++t) {
     run->tasks[t].remaining_deps = analysis.predecessor_count[t];
@@ -125,9 +141,9 @@ void Scheduler::start(const std::shared_ptr<Run> &run) {
   size_t in_group = 0;
   for (size_t i = 0; i < roots.size(); ++i) {
     if (run->tasks[roots[i]].state == GF_TASK_WAITING) {
-      const TaskDesc &task = graph->task(roots[i]);
+      const TaskBody &body = run->body(roots[i]);
       double tolerance =
-          static_cast<double>(group) * estimate(task.cpu_fn ? task.cpu_fn : task.gpu_fn);
+          static_cast<double>(group) * estimate(body.cpu_fn ? body.cpu_fn : body.gpu_fn);
       uint32_t preferred = in_group < group ? group_worker : kNoIndex;
       uint32_t chosen = make_ready(*run, roots[i], preferred, deferred, tolerance);
       in_group = chosen == group_worker ? in_group + 1 : 1;
@@ -171,8 +187,9 @@ uint32_t Scheduler::make_ready(Run &run, TaskIndex t, uint32_t preferred_worker,
       options.push_back({w, worker.backlog_s / worker.threads, transfer, compute});
     }
   };
-  consider(r.cpu_workers, task.cpu_fn);
-  consider(r.gpu_workers, task.gpu_fn);
+  const TaskBody &body = run.body(t);
+  consider(r.cpu_workers, body.cpu_fn);
+  consider(r.gpu_workers, body.gpu_fn);
   const PlacementOption &chosen = options[choose_placement(options, preferred_worker, tolerance_s)];
   place(run, t, chosen.worker, chosen.compute_s, deferred);
   return chosen.worker;
@@ -220,7 +237,8 @@ void Scheduler::wake_for(WorkerState &worker, Run &run, TaskIndex t) {
     }
     return false;
   };
-  if (!wake_one(r.cpu_workers, task.cpu_fn)) wake_one(r.gpu_workers, task.gpu_fn);
+  const TaskBody &body = run.body(t);
+  if (!wake_one(r.cpu_workers, body.cpu_fn)) wake_one(r.gpu_workers, body.gpu_fn);
 }
 
 void Scheduler::shutdown() {

@@ -58,8 +58,9 @@ class Scheduler {
 
   // ---- callers (any thread) ----
   // Checks the graph against the pool and builds the run's state; nothing runs yet.
+  // `kernels` resolves tasks that name their body (may be null when the pool has none).
   std::shared_ptr<Run> prepare(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph,
-                               const gf_submit_options &options);
+                               const gf_submit_options &options, const KernelResolver *kernels);
   // Starts a prepared run (its completion may be published before this returns).
   void start(const std::shared_ptr<Run> &run);
   void cancel(Run &run);
@@ -88,7 +89,8 @@ class Scheduler {
   using Lock = std::unique_lock<std::mutex>;
 
   std::vector<ResolvedRequest> resolve_requests(const Graph &graph);
-  void check_feasible(const Graph &graph, const std::vector<ResolvedRequest> &requests);
+  void check_feasible(const Run &run);
+  void resolve_kernels(Run &run, const KernelResolver *kernels);
   // Places a task whose dependencies are done; returns the worker chosen.
   uint32_t make_ready(Run &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred,
                       double tolerance_s = 0);
