@@ -157,6 +157,13 @@ typedef enum gf_worker_kind {
  *   10 GB/s (GPUFLOW_EMULATED_BANDWIDTH); negative: as fast as memcpy. Copies run
  *   asynchronously, one engine per device.
  * - gpu_worker_threads: threads per GPU worker, bounding how many tasks run on it at once; 2.
+ * - devices / device_count: CUDA backend only; the device ordinals to use (after
+ *   CUDA_VISIBLE_DEVICES, numbered in PCI bus order as nvidia-smi does); NULL: every device.
+ * - device_memory_limit: bytes of each device the pool may use; 0: the emulated capacity, or on
+ *   a real GPU the memory free when the pool starts, less 5 %.
+ * - spill_threshold: when data on a device passes this fraction of its memory, data no running
+ *   or starting task needs is moved to host memory, least recently used first, and brought back
+ *   on demand; 0: 0.8 (GPUFLOW_SPILL_THRESHOLD); 1 or more: never spill.
  */
 typedef struct gf_pool_config {
   uint32_t struct_size;
@@ -170,9 +177,14 @@ typedef struct gf_pool_config {
   uint32_t cpu_worker_label_count;
   const gf_resource *gpu_worker_labels; /* copied; extra resources on every GPU worker */
   uint32_t gpu_worker_label_count;
+  const int32_t *devices;               /* copied */
+  uint32_t device_count;
+  uint64_t device_memory_limit;
+  double spill_threshold;
 } gf_pool_config;
 
-#define GF_POOL_CONFIG_INIT {sizeof(gf_pool_config), GF_BACKEND_AUTO, 0, 0, 0, 0.0, 0, NULL, 0, NULL, 0}
+#define GF_POOL_CONFIG_INIT \
+  {sizeof(gf_pool_config), GF_BACKEND_AUTO, 0, 0, 0, 0.0, 0, NULL, 0, NULL, 0, NULL, 0, 0, 0.0}
 
 /* Sets *config to GF_POOL_CONFIG_INIT (for bindings that cannot use the macro). Thread-safe. */
 GF_API void gf_pool_config_init(gf_pool_config *config);
@@ -239,6 +251,52 @@ GF_API gf_status gf_pool_ledger_entry(gf_ledger_entry *out, const gf_pool *pool,
  * worker does not advertise it. Thread-safe. */
 GF_API gf_status gf_pool_ledger_lookup(gf_ledger_entry *out, const gf_pool *pool, uint32_t worker,
                                        const char *resource);
+
+/* ---------------------------------------------------------------------------------------------
+ * Devices
+ * ------------------------------------------------------------------------------------------- */
+
+/* A device of the pool: a real GPU (CUDA backend) or an emulated one (host backend). */
+typedef struct gf_device_info {
+  uint32_t struct_size;
+  int32_t ordinal;            /* the device number gpuflow uses (gf_task_env.device) */
+  uint32_t emulated;          /* 1 for host-backend devices */
+  uint64_t total_memory;      /* bytes the device has */
+  uint64_t pool_memory;       /* bytes the pool may use on it (its gpu_memory capacity) */
+  int32_t compute_major;      /* compute capability; 0 when emulated */
+  int32_t compute_minor;
+  const char *name;           /* owned by the pool, valid until it is destroyed */
+  const char *uuid;           /* "GPU-…" as nvidia-smi prints it; "" when emulated */
+  const char *pci_bus_id;     /* "0000:3b:00.0"; "" when emulated */
+} gf_device_info;
+
+#define GF_DEVICE_INFO_INIT {sizeof(gf_device_info), 0, 0, 0, 0, 0, 0, NULL, NULL, NULL}
+
+/* Number of devices the pool drives. Thread-safe. */
+GF_API gf_status gf_pool_device_count(uint32_t *out, const gf_pool *pool);
+
+/* Describes device `device` (0 <= device < count). out->struct_size must be set. Thread-safe. */
+GF_API gf_status gf_pool_device_info(gf_device_info *out, const gf_pool *pool, uint32_t device);
+
+/* *out = 1 when device `from` can copy directly into device `to` (peer access), else 0; data
+ * between devices without peer access is staged through pinned host memory. Thread-safe. */
+GF_API gf_status gf_pool_peer_access(int *out, const gf_pool *pool, uint32_t from, uint32_t to);
+
+/* Memory of one device as the scheduler accounts it. */
+typedef struct gf_device_memory {
+  uint32_t struct_size;
+  uint64_t capacity;        /* the pool's share of the device */
+  uint64_t resident;        /* bytes of data held on the device */
+  uint64_t reserved;        /* gpu_memory reserved by running tasks */
+  uint64_t spilled;         /* bytes of this device's data currently moved to host memory */
+  uint64_t spilled_total;   /* bytes moved to host memory since the pool started */
+  uint64_t unspilled_total; /* bytes brought back since the pool started */
+} gf_device_memory;
+
+#define GF_DEVICE_MEMORY_INIT {sizeof(gf_device_memory), 0, 0, 0, 0, 0, 0}
+
+/* Reads device `device`'s memory accounting, a consistent snapshot. Thread-safe. */
+GF_API gf_status gf_pool_device_memory(gf_device_memory *out, const gf_pool *pool, uint32_t device);
 
 /* ---------------------------------------------------------------------------------------------
  * Graphs
@@ -309,8 +367,9 @@ GF_API gf_status gf_graph_add_host_value(gf_data *out, gf_graph *graph, const ch
  * backend) a stream to enqueue work on; on emulated devices the pointers are host memory. */
 typedef int (*gf_task_fn)(gf_task_ctx *ctx, void *user_data);
 
-/* A task. At least one body. The scheduler runs it on a worker whose kind has a body and whose
- * free resources cover `resources`; with both bodies it picks whichever finishes first. */
+/* A task. Exactly one kind of body: C callbacks (cpu_fn and/or gpu_fn), a kernel name, or an
+ * external command. The scheduler runs it on a worker whose kind has a body and whose free
+ * resources cover `resources`; with both bodies it picks whichever finishes first. */
 typedef struct gf_task_desc {
   uint32_t struct_size;
   const char *name;            /* optional; unique among named tasks of the graph; copied */
@@ -328,10 +387,15 @@ typedef struct gf_task_desc {
   uint32_t output_count;
   const gf_task *after;        /* copied; plain ordering edges: run after these tasks */
   uint32_t after_count;
+  /* Appended in 0.1 (graphs as files). A caller built without them passes the older
+   * struct_size, which stays valid. */
+  const char *kernel;          /* or a named kernel, resolved against the pool at submit; copied */
+  const struct gf_command_desc *command; /* or an external command (see "External commands") */
 } gf_task_desc;
 
-#define GF_TASK_DESC_INIT \
-  {sizeof(gf_task_desc), NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, 0, NULL, 0, NULL, 0}
+#define GF_TASK_DESC_INIT                                                                      \
+  {sizeof(gf_task_desc), NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, 0, NULL, 0, NULL, 0, \
+   NULL, NULL}
 GF_API void gf_task_desc_init(gf_task_desc *desc);
 
 /* Adds a task. Checks what can be checked now (references belong to this graph, amounts are
@@ -510,6 +574,193 @@ typedef struct gf_task_env {
 
 /* Where and how this body runs. out->struct_size must be set. */
 GF_API gf_status gf_task_ctx_env(gf_task_env *out, const gf_task_ctx *ctx);
+
+/* ---------------------------------------------------------------------------------------------
+ * Named kernels and plugins
+ *
+ * A task may name its body ("saxpy", "mylib.normal") instead of giving C callbacks; the name is
+ * resolved against the kernels registered with the pool the graph is submitted to. Kernels come
+ * from gf_pool_register_kernel or from plugin libraries (gpuflow_plugin.h). A graph naming a
+ * kernel the pool does not know is rejected at submit with GF_ERR_NOT_FOUND naming the task and
+ * the kernel.
+ * ------------------------------------------------------------------------------------------- */
+
+/* A named body. Names are 1 to 255 characters from [A-Za-z0-9_.:/-]. */
+typedef struct gf_kernel_desc {
+  uint32_t struct_size;
+  const char *name;                /* copied */
+  gf_task_fn cpu_fn;               /* body for CPU workers, or NULL */
+  gf_task_fn gpu_fn;               /* body for GPU workers, or NULL; at least one of the two */
+  void *user_data;                 /* passed to both bodies */
+  gf_destroy_fn user_data_destroy; /* on success the pool owns user_data (may be NULL) */
+} gf_kernel_desc;
+
+#define GF_KERNEL_DESC_INIT {sizeof(gf_kernel_desc), NULL, NULL, NULL, NULL, NULL}
+GF_API void gf_kernel_desc_init(gf_kernel_desc *desc);
+
+/* Registers a kernel with the pool. A name can be registered once per pool (GF_ERR_INVALID_ARGUMENT
+ * naming it the second time): runs already submitted keep using what they resolved. user_data is
+ * destroyed when the pool and every run submitted to it are gone; on failure it stays the
+ * caller's. Thread-safe. */
+GF_API gf_status gf_pool_register_kernel(gf_pool *pool, const gf_kernel_desc *desc);
+
+/* Loads the plugin library at `path` (dlopen; a name without '/' is searched as dlopen does) and
+ * lets it register its kernels (gpuflow_plugin.h). The library stays loaded until the pool is
+ * destroyed. Errors, each naming the path: GF_ERR_NOT_FOUND (no such file, or it does not export
+ * gf_plugin_describe), GF_ERR_VERSION_MISMATCH (built for another plugin ABI version),
+ * GF_ERR_INVALID_ARGUMENT (not a loadable library, or a kernel it registers is invalid or taken);
+ * kernels registered before a failure stay registered. Thread-safe. */
+GF_API gf_status gf_pool_load_plugin(gf_pool *pool, const char *path);
+
+/* Number of kernels registered with the pool. Thread-safe. */
+GF_API gf_status gf_pool_kernel_count(uint32_t *out, const gf_pool *pool);
+
+/* Name of kernel `index` (0 <= index < count), in registration order. Owned by the pool, valid
+ * until it is destroyed. Thread-safe. */
+GF_API gf_status gf_pool_kernel_name(const char **out, const gf_pool *pool, uint32_t index);
+
+/* ---------------------------------------------------------------------------------------------
+ * External commands
+ *
+ * A task body may be a command line, run as a child process on the worker that runs the task.
+ * A command task that requests "GPU" or "gpu_memory" runs on GPU workers only, any other on CPU
+ * workers only. The child inherits the pool process's environment plus `env`, and
+ * CUDA_VISIBLE_DEVICES and GPUFLOW_DEVICES name the device it was given: the device's UUID
+ * (or its ordinal when it has none, as emulated devices) and the gpuflow ordinal; both are empty
+ * on CPU workers. GPUFLOW_TASK_NAME and GPUFLOW_ATTEMPT are set too. stdin is /dev/null; stdout
+ * and stderr go to <log_dir>/<task>.out and <task>.err (".<attempt>" appended after the first
+ * attempt). Exit status 0 is success; otherwise the task fails with a message naming the task,
+ * the exit code or signal and the log path. On timeout or cancellation the child's process group
+ * gets SIGTERM, then SIGKILL two seconds later.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct gf_command_desc {
+  uint32_t struct_size;
+  const char *const *argv; /* copied; argv[0] is searched in PATH */
+  uint32_t argc;           /* at least 1 */
+  const char *const *env;  /* copied; "NAME=value" entries added to the inherited environment */
+  uint32_t env_count;
+  const char *working_dir; /* copied; NULL: the pool process's working directory */
+  double timeout_s;        /* per attempt; 0: none */
+  const char *log_dir;     /* copied; NULL: $GPUFLOW_LOG_DIR, else ${TMPDIR:-/tmp}/gpuflow-logs;
+                              created when missing */
+} gf_command_desc;
+
+#define GF_COMMAND_DESC_INIT {sizeof(gf_command_desc), NULL, 0, NULL, 0, NULL, 0.0, NULL}
+GF_API void gf_command_desc_init(gf_command_desc *desc);
+
+/* ---------------------------------------------------------------------------------------------
+ * Graphs as files
+ *
+ * A graph whose bodies are kernel names or commands can be written to a self-contained document
+ * and read back, in another process or language: a FlatBuffers buffer (file identifier "GFLW",
+ * schema src/serialize/graph.fbs, docs/graph-format.md) or the same schema as JSON text.
+ * Everything a graph holds survives the round trip: tasks (names, bodies, resources, priorities,
+ * retries, command timeouts), data objects (sizes, flags), host buffer inputs (their bytes),
+ * edges and metadata. Tasks with C callback bodies and opaque host values cannot be written.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum gf_graph_format {
+  GF_GRAPH_FORMAT_AUTO = 0,   /* deserialize: JSON when the text starts with '{', else binary */
+  GF_GRAPH_FORMAT_BINARY = 1, /* FlatBuffers, file identifier "GFLW" */
+  GF_GRAPH_FORMAT_JSON = 2,   /* the same schema as JSON text */
+  GF_GRAPH_FORMAT_FORCE32 = 0x7FFFFFFF
+} gf_graph_format;
+
+/* Bytes returned by the library. Owned by the caller: release with gf_bytes_free. */
+typedef struct gf_bytes {
+  void *data; /* JSON text is also NUL-terminated (not counted in size) */
+  uint64_t size;
+} gf_bytes;
+
+/* Frees bytes->data and sets it to NULL and size to 0. NULL and empty bytes are ignored.
+ * Thread-safe. */
+GF_API void gf_bytes_free(gf_bytes *bytes);
+
+/* Sets (or replaces) a metadata entry of the graph: free-form key/value strings kept with it and
+ * written with it, for engines and people ("workflow", "snakemake rule"). Keys are non-empty.
+ * Externally synchronized: graph. */
+GF_API gf_status gf_graph_set_metadata(gf_graph *graph, const char *key, const char *value);
+
+/* Number of metadata entries. Externally synchronized: graph. */
+GF_API gf_status gf_graph_metadata_count(uint32_t *out, const gf_graph *graph);
+
+/* Entry `index` (0 <= index < count), in the order keys were first set. Owned by the graph, valid
+ * until it is destroyed or the entry is replaced. Externally synchronized: graph. */
+GF_API gf_status gf_graph_metadata_get(const char **out_key, const char **out_value,
+                                       const gf_graph *graph, uint32_t index);
+
+/* Writes the graph as `format` (not AUTO) into *out, a new library-owned allocation handed to the
+ * caller (gf_bytes_free). Errors: GF_ERR_INVALID_ARGUMENT naming the first task with a C callback
+ * body or the first opaque host value. The graph is not frozen. Externally synchronized: graph. */
+GF_API gf_status gf_graph_serialize(gf_bytes *out, const gf_graph *graph, gf_graph_format format);
+
+enum {
+  /* gf_graph_deserialize: leave the graph open for additions; the graph-wide checks (cycles,
+   * dangling inputs, duplicate names) then happen at submit instead. */
+  GF_DESERIALIZE_MUTABLE = 1u << 0
+};
+
+/* Reads a graph from `size` bytes at `bytes` (untrusted input is fine: every buffer is verified,
+ * then checked for indices in range, sane sizes and counts, valid names, and, unless
+ * GF_DESERIALIZE_MUTABLE, for cycles and dangling inputs; the graph is then frozen, ready to
+ * submit any number of times). `bytes` is not retained. Returns ownership of *out: destroy with
+ * gf_graph_destroy; on failure *out is NULL. Errors: GF_ERR_INVALID_GRAPH with a message saying
+ * what is wrong and where ("task #3 'b': input #0 refers to data #99; the graph has 4"),
+ * GF_ERR_VERSION_MISMATCH for a newer format version. Thread-safe. */
+GF_API gf_status gf_graph_deserialize(gf_graph **out, const void *bytes, uint64_t size,
+                                      gf_graph_format format, uint32_t flags);
+
+/* The task at position `index` (0 <= index < gf_graph_task_count) in the order tasks were added,
+ * which for a deserialized graph is the document's order: how a caller reaches the tasks of a
+ * graph it did not build. Externally synchronized: graph. */
+GF_API gf_status gf_graph_task_at(gf_task *out, const gf_graph *graph, uint64_t index);
+
+/* Number of data objects in the graph. Externally synchronized: graph. */
+GF_API gf_status gf_graph_data_count(uint64_t *out, const gf_graph *graph);
+
+/* The data object at position `index` (0 <= index < count), in the order they were added (the
+ * document's order), e.g. to fetch a kept result of a deserialized graph. Externally
+ * synchronized: graph. */
+GF_API gf_status gf_graph_data_at(gf_data *out, const gf_graph *graph, uint64_t index);
+
+/* Checks the graph against the pool exactly as gf_graph_submit does (and freezes it), without
+ * running anything: kernels resolve, requests are feasible. Thread-safe (the graph must not be
+ * modified concurrently). */
+GF_API gf_status gf_graph_check(gf_graph *graph, gf_pool *pool);
+
+/* ---------------------------------------------------------------------------------------------
+ * Events
+ *
+ * One stream of what happens on a pool, for progress displays, traces and metrics. Today: task
+ * attempts starting and finishing on workers.
+ * ------------------------------------------------------------------------------------------- */
+
+typedef enum gf_event_kind {
+  GF_EVENT_TASK_STARTED = 1,  /* a body is about to run on `worker` */
+  GF_EVENT_TASK_FINISHED = 2, /* it returned; `ok` tells success */
+  GF_EVENT_KIND_FORCE32 = 0x7FFFFFFF
+} gf_event_kind;
+
+typedef struct gf_event {
+  uint32_t struct_size; /* set by the library; fields are only appended */
+  gf_event_kind kind;
+  gf_run *run;
+  gf_task task;
+  uint32_t worker;
+  uint32_t attempt;
+  int32_t ok;            /* GF_EVENT_TASK_FINISHED: 1 when the attempt succeeded */
+  double time_s;         /* steady clock, seconds since the pool was created */
+  const char *task_name; /* borrowed for the call; "" when unnamed */
+} gf_event;
+
+/* Receives events on the thread where they happen (worker threads). It must be quick, must not
+ * block and must not destroy the run or the pool. */
+typedef void (*gf_event_fn)(const gf_event *event, void *user_data);
+
+/* Sets the pool's event callback (NULL: none). It applies to events after the call returns; a
+ * previous callback may still be finishing a call on another thread. Thread-safe. */
+GF_API gf_status gf_pool_set_event_callback(gf_pool *pool, gf_event_fn callback, void *user_data);
 
 #ifdef __cplusplus
 } /* extern "C" */

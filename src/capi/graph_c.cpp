@@ -1,10 +1,29 @@
 // C shims: building graphs.
+#include <cstddef>
+#include <cstring>
+
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
 
 using namespace gf;
 using namespace gf::capi;
+
+namespace {
+
+// gf_task_desc grew `kernel` and `command`; callers built before them pass the older size.
+gf_task_desc read_task_desc(const gf_task_desc *desc) {
+  constexpr uint32_t kBeforeKernels = offsetof(gf_task_desc, kernel);
+  gf_task_desc d = GF_TASK_DESC_INIT;
+  if (desc && desc->struct_size == kBeforeKernels) {
+    std::memcpy(&d, desc, kBeforeKernels);
+    d.struct_size = sizeof d;
+    return d;
+  }
+  return read_struct(desc, "gf_task_desc");
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -71,8 +90,7 @@ GF_API gf_status gf_graph_add_host_value(gf_data *out, gf_graph *graph, const ch
 GF_API gf_status gf_graph_add_task(gf_task *out, gf_graph *graph, const gf_task_desc *desc) {
   return guard([&] {
     require_out(out, "out");
-    check_struct_size(desc, "gf_task_desc");
-    *out = graph_of(graph).add_task(*desc);
+    *out = graph_of(graph).add_task(read_task_desc(desc));
     return GF_OK;
   });
 }

@@ -28,6 +28,16 @@ const WorkerState &worker_at(PoolCore &pool, uint32_t worker) {
   return pool.worker(worker);
 }
 
+// Descriptions are read once, when the pool is built, so the strings outlive every call.
+const DeviceDescription &device_at(PoolCore &pool, uint32_t device) {
+  if (device >= pool.devices().size()) {
+    fail(GF_ERR_INVALID_ARGUMENT, "device " + std::to_string(device) +
+                                      " is out of range; the pool has " +
+                                      std::to_string(pool.devices().size()) + " devices");
+  }
+  return pool.devices()[device];
+}
+
 void fill_entry(gf_ledger_entry *out, PoolCore &pool, const Ledger::Line &line) {
   out->resource = pool.scheduler().registry().name(line.resource).c_str();
   out->capacity = line.capacity.to_double();
@@ -134,6 +144,60 @@ GF_API gf_status gf_pool_ledger_lookup(gf_ledger_entry *out, const gf_pool *pool
       }
     }
     fail(GF_ERR_NOT_FOUND, w.name + " does not advertise resource '" + resource + "'");
+  });
+}
+
+}  // extern "C"
+
+extern "C" {
+
+GF_API gf_status gf_pool_device_count(uint32_t *out, const gf_pool *pool) {
+  return guard([&] {
+    require_out(out, "out");
+    *out = static_cast<uint32_t>(pool_of(pool).scheduler().backend().device_count());
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_pool_device_info(gf_device_info *out, const gf_pool *pool, uint32_t device) {
+  return guard([&] {
+    check_struct_size(out, "gf_device_info");
+    const DeviceDescription &d = device_at(pool_of(pool), device);
+    out->ordinal = static_cast<int32_t>(device);
+    out->emulated = d.emulated ? 1 : 0;
+    out->total_memory = d.total_memory;
+    out->pool_memory = d.memory_bytes;
+    out->compute_major = d.compute_major;
+    out->compute_minor = d.compute_minor;
+    out->name = d.name.c_str();
+    out->uuid = d.uuid.c_str();
+    out->pci_bus_id = d.pci_bus_id.c_str();
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_pool_peer_access(int *out, const gf_pool *pool, uint32_t from, uint32_t to) {
+  return guard([&] {
+    require_out(out, "out");
+    PoolCore &core = pool_of(pool);
+    device_at(core, from);
+    device_at(core, to);
+    *out = from == to || core.scheduler().backend().peer_access(static_cast<int>(from),
+                                                                static_cast<int>(to))
+               ? 1
+               : 0;
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_pool_device_memory(gf_device_memory *out, const gf_pool *pool,
+                                       uint32_t device) {
+  return guard([&] {
+    check_struct_size(out, "gf_device_memory");
+    PoolCore &core = pool_of(pool);
+    device_at(core, device);
+    *out = core.scheduler().device_memory(static_cast<int>(device));
+    return GF_OK;
   });
 }
 

@@ -16,14 +16,19 @@ namespace gf {
 using SpaceId = uint32_t;
 inline constexpr SpaceId kHostSpace = 0;
 inline constexpr SpaceId kMaxSpaces = 64;  // spaces are tracked in 64-bit masks
+inline constexpr SpaceId kNoSpace = UINT32_MAX;
 inline SpaceId device_space(int device) {
   return static_cast<SpaceId>(device + 1);
 }
 
 struct DeviceDescription {
   std::string name;
-  uint64_t memory_bytes = 0;
+  uint64_t total_memory = 0;  // what the device has
+  uint64_t memory_bytes = 0;  // what the pool may use (its gpu_memory capacity)
   bool emulated = false;
+  int compute_major = 0, compute_minor = 0;
+  std::string uuid;        // "GPU-…" as nvidia-smi prints it, empty when emulated
+  std::string pci_bus_id;  // empty when emulated
 };
 
 struct CopyRequest {
@@ -44,6 +49,8 @@ class DeviceBackend {
   virtual const char *name() const = 0;
   virtual int device_count() const = 0;
   virtual DeviceDescription describe(int device) const = 0;
+  // Whether `from` can copy straight into `to`; copies between others are staged through host.
+  virtual bool peer_access(int from, int to) const = 0;
 
   // Memory of `bytes` in `space`, or nullptr when the system refuses. Accounting against device
   // capacity is the scheduler's (ledger); this is the allocation itself. Thread-safe.
@@ -57,9 +64,15 @@ class DeviceBackend {
   // Estimated seconds a copy of `bytes` from one space to another takes.
   virtual double transfer_seconds(SpaceId from, SpaceId to, uint64_t bytes) const = 0;
 
-  // Runs a GPU body on `device` and returns its result. `stream` receives what the body should
-  // enqueue on (NULL for emulated devices).
+  // Binds the calling GPU worker thread to `device` and returns the stream its bodies enqueue
+  // on (a cudaStream_t), or nullptr for emulated devices. Called once per thread, on it.
+  virtual void *bind_thread(int device, uint32_t thread) = 0;
+  // Runs a GPU body on `device`, on the thread bound to it, and returns its result.
   virtual int run_gpu_body(int device, gf_task_fn fn, gf_task_ctx *ctx, void *user_data) = 0;
+  // Calls `done` exactly once when everything enqueued on `stream` so far has finished (error
+  // text empty on success, else the device's message). It may run on any thread, and may run
+  // before this returns; it never runs with a lock of the caller's held by the backend.
+  virtual void after_stream(int device, void *stream, CopyDone done) = 0;
 
   // Finishes every copy in flight (their callbacks run) and stops backend threads.
   virtual void shutdown() = 0;

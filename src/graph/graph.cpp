@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/resource_names.hpp"
+#include "kernels/kernel_name.hpp"
 
 namespace gf {
 namespace {
@@ -155,9 +157,28 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   auto label = [&] {
     return task.name.empty() ? "task #" + std::to_string(t) : "task '" + task.name + "'";
   };
-  if (!desc.cpu_fn && !desc.gpu_fn) {
-    fail(GF_ERR_INVALID_ARGUMENT, label() + " has no body: set cpu_fn and/or gpu_fn");
+  const bool callbacks = desc.cpu_fn || desc.gpu_fn;
+  const bool kernel = desc.kernel != nullptr;
+  const bool command = desc.command != nullptr;
+  if (!callbacks && !kernel && !command) {
+    fail(GF_ERR_INVALID_ARGUMENT,
+         label() + " has no body: set cpu_fn and/or gpu_fn, a kernel name, or a command");
   }
+  if (int{callbacks} + int{kernel} + int{command} > 1) {
+    fail(GF_ERR_INVALID_ARGUMENT, label() + " gives more than one kind of body (C callbacks, " +
+                                      "kernel name, command): give exactly one");
+  }
+  if (!callbacks && (desc.user_data || desc.user_data_destroy)) {
+    fail(GF_ERR_INVALID_ARGUMENT,
+         label() + " sets user_data, which only C callback bodies receive");
+  }
+  if (kernel && !valid_kernel_name(desc.kernel)) {
+    fail(GF_ERR_INVALID_ARGUMENT, label() + " names kernel '" + std::string(desc.kernel) +
+                                      "': a kernel name is 1 to 255 characters from " +
+                                      "[A-Za-z0-9_.:/-]");
+  }
+  std::unique_ptr<CommandSpec> spec;
+  if (command) spec = std::make_unique<CommandSpec>(make_command_spec(*desc.command, label()));
   if ((desc.input_count && !desc.inputs) || (desc.output_count && !desc.outputs) ||
       (desc.after_count && !desc.after) || (desc.resource_count && !desc.resources)) {
     fail(GF_ERR_INVALID_ARGUMENT, label() + " has a count without its array (NULL pointer)");
@@ -222,7 +243,22 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
     if (after[i] == kNoIndex) bad_reference("after", i);
   }
 
-  task.body = TaskBody{desc.cpu_fn, desc.gpu_fn, desc.user_data};
+  if (spec) {
+    // A command that asks for a GPU runs on GPU workers only, any other on CPU workers only, so
+    // the device it is given is always one it holds.
+    bool wants_gpu = std::any_of(request.begin(), request.end(), [](const auto &entry) {
+      return entry.first == resource_names::kGpu || entry.first == resource_names::kGpuMemory;
+    });
+    task.body = wants_gpu ? TaskBody{nullptr, run_command, spec.get()}
+                          : TaskBody{run_command, nullptr, spec.get()};
+    task.command = static_cast<uint32_t>(commands_.size());
+    commands_.push_back(std::move(spec));
+  } else if (kernel) {
+    task.kernel = desc.kernel;
+    named_kernels_++;
+  } else {
+    task.body = TaskBody{desc.cpu_fn, desc.gpu_fn, desc.user_data};
+  }
   task.user_data_destroy = desc.user_data_destroy;
   task.request = requests_.intern(std::move(request));
   task.priority = desc.priority;
@@ -242,6 +278,18 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   for (TaskIndex b : after) edges_.emplace_back(t, b);
   tasks_.push_back(std::move(task));
   return task_ref(t);
+}
+
+void Graph::set_metadata(const char *key, const char *value) {
+  if (!key || !*key) fail(GF_ERR_INVALID_ARGUMENT, "metadata key is NULL or empty");
+  std::string v = optional_name(value);
+  for (auto &[k, existing] : metadata_) {
+    if (k == key) {
+      existing = std::move(v);
+      return;
+    }
+  }
+  metadata_.emplace_back(key, std::move(v));
 }
 
 void Graph::add_dependency(gf_task task, gf_task before) {

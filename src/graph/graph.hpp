@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "commands/command_spec.hpp"
 #include "core/fixed_point.hpp"
 #include "gpuflow.h"
 #include "graph/resource_request.hpp"
@@ -40,6 +41,7 @@ struct TaskDesc {
   std::string name;
   TaskBody body;       // empty when `kernel` names the body
   std::string kernel;  // resolved against the pool's kernels at submit
+  uint32_t command = UINT32_MAX;  // into Graph::commands when the body is an external command
   gf_destroy_fn user_data_destroy = nullptr;
   RequestId request = kEmptyRequest;
   int32_t priority = 0;
@@ -78,6 +80,15 @@ class Graph {
   const GraphAnalysis &freeze();
   bool frozen() const { return analysis_ != nullptr; }
   bool has_named_kernels() const { return named_kernels_ > 0; }
+
+  // What serialization reads back (graphs as files).
+  const CommandSpec *command(const TaskDesc &t) const {
+    return t.command == UINT32_MAX ? nullptr : commands_[t.command].get();
+  }
+  const std::vector<std::pair<TaskIndex, TaskIndex>> &edges() const { return edges_; }
+  using Metadata = std::vector<std::pair<std::string, std::string>>;
+  const Metadata &metadata() const { return metadata_; }
+  void set_metadata(const char *key, const char *value);
 
   uint64_t serial() const { return serial_; }
   size_t task_count() const { return tasks_.size(); }
@@ -119,6 +130,8 @@ class Graph {
   std::vector<std::unique_ptr<unsigned char[]>> owned_host_bytes_;
   RequestTable requests_;
   size_t named_kernels_ = 0;
+  std::vector<std::unique_ptr<CommandSpec>> commands_;
+  Metadata metadata_;
   std::unique_ptr<GraphAnalysis> analysis_;
   // Scratch space for add_task, kept to avoid allocations per task.
   std::vector<DataIndex> scratch_inputs_, scratch_outputs_;

@@ -2,13 +2,24 @@
 
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
+#include "devices/cuda/make_cuda_backend.hpp"
 #include "devices/host/host_backend.hpp"
 
 namespace gf {
 namespace {
 
-FixedPoint amount(double value) {
-  return FixedPoint::from_double(value);
+FixedPoint amount(double value) { return FixedPoint::from_double(value); }
+
+// GF_BACKEND_AUTO takes real GPUs when there are any, else emulates devices on the host.
+std::unique_ptr<DeviceBackend> make_backend(const PoolOptions &options) {
+  if (options.backend != GF_BACKEND_HOST) {
+    std::string why;
+    if (auto cuda = make_cuda_backend(options, why)) return cuda;
+    if (options.backend == GF_BACKEND_CUDA) {
+      fail(GF_ERR_NOT_FOUND, "gf_pool_config.backend is GF_BACKEND_CUDA, but " + why);
+    }
+  }
+  return std::make_unique<HostBackend>(options.host);
 }
 
 }  // namespace
@@ -18,7 +29,7 @@ std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
 }
 
 PoolCore::PoolCore(const PoolOptions &options)
-    : backend_(std::make_unique<HostBackend>(options.host)) {
+    : backend_(make_backend(options)) {
   ResourceRegistry registry;
   ResourceId cpu = registry.intern(resource_names::kCpu);
   ResourceId gpu = registry.intern(resource_names::kGpu);
@@ -36,6 +47,7 @@ PoolCore::PoolCore(const PoolOptions &options)
   }
   for (int d = 0; d < backend_->device_count(); ++d) {
     DeviceDescription device = backend_->describe(d);
+    devices_.push_back(device);
     auto w = std::make_unique<WorkerState>();
     w->index = static_cast<uint32_t>(states.size());
     w->kind = GF_WORKER_GPU;
@@ -52,8 +64,8 @@ PoolCore::PoolCore(const PoolOptions &options)
     states.push_back(std::move(w));
   }
   for (auto &w : states) worker_states_.push_back(w.get());
-  scheduler_ =
-      std::make_unique<Scheduler>(*backend_, std::move(registry), std::move(states), gpu_memory);
+  scheduler_ = std::make_unique<Scheduler>(*backend_, std::move(registry), std::move(states),
+                                           gpu_memory, options.spill_threshold);
   try {
     for (WorkerState *w : worker_states_) {
       workers_.push_back(std::make_unique<Worker>(*scheduler_, *w));
@@ -71,7 +83,7 @@ PoolCore::~PoolCore() {
 
 std::shared_ptr<Run> PoolCore::prepare(std::shared_ptr<Graph> graph,
                                        const gf_submit_options &options) {
-  return scheduler_->prepare(shared_from_this(), std::move(graph), options, nullptr);
+  return scheduler_->prepare(shared_from_this(), std::move(graph), options, &kernels_);
 }
 
 void PoolCore::shutdown() {

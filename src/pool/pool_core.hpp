@@ -7,7 +7,9 @@
 #include <vector>
 
 #include "devices/backend.hpp"
+#include "kernels/kernel_registry.hpp"
 #include "pool/pool_options.hpp"
+#include "runtime/events.hpp"
 #include "runtime/worker.hpp"
 #include "scheduler/scheduler.hpp"
 
@@ -28,9 +30,16 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   Scheduler &scheduler() { return *scheduler_; }
   size_t worker_count() const { return worker_states_.size(); }
   const WorkerState &worker(size_t i) const { return *worker_states_[i]; }
+  KernelRegistry &kernels() { return kernels_; }
+  EventHub &events() { return events_; }
+  const std::vector<DeviceDescription> &devices() const { return devices_; }
 
  private:
+  // First, so that they outlive the workers and every body resolved from them.
+  KernelRegistry kernels_;
+  EventHub events_;
   std::unique_ptr<DeviceBackend> backend_;
+  std::vector<DeviceDescription> devices_;
   std::vector<WorkerState *> worker_states_;  // owned by the scheduler
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<std::unique_ptr<Worker>> workers_;

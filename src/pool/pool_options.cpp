@@ -47,16 +47,29 @@ std::vector<std::pair<std::string, double>> labels(const gf_resource *list, uint
 
 PoolOptions resolve_pool_options(const gf_pool_config &config) {
   PoolOptions o;
-  if (config.backend == GF_BACKEND_CUDA) {
-    fail(GF_ERR_INVALID_ARGUMENT,
-         "gf_pool_config.backend: this build of gpuflow has no CUDA backend; use "
-         "GF_BACKEND_HOST or GF_BACKEND_AUTO");
-  }
-  if (config.backend != GF_BACKEND_AUTO && config.backend != GF_BACKEND_HOST) {
+  if (config.backend != GF_BACKEND_AUTO && config.backend != GF_BACKEND_HOST &&
+      config.backend != GF_BACKEND_CUDA) {
     fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.backend has an unknown value");
   }
-
+  o.backend = config.backend;
+  if (config.device_count && !config.devices) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.devices is NULL but device_count is not 0");
+  }
+  for (uint32_t i = 0; i < config.device_count; ++i) {
+    if (config.devices[i] < 0) {
+      fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.devices[" + std::to_string(i) + "] is negative");
+    }
+    o.devices.push_back(config.devices[i]);
+  }
+  o.device_memory_limit = config.device_memory_limit;
   double value = 0;
+  double threshold = config.spill_threshold;
+  if (threshold == 0 && env_number("GPUFLOW_SPILL_THRESHOLD", value)) threshold = value;
+  if (threshold != threshold || threshold < 0) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.spill_threshold must be a fraction >= 0");
+  }
+  o.spill_threshold = threshold == 0 ? 0.8 : threshold;
+
   o.cpu_workers = config.cpu_workers;
   if (o.cpu_workers == 0) {
     o.cpu_workers = env_number("GPUFLOW_CPU_WORKERS", value)
@@ -83,6 +96,7 @@ PoolOptions resolve_pool_options(const gf_pool_config &config) {
                                ? static_cast<uint64_t>(value)
                                : uint64_t{1} << 30;
   }
+  o.host.memory_limit = o.device_memory_limit;
   if (static_cast<double>(o.host.device_memory) > FixedPoint::kMaxAmount) {
     fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.emulated_device_memory is above 1e14 bytes");
   }

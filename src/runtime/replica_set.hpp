@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 #include <vector>
 
 #include "devices/backend.hpp"
@@ -14,14 +15,33 @@ struct Replica {
   SpaceId space;
   bool owned;  // false for caller-owned host input bytes
   void *ptr;
+  uint64_t lru_tick = 0;  // device replicas: key in the device's spill order (0: not listed)
 };
 
 class ReplicaSet {
  public:
   bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
   const Replica &front() const { return *begin(); }
   const Replica *begin() const { return spilled() ? overflow_.data() : inline_.data(); }
   const Replica *end() const { return begin() + size_; }
+  Replica *begin() { return spilled() ? overflow_.data() : inline_.data(); }
+  Replica *end() { return begin() + size_; }
+  Replica *find(SpaceId space) {
+    for (Replica &r : *this) {
+      if (r.space == space) return &r;
+    }
+    return nullptr;
+  }
+  void remove(SpaceId space) {
+    std::vector<Replica> kept;
+    for (const Replica &r : std::as_const(*this)) {
+      if (r.space != space) kept.push_back(r);
+    }
+    overflow_.clear();
+    size_ = 0;
+    for (const Replica &r : kept) push_back(r);
+  }
 
   void push_back(const Replica &r) {
     if (size_ < inline_.size()) {
@@ -35,7 +55,7 @@ class ReplicaSet {
 
   void remove_owned() {
     std::vector<Replica> kept;
-    for (const Replica &r : *this) {
+    for (const Replica &r : std::as_const(*this)) {
       if (!r.owned) kept.push_back(r);
     }
     overflow_.clear();

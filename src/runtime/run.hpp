@@ -40,7 +40,9 @@ struct DataRun {
   uint64_t size = 0;
   uint64_t arriving = 0;  // bit per memory space with a copy of this data in flight
   uint32_t pins = 0;      // copies reading this data right now
+  uint32_t uses = 0;      // dispatched tasks reading it right now
   bool free_when_unpinned = false;
+  SpaceId spilled_from = kNoSpace;  // the device it was spilled from, while only on host
   ReplicaSet replicas;
   void *value = nullptr;
   gf_destroy_fn value_destroy = nullptr;  // set when the run owns the value
@@ -110,6 +112,7 @@ class Run : public std::enable_shared_from_this<Run> {
   gf_run_state state() const { return state_.load(std::memory_order_acquire); }
   void set_state(gf_run_state state) { state_.store(state, std::memory_order_release); }
   void set_handle(gf_run *handle) { handle_ = handle; }
+  gf_run *handle() const { return handle_; }
 
  private:
   std::shared_ptr<PoolCore> pool_;

@@ -87,7 +87,7 @@ void gf_task_ctx::env(gf_task_env &out) const {
   out.device = worker->device;
   out.worker = worker->index;
   out.attempt = dispatch->attempt;
-  out.stream = nullptr;
+  out.stream = stream;
   const std::string &name = task().name;
   out.task_name = name.c_str();
 }

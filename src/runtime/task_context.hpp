@@ -13,6 +13,7 @@ struct gf_task_ctx {
   gf::Dispatch *dispatch;
   std::string error;
   bool failed = false;
+  void *stream = nullptr;  // GPU workers: what the body enqueues on
 
   const gf::Graph &graph() const { return dispatch->run->graph(); }
   const gf::TaskDesc &task() const { return graph().task(dispatch->task); }

@@ -1,6 +1,7 @@
 #include "runtime/worker.hpp"
 
 #include "core/clock.hpp"
+#include "pool/pool_core.hpp"
 #include "runtime/task_context.hpp"
 
 namespace gf {
@@ -12,7 +13,9 @@ Worker::~Worker() {
 }
 
 void Worker::start() {
-  for (uint32_t i = 0; i < state_.threads; ++i) threads_.emplace_back([this] { thread_main(); });
+  for (uint32_t i = 0; i < state_.threads; ++i) {
+    threads_.emplace_back([this, i] { thread_main(i); });
+  }
 }
 
 void Worker::join() {
@@ -22,27 +25,32 @@ void Worker::join() {
   threads_.clear();
 }
 
-void Worker::thread_main() {
+void Worker::thread_main(uint32_t thread) {
+  void *stream = state_.kind == GF_WORKER_GPU
+                     ? scheduler_.backend().bind_thread(state_.device, thread)
+                     : nullptr;
   Batch batch;
   Deferred deferred;
   std::unique_lock lock(scheduler_.mu);
   while (scheduler_.next_batch(lock, state_, batch, deferred)) {
     lock.unlock();
     deferred.flush(scheduler_.backend());
-    for (size_t i = 0; i < batch.count; ++i) execute(batch.items[i]);
+    for (size_t i = 0; i < batch.count; ++i) execute(batch.items[i], stream);
     lock.lock();
   }
   lock.unlock();
   deferred.flush(scheduler_.backend());
 }
 
-void Worker::execute(Dispatch &dispatch) {
+void Worker::execute(Dispatch &dispatch, void *stream) {
   if (dispatch.run->cancel_requested.load(std::memory_order_relaxed)) {
     dispatch.skipped = true;
     return;
   }
-  gf_task_ctx ctx{&scheduler_, &state_, &dispatch, {}, false};
+  gf_task_ctx ctx{&scheduler_, &state_, &dispatch, {}, false, stream};
   const TaskBody &body = dispatch.run->body(dispatch.task);
+  EventHub &events = dispatch.run->pool().events();
+  if (events.active()) emit_task_event(dispatch, GF_EVENT_TASK_STARTED, events);
   auto start = Clock::now();
   int rc;
   try {
@@ -61,6 +69,35 @@ void Worker::execute(Dispatch &dispatch) {
                                 : "the body returned " + std::to_string(rc) +
                                       " without a message (gf_task_ctx_fail)";
   }
+  if (state_.kind == GF_WORKER_CPU) {
+    if (events.active()) emit_task_event(dispatch, GF_EVENT_TASK_FINISHED, events);
+    return;
+  }
+  // The body only enqueued its work: the task is done when the stream is, whatever the body
+  // returned (its outputs must not be released while kernels may still write them).
+  auto handed = std::make_shared<Dispatch>(std::move(dispatch));
+  dispatch = Dispatch{};
+  dispatch.handed_off = true;
+  scheduler_.backend().after_stream(
+      state_.device, stream, [this, handed, start, &events](const std::string &device_error) {
+        handed->seconds = seconds_between(start, Clock::now());
+        if (events.active()) emit_task_event(*handed, GF_EVENT_TASK_FINISHED, events);
+        scheduler_.finish_async(state_, *handed, device_error);
+      });
+}
+
+void Worker::emit_task_event(const Dispatch &dispatch, gf_event_kind kind, EventHub &events) {
+  const Run &run = *dispatch.run;
+  gf_event event{};
+  event.kind = kind;
+  event.run = run.handle();
+  event.task = run.graph().task_ref(dispatch.task);
+  event.worker = state_.index;
+  event.attempt = dispatch.attempt;
+  event.ok = kind == GF_EVENT_TASK_FINISHED && dispatch.ok ? 1 : 0;
+  event.time_s = events.now_s();
+  event.task_name = run.graph().task(dispatch.task).name.c_str();
+  events.emit(event);
 }
 
 }  // namespace gf

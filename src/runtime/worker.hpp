@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/events.hpp"
 #include "scheduler/scheduler.hpp"
 
 namespace gf {
@@ -21,8 +22,10 @@ class Worker {
   void join();
 
  private:
-  void thread_main();
-  void execute(Dispatch &dispatch);
+  void thread_main(uint32_t thread);
+  // Runs one body. A GPU body's dispatch is handed off: it finishes when its stream has.
+  void execute(Dispatch &dispatch, void *stream);
+  void emit_task_event(const Dispatch &dispatch, gf_event_kind kind, EventHub &events);
 
   Scheduler &scheduler_;
   WorkerState &state_;

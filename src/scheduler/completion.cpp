@@ -20,6 +20,10 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   TaskRun &tr = run.tasks[done.task];
   worker.running--;
   running_total_--;
+  const DataIndex *read = graph.inputs(task);
+  for (uint32_t i = 0; i < task.input_count; ++i) {
+    if (graph.data(read[i]).kind == DataKind::kBuffer) run.data[read[i]].uses--;
+  }
   worker.backlog_s -= tr.estimate_s;
   worker.ledger.release(run.requests[task.request].request);
   if (!done.skipped) learn(run.body(done.task).for_kind(worker.kind), done.seconds);
@@ -70,6 +74,21 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   }
 }
 
+void Scheduler::finish_async(WorkerState &worker, Dispatch &done, const std::string &device_error) {
+  Deferred deferred;
+  {
+    Lock lock(mu);
+    if (!device_error.empty() && done.ok) {
+      done.ok = false;
+      done.error = "the device reported an error after the body returned: " + device_error;
+    }
+    finish(worker, done, deferred);
+    // Its resources are free again: a sleeping thread of this worker may start the next task.
+    if (worker.idle_threads > 0) worker.wake.notify_one();
+  }
+  deferred.flush(backend_);
+}
+
 void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred) {
   Run &run = *done.run;
   const Graph &graph = run.graph();
@@ -84,6 +103,7 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
       data.value_destroy = o.value_destroy;
     } else {
       data.replicas.push_back(Replica{worker.space, true, o.ptr});
+      if (worker.space != kHostSpace) note_resident(run, out[i], worker.space);
     }
     data.phase = DataRun::Phase::kReady;
   }
@@ -152,10 +172,15 @@ void Scheduler::free_data(Run &run, DataIndex d, Deferred &deferred) {
     data.free_when_unpinned = true;
     return;
   }
-  for (const Replica &r : data.replicas) {
+  for (Replica &r : data.replicas) {
     if (!r.owned) continue;
+    forget_resident(r);
     deferred.frees.push_back({r.space, r.ptr, data.size});
     if (r.space != kHostSpace) discharge_space(r.space, data.size);
+  }
+  if (data.spilled_from != kNoSpace) {
+    if (WorkerState *from = owner_of(data.spilled_from)) from->spilled_now -= data.size;
+    data.spilled_from = kNoSpace;
   }
   data.replicas.remove_owned();
   if (data.value_destroy) {

@@ -27,7 +27,14 @@ uint64_t declared_output_bytes(const Graph &graph, const TaskDesc &task) {
 }  // namespace
 
 bool Scheduler::next_batch(Lock &lock, WorkerState &worker, Batch &batch, Deferred &deferred) {
-  for (size_t i = 0; i < batch.count; ++i) finish(worker, batch.items[i], deferred);
+  for (size_t i = 0; i < batch.count; ++i) {
+    Dispatch &item = batch.items[i];
+    if (item.handed_off) {
+      item.handed_off = false;
+    } else {
+      finish(worker, item, deferred);
+    }
+  }
   batch.count = 0;
   for (;;) {
     if (stopping_) return false;
@@ -35,7 +42,7 @@ bool Scheduler::next_batch(Lock &lock, WorkerState &worker, Batch &batch, Deferr
       worker.memory_released = false;
       retry_memory_blocked(worker, deferred);
     }
-    if (pick(worker, batch)) return true;
+    if (pick(worker, batch, deferred)) return true;
     if (steal(worker, deferred)) continue;
     if (!deferred.empty()) return true;  // flush outside the mutex before sleeping
     if (running_total_ == 0 && transfers_in_flight_ == 0) fail_stuck_on_memory(deferred);
@@ -48,7 +55,7 @@ bool Scheduler::next_batch(Lock &lock, WorkerState &worker, Batch &batch, Deferr
   }
 }
 
-bool Scheduler::pick(WorkerState &worker, Batch &batch) {
+bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
   if (worker.ready.empty()) return false;
   thread_local std::vector<QueuedTask> passed_over;
   passed_over.clear();
@@ -60,8 +67,18 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch) {
     bool cheap = task.request == kEmptyRequest &&
                  (worker.space == kHostSpace || declared_output_bytes(run.graph(), task) == 0);
     if (cheap_only && !cheap) break;
+    if (task.input_count && worker.space != kHostSpace &&
+        transfer_seconds(run, top.task, worker.space) > 0) {
+      // An input was spilled off this device after the task was queued: fetch it again.
+      QueuedTask entry = worker.ready.pop();
+      TaskRun &tr = entry.run->tasks[entry.task];
+      tr.placement_epoch++;
+      fetch_inputs(worker, *entry.run, entry.task, deferred);
+      worker.fetching.push_back(TaskRef{entry.run, entry.task});
+      continue;
+    }
     if (batch.count == batch.items.size()) batch.items.emplace_back();
-    if (try_dispatch(worker, top, batch.items[batch.count])) {
+    if (try_dispatch(worker, top, batch.items[batch.count], deferred)) {
       worker.ready.pop();
       batch.count++;
       // Only cheap tasks join a batch: a task holding resources should not wait behind others.
@@ -77,7 +94,8 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch) {
   return batch.count > 0;
 }
 
-bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out) {
+bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out,
+                             Deferred &deferred) {
   Run &run = *entry.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(entry.task);
@@ -86,11 +104,19 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
   FixedPoint output_charge =
       FixedPoint::from_raw(static_cast<int64_t>(output_bytes) * FixedPoint::kScale);
   if (!r.request.empty() || output_bytes) {
-    if (!worker.ledger.fits_now(r.request, output_charge, gpu_memory_)) return false;
+    if (!worker.ledger.fits_now(r.request, output_charge, gpu_memory_)) {
+      if (worker.space != kHostSpace) {  // make room: spill what no running task reads
+        FixedPoint need = r.gpu_memory + output_charge;
+        FixedPoint free = worker.ledger.free_amount(gpu_memory_);
+        if (need > free) spill(worker, static_cast<uint64_t>((need - free).to_double()), deferred);
+      }
+      return false;
+    }
     worker.ledger.acquire(r.request);
     if (output_bytes && !worker.ledger.try_charge(gpu_memory_, output_charge)) {
       fail(GF_ERR_INTERNAL, "ledger refused a charge it had just admitted");
     }
+    if (output_bytes) spill(worker, 0, deferred);
   }
   TaskRun &tr = run.tasks[entry.task];
   tr.state = GF_TASK_RUNNING;
@@ -108,7 +134,7 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
   out.inputs.resize(task.input_count);
   const DataIndex *in = graph.inputs(task);
   for (uint32_t i = 0; i < task.input_count; ++i) {
-    const DataRun &data = run.data[in[i]];
+    DataRun &data = run.data[in[i]];
     if (graph.data(in[i]).kind == DataKind::kValue) {
       out.inputs[i] = {data.value, data.size};
       continue;
@@ -116,6 +142,8 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
     const Replica *replica = data.replica_in(worker.space);
     if (!replica) fail(GF_ERR_INTERNAL, "dispatched a task whose input is not in place");
     out.inputs[i] = {replica->ptr, data.size};
+    data.uses++;  // not spilled while the body reads it
+    if (worker.space != kHostSpace) note_resident(run, in[i], worker.space);
   }
   out.outputs.assign(task.output_count, Dispatch::Output{});
   return true;
@@ -150,6 +178,13 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
   // Nothing runs and nothing moves anywhere, so nothing will free device memory: a task at the
   // head of a device's queue that does not fit now never will. Fail it rather than hang.
   // (Spilling, when it lands, comes before this.)
+  for (auto &w : workers_) {  // memory freed since a worker last looked may unblock its tasks
+    if (w->memory_released) {
+      w->memory_released = false;
+      retry_memory_blocked(*w, deferred);
+    }
+  }
+  if (transfers_in_flight_ > 0) return;  // those copies will change the picture
   for (auto &w : workers_) {
     if (w->space == kHostSpace) continue;  // without running tasks, host resources are all free
     while (!w->ready.empty()) {
@@ -161,6 +196,8 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
       FixedPoint output_charge =
           FixedPoint::from_raw(static_cast<int64_t>(outputs) * FixedPoint::kScale);
       if (w->ledger.fits_now(r.request, output_charge, gpu_memory_)) break;
+      FixedPoint short_by = r.gpu_memory + output_charge - w->ledger.free_amount(gpu_memory_);
+      if (spill(*w, static_cast<uint64_t>(short_by.to_double()), deferred) > 0) break;
       w->ready.pop();
       w->backlog_s -= run.tasks[entry.task].estimate_s;
       FixedPoint free = w->ledger.free_amount(gpu_memory_);
@@ -177,6 +214,21 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
       TaskRef ref = w->fetching[i];
       TaskRun &tr = ref.run->tasks[ref.task];
       if (!tr.memory_blocked) {
+        ++i;
+        continue;
+      }
+      uint64_t missing = 0;
+      const Graph &graph = ref.run->graph();
+      const DataIndex *in = graph.inputs(graph.task(ref.task));
+      for (uint32_t k = 0; k < graph.task(ref.task).input_count; ++k) {
+        const DataRun &data = ref.run->data[in[k]];
+        if (graph.data(in[k]).kind == DataKind::kBuffer && !data.replica_in(w->space)) {
+          missing += data.size;
+        }
+      }
+      auto free = static_cast<uint64_t>(w->ledger.free_amount(gpu_memory_).to_double());
+      uint64_t short_by = missing > free ? missing - free : 0;
+      if (spill(*w, short_by, deferred) > 0) {
         ++i;
         continue;
       }

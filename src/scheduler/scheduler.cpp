@@ -10,12 +10,14 @@
 namespace gf {
 
 Scheduler::Scheduler(DeviceBackend &backend, ResourceRegistry registry,
-                     std::vector<std::unique_ptr<WorkerState>> workers, ResourceId gpu_memory)
+                     std::vector<std::unique_ptr<WorkerState>> workers, ResourceId gpu_memory,
+                     double spill_threshold)
     : backend_(backend),
       registry_(std::move(registry)),
       workers_(std::move(workers)),
       gpu_memory_(gpu_memory),
-      space_owner_(kMaxSpaces, nullptr) {
+      space_owner_(kMaxSpaces, nullptr),
+      spill_threshold_(spill_threshold) {
   for (auto &w : workers_) {
     if (w->space != kHostSpace) space_owner_.at(w->space) = w.get();
   }

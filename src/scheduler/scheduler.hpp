@@ -39,6 +39,7 @@ struct Dispatch {
   bool skipped = false;  // cancelled before the body started
   std::string error;
   double seconds = 0;
+  bool handed_off = false;  // a GPU body's completion comes later, through finish_async
 };
 
 // A worker thread's batch; its Dispatch entries (and their vectors) are reused between batches.
@@ -53,7 +54,8 @@ inline constexpr double kUnknownDuration = 1e-4;
 class Scheduler {
  public:
   Scheduler(DeviceBackend &backend, ResourceRegistry registry,
-            std::vector<std::unique_ptr<WorkerState>> workers, ResourceId gpu_memory);
+            std::vector<std::unique_ptr<WorkerState>> workers, ResourceId gpu_memory,
+            double spill_threshold);
   ~Scheduler();
 
   // ---- callers (any thread) ----
@@ -72,11 +74,15 @@ class Scheduler {
   // when the worker should exit. Sleeps on worker.wake while there is nothing to do.
   bool next_batch(std::unique_lock<std::mutex> &lock, WorkerState &worker, Batch &batch,
                   Deferred &deferred);
+  // A GPU task whose device work has finished (device_error empty on success). Takes the lock.
+  void finish_async(WorkerState &worker, Dispatch &done, const std::string &device_error);
   // A body asks for a dynamic-size output: charge device memory now (takes the lock).
   bool charge_output(WorkerState &worker, uint64_t bytes);
   void discharge_output(WorkerState &worker, uint64_t bytes);
   // Transfers still in flight (tests wait for zero before reading ledgers).
   uint64_t transfers_in_flight();
+  // A device's memory as accounted here (takes the lock).
+  gf_device_memory device_memory(int device);
 
   DeviceBackend &backend() { return backend_; }
   const ResourceRegistry &registry() const { return registry_; }
@@ -99,8 +105,9 @@ class Scheduler {
   void wake_for(WorkerState &worker, Run &run, TaskIndex t);
 
   // Dispatch (scheduler/dispatch.cpp).
-  bool pick(WorkerState &worker, Batch &batch);
-  bool try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out);
+  bool pick(WorkerState &worker, Batch &batch, Deferred &deferred);
+  bool try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out,
+                    Deferred &deferred);
   bool steal(WorkerState &thief, Deferred &deferred);
   void fail_stuck_on_memory(Deferred &deferred);
 
@@ -124,6 +131,16 @@ class Scheduler {
   void retry_memory_blocked(WorkerState &worker, Deferred &deferred);
   WorkerState *owner_of(SpaceId space);
 
+  // Spilling (scheduler/spill.cpp).
+  void note_resident(Run &run, DataIndex d, SpaceId space);  // used now: last to be spilled
+  void forget_resident(Replica &replica);
+  // Starts moving data off `worker`'s device until it is under its threshold and `shortfall`
+  // more bytes are free; returns the bytes released or on their way (0: nothing can go).
+  uint64_t spill(WorkerState &worker, uint64_t shortfall, Deferred &deferred);
+  void spill_done(const std::shared_ptr<Run> &run, DataIndex d, SpaceId space, void *host,
+                  const std::string &error);
+  void unspilled(DataRun &data, SpaceId to);  // spilled data is back on a device
+
   // Duration estimates per body, learnt from finished tasks (exponential moving average).
   double estimate(gf_task_fn fn);
   void learn(gf_task_fn fn, double seconds);
@@ -140,6 +157,8 @@ class Scheduler {
   uint64_t running_total_ = 0;       // tasks dispatched to threads, all workers
   uint64_t idle_threads_total_ = 0;  // threads asleep, all workers
   std::unordered_map<gf_task_fn, double> estimates_;
+  double spill_threshold_;
+  uint64_t lru_clock_ = 0;
   gf_task_fn last_estimate_fn_ = nullptr;
   double *last_estimate_ = nullptr;
 };

@@ -56,17 +56,22 @@ void Scheduler::fetch_inputs(WorkerState &worker, Run &run, TaskIndex t, Deferre
   }
 }
 
-bool Scheduler::start_transfer(Run &run, DataIndex d, SpaceId to, Deferred &) {
+bool Scheduler::start_transfer(Run &run, DataIndex d, SpaceId to, Deferred &deferred) {
   DataRun &data = run.data[d];
   if (data.replicas.empty()) fail(GF_ERR_INTERNAL, "no replica to copy from");
   const Replica source = data.replicas.front();
   WorkerState *owner = owner_of(to);
-  if (owner && !owner->ledger.try_charge(gpu_memory_, bytes_amount(data.size))) return false;
+  if (owner && !owner->ledger.try_charge(gpu_memory_, bytes_amount(data.size))) {
+    FixedPoint short_by = bytes_amount(data.size) - owner->ledger.free_amount(gpu_memory_);
+    spill(*owner, static_cast<uint64_t>(short_by.to_double()), deferred);
+    return false;  // retried when memory is released there
+  }
   void *destination = backend_.allocate(to, data.size);
   if (!destination) {
     if (owner) owner->ledger.discharge(gpu_memory_, bytes_amount(data.size));
     return false;
   }
+  if (owner) spill(*owner, 0, deferred);
   data.arriving |= space_bit(to);
   data.pins++;
   if (owner) owner->transfers_in++;
@@ -96,6 +101,10 @@ void Scheduler::transfer_done(const std::shared_ptr<Run> &run_ptr, DataIndex d, 
     bool wanted = error.empty() && data.phase == DataRun::Phase::kReady && !data.free_when_unpinned;
     if (wanted) {
       data.replicas.push_back(Replica{to, true, ptr});
+      if (owner) {
+        note_resident(run, d, to);
+        unspilled(data, to);
+      }
     } else {
       deferred.frees.push_back({to, ptr, data.size});
       if (owner) discharge_space(to, data.size);

@@ -25,8 +25,14 @@ HostBackend::~HostBackend() {
 }
 
 DeviceDescription HostBackend::describe(int device) const {
-  return DeviceDescription{"emulated device " + std::to_string(device), config_.device_memory,
-                           true};
+  DeviceDescription d;
+  d.name = "emulated device " + std::to_string(device);
+  d.total_memory = config_.device_memory;
+  d.memory_bytes = config_.memory_limit && config_.memory_limit < config_.device_memory
+                       ? config_.memory_limit
+                       : config_.device_memory;
+  d.emulated = true;
+  return d;
 }
 
 void *HostBackend::allocate(SpaceId, uint64_t bytes) {

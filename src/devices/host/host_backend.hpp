@@ -15,6 +15,7 @@ namespace gf {
 struct HostBackendConfig {
   int devices = 2;
   uint64_t device_memory = uint64_t{1} << 30;
+  uint64_t memory_limit = 0;  // the pool's share of each device; 0: all of it
   double bandwidth = 10e9;  // bytes per second; 0: copies take only the memcpy
 };
 
@@ -26,12 +27,16 @@ class HostBackend final : public DeviceBackend {
   const char *name() const override { return "host"; }
   int device_count() const override { return config_.devices; }
   DeviceDescription describe(int device) const override;
+  bool peer_access(int, int) const override { return true; }  // emulated devices share RAM
   void *allocate(SpaceId space, uint64_t bytes) override;
   void deallocate(SpaceId space, void *ptr, uint64_t bytes) override;
   void copy_async(const CopyRequest &request, CopyDone done) override;
   void copy_sync(const CopyRequest &request) override;
   double transfer_seconds(SpaceId from, SpaceId to, uint64_t bytes) const override;
+  void *bind_thread(int, uint32_t) override { return nullptr; }
   int run_gpu_body(int device, gf_task_fn fn, gf_task_ctx *ctx, void *user_data) override;
+  // An emulated body did its work before returning: it is complete at once.
+  void after_stream(int, void *, CopyDone done) override { done(std::string()); }
   void shutdown() override;
 
  private:

@@ -1,0 +1,273 @@
+"""ctypes declarations of the C ABI in include/gpuflow.h, and loading of the shared library.
+
+The library is found, in this order:
+1. the environment variable GPUFLOW_LIBRARY (a path to libgpuflow.so, or to the directory
+   holding it);
+2. a libgpuflow.so* next to this package (an installed wheel may ship it there);
+3. the build directories of a source checkout (build*/src/ at the repository root);
+4. the system's library search path (ctypes.util.find_library).
+
+Only this module touches ctypes declarations; everything else goes through ``lib``.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import glob
+import os
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int, c_int32, c_int64,
+                    c_uint32, c_uint64, c_void_p)
+
+# gf_status values (include/gpuflow.h)
+GF_OK = 0
+GF_TIMEOUT = 1
+GF_ERR_INVALID_ARGUMENT = -1
+GF_ERR_INVALID_HANDLE = -2
+GF_ERR_STRUCT_SIZE = -3
+GF_ERR_VERSION_MISMATCH = -4
+GF_ERR_INVALID_GRAPH = -5
+GF_ERR_INFEASIBLE = -6
+GF_ERR_OUT_OF_MEMORY = -7
+GF_ERR_TASK_FAILED = -8
+GF_ERR_CANCELLED = -9
+GF_ERR_STATE = -10
+GF_ERR_NOT_FOUND = -11
+GF_ERR_SHUT_DOWN = -12
+GF_ERR_SYSTEM = -13
+GF_ERR_INTERNAL = -14
+
+GF_BACKEND_AUTO, GF_BACKEND_HOST, GF_BACKEND_CUDA = 0, 1, 2
+GF_WORKER_CPU, GF_WORKER_GPU = 1, 2
+GF_DATA_KEEP = 1
+GF_HOST_BUFFER_BORROW = 1
+
+GF_RUN_RUNNING, GF_RUN_SUCCEEDED, GF_RUN_FAILED, GF_RUN_CANCELLED = 1, 2, 3, 4
+GF_TASK_WAITING, GF_TASK_QUEUED, GF_TASK_RUNNING = 1, 2, 3
+GF_TASK_SUCCEEDED, GF_TASK_FAILED, GF_TASK_CANCELLED = 4, 5, 6
+
+# The header's major version: a library of another major version refuses to create a pool.
+GF_VERSION_MAJOR = 0
+
+
+class gf_resource(Structure):
+    _fields_ = [("name", c_char_p), ("amount", c_double)]
+
+
+class gf_pool_config(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("backend", c_int),
+        ("cpu_workers", c_int32),
+        ("emulated_devices", c_int32),
+        ("emulated_device_memory", c_uint64),
+        ("emulated_bandwidth", c_double),
+        ("gpu_worker_threads", c_uint32),
+        ("cpu_worker_labels", POINTER(gf_resource)),
+        ("cpu_worker_label_count", c_uint32),
+        ("gpu_worker_labels", POINTER(gf_resource)),
+        ("gpu_worker_label_count", c_uint32),
+    ]
+
+
+class gf_pool_config_v2(Structure):
+    """gf_pool_config with the fields appended after 0.1.0's first layout (device selection,
+    memory limit, spilling); used only when the loaded library knows them."""
+    _fields_ = gf_pool_config._fields_ + [
+        ("devices", POINTER(c_int32)),
+        ("device_count", c_uint32),
+        ("device_memory_limit", c_uint64),
+        ("spill_threshold", c_double),
+    ]
+
+
+class gf_worker_info(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("kind", c_int),
+        ("device", c_int32),
+        ("threads", c_uint32),
+        ("emulated", c_uint32),
+        ("name", c_char_p),
+    ]
+
+
+class gf_ledger_entry(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("resource", c_char_p),
+        ("capacity", c_double),
+        ("in_use", c_double),
+        ("peak_in_use", c_double),
+    ]
+
+
+# Task bodies, destructors and completion callbacks. Bodies are called from worker threads:
+# ctypes takes the GIL around the Python code of a CFUNCTYPE callback.
+TASK_FN = CFUNCTYPE(c_int, c_void_p, c_void_p)
+DESTROY_FN = CFUNCTYPE(None, c_void_p)
+RUN_CALLBACK = CFUNCTYPE(None, c_void_p, c_int, c_void_p)
+
+
+class gf_task_desc(Structure):
+    # Pointer fields are declared c_void_p so that addresses (ints) can be stored directly:
+    # graph construction is a hot path and avoids building ctypes arrays per task.
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("name", c_char_p),
+        ("cpu_fn", c_void_p),
+        ("gpu_fn", c_void_p),
+        ("user_data", c_void_p),
+        ("user_data_destroy", c_void_p),
+        ("resources", c_void_p),
+        ("resource_count", c_uint32),
+        ("priority", c_int32),
+        ("retries", c_uint32),
+        ("inputs", c_void_p),
+        ("input_count", c_uint32),
+        ("outputs", c_void_p),
+        ("output_count", c_uint32),
+        ("after", c_void_p),
+        ("after_count", c_uint32),
+    ]
+
+
+class gf_submit_options(Structure):
+    _fields_ = [("struct_size", c_uint32), ("on_complete", c_void_p), ("user_data", c_void_p)]
+
+
+class gf_run_stats(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("tasks", c_uint64),
+        ("succeeded", c_uint64),
+        ("failed", c_uint64),
+        ("cancelled", c_uint64),
+        ("attempts", c_uint64),
+        ("transfers", c_uint64),
+        ("bytes_transferred", c_uint64),
+        ("elapsed_s", c_double),
+    ]
+
+
+class gf_task_env(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("kind", c_int),
+        ("device", c_int32),
+        ("worker", c_uint32),
+        ("attempt", c_uint32),
+        ("stream", c_void_p),
+        ("task_name", c_char_p),
+    ]
+
+
+def _candidates():
+    env = os.environ.get("GPUFLOW_LIBRARY")
+    if env:
+        if os.path.isdir(env):
+            yield from sorted(glob.glob(os.path.join(env, "libgpuflow.so*")))
+            yield from sorted(glob.glob(os.path.join(env, "src", "libgpuflow.so*")))
+        else:
+            yield env
+        return  # an explicit choice: never fall back to another library silently
+    here = os.path.dirname(os.path.abspath(__file__))
+    yield from sorted(glob.glob(os.path.join(here, "libgpuflow.so*")))
+    root = os.path.abspath(os.path.join(here, "..", "..", ".."))
+    for build in ("build", "build-rel", "build-py"):
+        path = os.path.join(root, build, "src", "libgpuflow.so")
+        if os.path.exists(path):
+            yield path
+    found = ctypes.util.find_library("gpuflow")
+    if found:
+        yield found
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        try:
+            return ctypes.CDLL(path), path  # CDLL (not PyDLL): every call releases the GIL
+        except OSError as e:
+            tried.append(f"{path}: {e}")
+    raise ImportError(
+        "gpuflow: cannot load libgpuflow.so. Build it (cmake --build BUILD) and set "
+        "GPUFLOW_LIBRARY=BUILD/src/libgpuflow.so. Tried: " + ("; ".join(tried) or "nothing found"))
+
+
+lib, library_path = _load()
+
+_S = c_int  # gf_status
+
+
+def _fn(name, restype, *argtypes):
+    f = getattr(lib, name)
+    f.restype = restype
+    f.argtypes = argtypes
+    return f
+
+
+gf_version = _fn("gf_version", c_uint32)
+gf_version_string = _fn("gf_version_string", c_char_p)
+gf_last_error = _fn("gf_last_error", c_char_p)
+gf_status_name = _fn("gf_status_name", c_char_p, c_int)
+
+gf_pool_config_init = _fn("gf_pool_config_init", None, c_void_p)
+gf_pool_create_versioned = _fn("gf_pool_create_versioned", _S, c_void_p, c_void_p, c_uint32)
+gf_pool_destroy = _fn("gf_pool_destroy", None, c_void_p)
+gf_pool_worker_count = _fn("gf_pool_worker_count", _S, c_void_p, c_void_p)
+gf_pool_worker_info = _fn("gf_pool_worker_info", _S, c_void_p, c_void_p, c_uint32)
+gf_pool_ledger_size = _fn("gf_pool_ledger_size", _S, c_void_p, c_void_p, c_uint32)
+gf_pool_ledger_entry = _fn("gf_pool_ledger_entry", _S, c_void_p, c_void_p, c_uint32, c_uint32)
+gf_pool_ledger_lookup = _fn("gf_pool_ledger_lookup", _S, c_void_p, c_void_p, c_uint32, c_char_p)
+
+gf_graph_create = _fn("gf_graph_create", _S, c_void_p)
+gf_graph_destroy = _fn("gf_graph_destroy", None, c_void_p)
+gf_graph_add_value = _fn("gf_graph_add_value", _S, c_void_p, c_void_p, c_char_p, c_uint64,
+                         c_uint32)
+gf_graph_add_host_value = _fn("gf_graph_add_host_value", _S, c_void_p, c_void_p, c_char_p,
+                              c_void_p, c_void_p, c_uint64)
+gf_graph_add_host_buffer = _fn("gf_graph_add_host_buffer", _S, c_void_p, c_void_p, c_char_p,
+                               c_void_p, c_uint64, c_uint32)
+gf_task_desc_init = _fn("gf_task_desc_init", None, c_void_p)
+gf_graph_add_task = _fn("gf_graph_add_task", _S, c_void_p, c_void_p, c_void_p)
+gf_graph_add_dependency = _fn("gf_graph_add_dependency", _S, c_void_p, c_uint64, c_uint64)
+gf_graph_task_count = _fn("gf_graph_task_count", _S, c_void_p, c_void_p)
+
+gf_graph_submit = _fn("gf_graph_submit", _S, c_void_p, c_void_p, c_void_p, c_void_p)
+gf_run_wait = _fn("gf_run_wait", _S, c_void_p, c_int64)
+gf_run_poll = _fn("gf_run_poll", _S, c_void_p)
+gf_run_state_get = _fn("gf_run_state_get", _S, c_void_p, c_void_p)
+gf_run_fd = _fn("gf_run_fd", _S, c_void_p, c_void_p)
+gf_run_cancel = _fn("gf_run_cancel", _S, c_void_p)
+gf_run_destroy = _fn("gf_run_destroy", None, c_void_p)
+gf_run_task_state = _fn("gf_run_task_state", _S, c_void_p, c_void_p, c_uint64)
+gf_run_task_error = _fn("gf_run_task_error", _S, c_void_p, c_void_p, c_uint64)
+gf_run_task_attempts = _fn("gf_run_task_attempts", _S, c_void_p, c_void_p, c_uint64)
+gf_run_task_worker = _fn("gf_run_task_worker", _S, c_void_p, c_void_p, c_uint64)
+gf_run_value = _fn("gf_run_value", _S, c_void_p, c_void_p, c_uint64)
+gf_run_stats_get = _fn("gf_run_stats_get", _S, c_void_p, c_void_p)
+
+gf_task_ctx_input = _fn("gf_task_ctx_input", _S, c_void_p, c_void_p, c_void_p, c_uint32)
+gf_task_ctx_set_value = _fn("gf_task_ctx_set_value", _S, c_void_p, c_uint32, c_void_p, c_void_p,
+                            c_uint64)
+gf_task_ctx_fail = _fn("gf_task_ctx_fail", _S, c_void_p, c_char_p)
+gf_task_ctx_cancelled = _fn("gf_task_ctx_cancelled", c_int, c_void_p)
+gf_task_ctx_env = _fn("gf_task_ctx_env", _S, c_void_p, c_void_p)
+
+
+def library_struct_size(init_fn) -> int:
+    """The struct_size the loaded library's gf_*_init writes (its own sizeof). The init
+    functions write the library's whole struct, so they are only ever called on a buffer larger
+    than any version of it; bindings initialise their own ctypes structs (zeroed, struct_size =
+    their sizeof), exactly as the _INIT macros do."""
+    buf = ctypes.create_string_buffer(4096)
+    init_fn(buf)
+    return c_uint32.from_buffer(buf).value
+
+
+def last_error() -> str:
+    return (gf_last_error() or b"").decode("utf-8", "replace")
+
+
+def status_name(status: int) -> str:
+    return (gf_status_name(status) or b"").decode()

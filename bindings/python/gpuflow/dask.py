@@ -1,0 +1,410 @@
+"""A Dask scheduler that runs any Dask graph on a gpuflow pool.
+
+    import dask, gpuflow.dask
+    dask.compute(x, scheduler=gpuflow.dask.get)            # the lazily created default pool
+    dask.compute(x, scheduler=gpuflow.dask.get, pool=p)     # a pool of yours
+    with dask.config.set(scheduler=gpuflow.dask.get, **{"gpuflow.pool": p}): x.compute()
+
+Each Dask key becomes one gpuflow task whose body computes it (``dask._task_spec`` node called
+with the values of its dependencies); a key's value is an opaque gpuflow value, freed as soon
+as its last consumer ran. ``dask.annotate(resources=..., priority=..., retries=...)`` becomes
+the task's resource request, priority and retries: ``{"GPU": 1}`` places the task on a GPU
+worker (on the host backend: an emulated device thread), user labels such as ``{"bigmem": 1}``
+on workers that advertise them.
+
+Annotations survive optimization: Dask's low-level fusion turns a HighLevelGraph into a plain
+dict and drops every annotation (dask#7036). When the graph carries annotations, this scheduler
+materializes it with ``optimization.fuse.active=False`` and ``optimization.annotations.fuse=False``
+(blockwise fusion still merges layers whose annotations are equal; layers with different
+annotations stay separate tasks). Graphs without annotations are materialized as Dask would.
+
+A compute() called from inside a task body (nested compute) runs that inner graph with Dask's
+synchronous scheduler on the calling worker thread: waiting for other tasks of the same pool from
+a worker could deadlock it, and gpuflow has no way for a body to give up its worker meanwhile.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from array import array
+from collections.abc import Mapping
+
+import dask
+from dask._task_spec import Alias, DataNode, GraphNode, convert_legacy_graph
+from dask.highlevelgraph import HighLevelGraph
+
+from . import _core as C
+from . import _ffi as F
+
+__all__ = ["get", "default_pool", "set_default_pool", "annotations_of"]
+
+_EMPTY: dict = {}
+_default_pool: C.Pool | None = None
+_default_lock = threading.Lock()
+
+
+def default_pool() -> C.Pool:
+    """The process-wide pool used when no pool is given: created on first use with gpuflow's
+    defaults (GPUFLOW_CPU_WORKERS, GPUFLOW_EMULATED_DEVICES, ... override them), closed at exit.
+    """
+    global _default_pool
+    pool = _default_pool
+    if pool is not None and not pool.closed:
+        return pool
+    with _default_lock:
+        if _default_pool is None or _default_pool.closed:
+            _default_pool = C.Pool()
+        return _default_pool
+
+
+def set_default_pool(pool: C.Pool | None) -> None:
+    """Makes `pool` the pool used when none is given (None: back to the lazily created one)."""
+    global _default_pool
+    with _default_lock:
+        _default_pool = pool
+
+
+# ------------------------------------------------------------------------------------------
+# Materializing the graph and its annotations
+# ------------------------------------------------------------------------------------------
+
+_KEEP_ANNOTATIONS = {"optimization.fuse.active": False, "optimization.annotations.fuse": False}
+
+
+def _hlg_annotated(hlg: HighLevelGraph) -> bool:
+    return any(getattr(layer, "annotations", None) for layer in hlg.layers.values())
+
+
+def _expr_annotated(expr) -> bool:
+    """Whether any HighLevelGraph inside a Dask expression has annotated layers."""
+    from dask._expr import Expr
+
+    stack, seen = [expr], set()
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, HighLevelGraph):
+            if _hlg_annotated(e):
+                return True
+            continue
+        if isinstance(e, (list, tuple)):
+            stack.extend(e)
+            continue
+        if isinstance(e, Expr):
+            stack.extend(e.operands)
+    return False
+
+
+def _hlg_annotations(hlg: HighLevelGraph) -> dict:
+    out: dict = {}
+    for layer in hlg.layers.values():
+        annots = getattr(layer, "annotations", None)
+        if not annots:
+            continue
+        for kind, value in annots.items():
+            per_key = out.setdefault(kind, {})
+            for k in layer.get_output_keys():
+                per_key[k] = value(k) if callable(value) else value
+    return out
+
+
+def annotations_of(dsk) -> tuple[Mapping, dict]:
+    """(graph as a mapping, {annotation: {key: value}}) for what a Dask scheduler receives: an
+    expression (dask.compute), a HighLevelGraph or a plain dict. Keeps annotations through
+    optimization (see the module documentation)."""
+    if isinstance(dsk, HighLevelGraph):
+        return dict(dsk), _hlg_annotations(dsk)
+    if isinstance(dsk, Mapping):
+        return dsk, {}
+    if not hasattr(dsk, "__dask_graph__"):
+        raise TypeError(f"gpuflow.dask.get: expected a Dask graph or expression, not {dsk!r}")
+    if _expr_annotated(dsk):
+        with dask.config.set(_KEEP_ANNOTATIONS):
+            annotations = dsk.__dask_annotations__()
+            graph = dsk.__dask_graph__()
+    else:
+        graph = dsk.__dask_graph__()
+        annotations = {}
+    if isinstance(graph, HighLevelGraph):
+        more = _hlg_annotations(graph)
+        for kind, per_key in more.items():
+            annotations.setdefault(kind, {}).update(per_key)
+        graph = dict(graph)
+    return graph, annotations
+
+
+# ------------------------------------------------------------------------------------------
+# The task body
+# ------------------------------------------------------------------------------------------
+
+_tls = C._tls
+_GRAPHS = C._GRAPHS
+_VALUES = C._VALUES
+_next_value_key = C._next_value_key
+_DESTROY_ADDR = C._DESTROY_ADDR
+_input = F.gf_task_ctx_input
+_set_value = F.gf_task_ctx_set_value
+_BITS = C._INDEX_BITS
+_MASK = C._INDEX_MASK
+
+
+def _dask_body(ctx, user_data):
+    """Computes one Dask key: its node called with the values of its dependencies."""
+    gid = user_data >> _BITS
+    try:
+        if not hasattr(_tls, "pinned"):
+            C.pin_thread_state()
+        node, deps = _GRAPHS[gid].specs[user_data & _MASK]
+        if deps:
+            try:
+                buf, p_addr, s_addr = _tls.scratch
+            except AttributeError:
+                buf, p_addr, s_addr = C._scratch()
+            values = {}
+            i = 0
+            for k in deps:
+                st = _input(p_addr, s_addr, ctx, i)
+                if st:
+                    raise C._error(st)
+                values[k] = _VALUES[buf[0]]
+                i += 1
+        else:
+            values = _EMPTY
+        _tls.ctx = ctx
+        try:
+            result = node(values)
+        finally:
+            _tls.ctx = None
+        key = _next_value_key()
+        _VALUES[key] = result
+        st = _set_value(ctx, 0, key, _DESTROY_ADDR, 0)
+        if st:
+            _VALUES.pop(key, None)
+            raise C._error(st)
+        return 0
+    except BaseException as exc:  # noqa: B036 -- nothing may propagate into C
+        try:
+            return C.record_failure(ctx, gid, exc)
+        except BaseException:
+            return 1
+
+
+_DASK_BODY = F.TASK_FN(_dask_body)
+_DASK_BODY_ADDR = ctypes.cast(_DASK_BODY, ctypes.c_void_p).value
+
+
+# ------------------------------------------------------------------------------------------
+# Building the gpuflow graph
+# ------------------------------------------------------------------------------------------
+
+
+def _resolve(key, dsk, seen=None):
+    """Follows Alias chains to the key that really holds the value."""
+    node = dsk.get(key)
+    hops = 0
+    while isinstance(node, Alias) and node.target != key:
+        key = node.target
+        node = dsk.get(key)
+        hops += 1
+        if hops > len(dsk):
+            raise RuntimeError(f"gpuflow.dask: alias cycle through {key!r}")
+    return key
+
+
+class _Built:
+    __slots__ = ("graph", "data_ids", "index", "dsk")
+
+
+def _task_options(key, annotations):
+    resources = priority = retries = None
+    if annotations:
+        r = annotations.get("resources")
+        if r:
+            resources = r.get(key)
+        p = annotations.get("priority")
+        if p:
+            priority = p.get(key)
+        t = annotations.get("retries")
+        if t:
+            retries = t.get(key)
+    return resources, priority, retries
+
+
+def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
+    """A gpuflow graph with one task per computed key of the (task spec) graph `dsk`."""
+    graph = C.Graph()
+    h = graph.handle
+    state = graph._state
+    specs = state.specs
+    gid_bits = graph.gid << _BITS
+    n = len(dsk)
+    index = {}
+    data_ids = array("Q", bytes(8 * max(n, 1)))
+    base = data_ids.buffer_info()[0]
+    outputs = {_resolve(k, dsk) for k in keys_flat}  # an output alias keeps what it names
+    add_value = F.gf_graph_add_value
+    add_host_value = F.gf_graph_add_host_value
+    tasks = []
+    aliases = []
+    n_inputs = 0
+    for i, (key, node) in enumerate(dsk.items()):
+        index[key] = i
+        if isinstance(node, Alias):
+            aliases.append(key)
+        elif isinstance(node, DataNode):
+            vkey = _next_value_key()
+            _VALUES[vkey] = node.value
+            st = add_host_value(base + 8 * i, h, None, vkey, _DESTROY_ADDR, 0)
+            if st:
+                _VALUES.pop(vkey, None)
+                raise C._error(st)
+        else:
+            st = add_value(base + 8 * i, h, None, 0, F.GF_DATA_KEEP if key in outputs else 0)
+            if st:
+                raise C._error(st)
+            tasks.append((i, key, node))
+            n_inputs += len(node.dependencies)
+    if aliases:  # an alias shares the data of the key it names
+        for key in aliases:
+            target = _resolve(key, dsk)
+            if target not in index:
+                raise KeyError(f"gpuflow.dask: {key!r} is an alias of {target!r}, which is "
+                               f"not in the graph")
+            data_ids[index[key]] = data_ids[index[target]]
+    inputs = array("Q", bytes(8 * max(n_inputs, 1)))
+    in_base = inputs.buffer_info()[0]
+    desc = F.gf_task_desc()
+    desc.struct_size = ctypes.sizeof(F.gf_task_desc)
+    desc.cpu_fn = _DASK_BODY_ADDR
+    desc.output_count = 1
+    desc_addr = ctypes.addressof(desc)
+    add_task = F.gf_graph_add_task
+    task_out = ctypes.c_uint64()
+    task_out_addr = ctypes.addressof(task_out)
+    res_cache: dict = {}
+    keep_alive = []
+    annotated = bool(annotations) and any(
+        annotations.get(k) for k in ("resources", "priority", "retries"))
+    pos = 0
+    for i, key, node in tasks:
+        deps = tuple(node.dependencies)
+        nd = len(deps)
+        if nd:
+            for j, d in enumerate(deps):
+                try:
+                    inputs[pos + j] = data_ids[index[d]]
+                except KeyError:
+                    raise KeyError(f"gpuflow.dask: {key!r} depends on {d!r}, which is not in "
+                                   f"the graph") from None
+            desc.inputs = in_base + 8 * pos
+            pos += nd
+        else:
+            desc.inputs = None
+        desc.input_count = nd
+        desc.outputs = base + 8 * i
+        desc.user_data = gid_bits | len(specs)
+        specs.append((node, deps))
+        if annotated:
+            resources, priority, retries = _task_options(key, annotations)
+            _apply_options(desc, key, resources, priority, retries, res_cache, keep_alive)
+        st = add_task(task_out_addr, h, desc_addr)
+        if st:
+            raise C._error(st)
+    b = _Built()
+    b.graph, b.data_ids, b.index, b.dsk = graph, data_ids, index, dsk
+    return b
+
+
+def _apply_options(desc, key, resources, priority, retries, res_cache, keep_alive):
+    if resources:
+        if not isinstance(resources, Mapping):
+            raise TypeError(f"gpuflow.dask: the resources annotation of {key!r} must be a "
+                            f"mapping such as {{'GPU': 1}}, not {resources!r}")
+        rkey = tuple(sorted((str(k), float(v)) for k, v in resources.items()))
+        hit = res_cache.get(rkey)
+        if hit is None:
+            arr, count, names = C._resource_array(dict(rkey))
+            hit = res_cache[rkey] = (ctypes.addressof(arr), count)
+            keep_alive.append((arr, names))
+        desc.resources, desc.resource_count = hit
+        cpu, gpu = C.bodies_for(resources, None)
+        desc.gpu_fn = _DASK_BODY_ADDR if gpu else None
+    else:
+        desc.resources, desc.resource_count = None, 0
+        desc.gpu_fn = None
+    desc.priority = int(priority) if priority is not None else 0
+    desc.retries = int(retries) if retries is not None else 0
+
+
+# ------------------------------------------------------------------------------------------
+# The scheduler
+# ------------------------------------------------------------------------------------------
+
+
+def _flatten(keys, out):
+    for k in keys:
+        if isinstance(k, list):
+            _flatten(k, out)
+        else:
+            out.append(k)
+    return out
+
+
+def _nested(keys, values):
+    if isinstance(keys, list):
+        return tuple(_nested(k, values) for k in keys)
+    return values[keys]
+
+
+def _in_task_body() -> bool:
+    return bool(getattr(_tls, "ctx", None))
+
+
+def get(dsk, keys, pool: C.Pool | None = None, **kwargs):
+    """Dask scheduler entry point: computes `keys` of `dsk` on a gpuflow pool and returns their
+    values in the nested shape of `keys`.
+
+    pool: a gpuflow.Pool; default: dask.config "gpuflow.pool", else default_pool().
+    Other keyword arguments (num_workers, ...) are accepted and ignored.
+    """
+    if _in_task_body():
+        from dask.local import get_sync
+        return get_sync(dsk, keys)
+    if pool is None:
+        pool = dask.config.get("gpuflow.pool", None) or default_pool()
+    graph, annotations = annotations_of(dsk)
+    graph = convert_legacy_graph(graph)
+    keys_flat = _flatten(keys, []) if isinstance(keys, list) else [keys]
+    for k in keys_flat:
+        if k not in graph:
+            raise KeyError(k)
+    if not graph:
+        return _nested(keys, {})
+    built = build(graph, keys_flat, annotations)
+    run = built.graph.submit(pool)
+    try:
+        st = C.wait_run(run.handle)
+        if st < 0:
+            raise C.failure_exception(st, F.last_error(), built.graph._state)
+        results = {}
+        p = ctypes.c_void_p()
+        p_addr = ctypes.addressof(p)
+        rh = run.handle
+        for k in keys_flat:
+            if k in results:
+                continue
+            target = _resolve(k, graph)
+            node = graph[target]
+            if isinstance(node, DataNode):
+                results[k] = node.value
+                continue
+            st = F.gf_run_value(p_addr, rh, built.data_ids[built.index[target]])
+            if st:
+                raise C._error(st)
+            results[k] = _VALUES[p.value]
+        return _nested(keys, results)
+    finally:
+        run.close()
+        built.graph.close()

@@ -1,0 +1,312 @@
+"""Tests of the Dask scheduler gpuflow.dask.get: collections, annotations, errors, interrupts."""
+import _thread
+import gc
+import os
+import re
+import threading
+import time
+import traceback
+from operator import add
+
+import dask
+import dask.array as da
+import dask.bag as db
+import numpy as np
+import pytest
+from dask import delayed
+
+import gpuflow
+import gpuflow.dask
+from gpuflow.dask import get
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="module")
+def pool():
+    with gpuflow.Pool(cpu_workers=2, emulated_devices=2, device_memory=256 << 20,
+                      cpu_labels={"bigmem": 1}, backend="host") as p:
+        yield p
+
+
+def kind():
+    """Which kind of worker runs the calling task body ('cpu' / 'gpu')."""
+    ctx = gpuflow.current_task()
+    return ctx.env().kind if ctx else "not-in-gpuflow"
+
+
+def tag(block, _=None):
+    """A block op that records where it ran: +1 on GPU workers, +0 on CPU workers."""
+    return block + (1 if kind() == "gpu" else 0)
+
+
+def live_values_settled(baseline, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while gpuflow.live_values() > baseline and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.01)
+    return gpuflow.live_values()
+
+
+# ------------------------------------------------------------------------------------------
+# Collections
+# ------------------------------------------------------------------------------------------
+
+
+def test_delayed(pool):
+    @delayed
+    def inc(x):
+        return x + 1
+
+    total = delayed(sum)([inc(i) for i in range(20)])
+    assert total.compute(scheduler=get, pool=pool) == sum(range(1, 21))
+
+
+def test_array_seed_workload(pool):
+    x = da.random.RandomState(42).normal(10, 1, size=(2000, 2000), chunks=(500, 500))
+    y = (x + 1)[::2, ::2].sum()
+    assert np.isclose(y.compute(scheduler=get, pool=pool), y.compute(scheduler="sync"))
+
+
+def test_array_values(pool):
+    a = np.arange(100.0).reshape(10, 10)
+    x = da.from_array(a, chunks=3)
+    r = ((x.T @ x) - x.mean(axis=0)).compute(scheduler=get, pool=pool)
+    np.testing.assert_allclose(r, (a.T @ a) - a.mean(axis=0))
+
+
+def test_bag(pool):
+    b = db.from_sequence(range(100), npartitions=7)
+    assert b.map(lambda v: v * 2).filter(lambda v: v % 3).sum().compute(
+        scheduler=get, pool=pool) == sum(v * 2 for v in range(100) if (v * 2) % 3)
+
+
+def test_dataframe(pool):
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    df = pd.DataFrame({"a": np.arange(200) % 7, "b": np.arange(200.0)})
+    ddf = dd.from_pandas(df, npartitions=5)
+    got = ddf.groupby("a").b.sum().compute(scheduler=get, pool=pool)
+    pd.testing.assert_series_equal(got.sort_index(), df.groupby("a").b.sum())
+    assert len(ddf[ddf.b > 50]) == 149  # len() computes through the configured scheduler?
+
+
+def test_config_scheduler_and_pool(pool):
+    x = da.ones((100, 100), chunks=25)
+    with dask.config.set(scheduler=get, **{"gpuflow.pool": pool}):
+        assert x.sum().compute() == 10000
+        assert dask.compute(x.sum(), x.mean()) == (10000, 1)
+
+
+def test_persist(pool):
+    x = da.arange(100, chunks=10) * 2
+    with dask.config.set(scheduler=get, **{"gpuflow.pool": pool}):
+        y = x.persist()
+        assert len(y.dask) == 10
+        assert y.sum().compute() == 9900
+
+
+def test_default_pool_is_lazy_and_shared():
+    p1 = gpuflow.dask.default_pool()
+    assert gpuflow.dask.default_pool() is p1
+    assert delayed(add)(1, 2).compute(scheduler=get) == 3
+
+
+def test_nested_keys_shape(pool):
+    dsk = {"a": 1, "b": (add, "a", 1), "c": (add, "b", "b"), ("x", 0): (add, "c", 1)}
+    assert get(dsk, "c", pool=pool) == 4
+    assert get(dsk, ["a", ["b", ("x", 0)], [["c"]]], pool=pool) == (1, (2, 5), ((4,),))
+    assert get(dsk, [], pool=pool) == ()
+
+
+def test_alias_and_data_outputs(pool):
+    from dask._task_spec import Alias, DataNode, Task, TaskRef
+    dsk = {"d": DataNode("d", 5), "t": Task("t", add, TaskRef("d"), 1),
+           "al": Alias("al", "t"), "al2": Alias("al2", "al")}
+    assert get(dsk, ["d", "t", "al", "al2"], pool=pool) == (5, 6, 6, 6)
+
+
+def test_missing_dependency_and_key(pool):
+    from dask._task_spec import Task, TaskRef
+    with pytest.raises(KeyError, match="zz"):
+        get({"a": Task("a", add, TaskRef("zz"), 1)}, ["a"], pool=pool)
+    with pytest.raises(KeyError):
+        get({"a": 1}, ["nope"], pool=pool)
+
+
+def test_values_released_after_compute(pool):
+    base = live_values_settled(gpuflow.live_values())
+    x = da.ones((1000, 1000), chunks=100)
+    assert (x + 1).sum().compute(scheduler=get, pool=pool) == 2e6
+    assert live_values_settled(base) == base
+
+
+def test_nested_compute_does_not_deadlock(pool):
+    @delayed
+    def outer(i):
+        return delayed(add)(i, 1).compute(scheduler=get, pool=pool)
+
+    assert sum(dask.compute(*[outer(i) for i in range(10)], scheduler=get, pool=pool)) == 55
+
+
+# ------------------------------------------------------------------------------------------
+# Annotations reach gpuflow as resources, priorities and retries
+# ------------------------------------------------------------------------------------------
+
+
+def test_delayed_gpu_annotation(pool):
+    with dask.annotate(resources={"GPU": 1}):
+        a = delayed(kind)()
+    b = delayed(lambda _: kind())(a)
+    assert dask.compute(a, b, scheduler=get, pool=pool) == ("gpu", "cpu")
+
+
+def test_array_annotations_survive_default_optimization(pool):
+    """CPU -> GPU=1 -> CPU on array blocks, with Dask's default optimization (which fuses
+    the three blockwise layers and would drop the annotations)."""
+    x = da.zeros((40, 40), chunks=10)
+    a = x.map_blocks(tag, dtype=float)                       # CPU: +0
+    with dask.annotate(resources={"GPU": 1}):
+        b = a.map_blocks(tag, dtype=float)                   # GPU: +1
+    c = (b * 10).map_blocks(tag, dtype=float)                # CPU: +0
+    r = c.compute(scheduler=get, pool=pool)
+    assert (r == 10).all(), np.unique(r)
+    # the same graph on Dask's sync scheduler never runs inside gpuflow
+    assert (c.compute(scheduler="sync") == 0).all()
+
+
+def test_annotations_callable_and_user_labels(pool):
+    x = da.zeros((20,), chunks=5)
+    # a callable annotation, expanded per key: only the block (name, 0) asks for the GPU
+    with dask.annotate(resources=lambda k: {"GPU": 1} if k[1] == 0 else {"bigmem": 1}):
+        y = x.map_blocks(tag, dtype=float)
+    r = y.compute(scheduler=get, pool=pool)
+    assert list(r) == [1] * 5 + [0] * 15
+    bigmem_peak = max(pool.ledger(w.index).get("bigmem", gpuflow.LedgerEntry("", 0, 0, 0))
+                      .peak_in_use for w in pool.workers())
+    assert bigmem_peak == 1
+
+
+def test_retries_annotation(pool):
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise OSError("transient")
+        return "ok"
+
+    with dask.annotate(retries=2):
+        t = delayed(flaky, pure=False)()
+    assert t.compute(scheduler=get, pool=pool) == "ok" and len(calls) == 3
+
+    calls.clear()
+    t2 = delayed(flaky, pure=False)()
+    with pytest.raises(OSError, match="transient"):
+        t2.compute(scheduler=get, pool=pool)
+
+
+def test_priority_annotation():
+    order = []
+    gate = threading.Event()
+    with gpuflow.Pool(cpu_workers=1, emulated_devices=0) as one:
+        blocker = delayed(lambda: gate.wait(5))()
+        tasks = []
+        for prio in (1, 7, 3, 9, 0):
+            with dask.annotate(priority=prio):
+                tasks.append(delayed(lambda _, p=prio: order.append(p), pure=False)(blocker))
+        threading.Timer(0.1, gate.set).start()
+        dask.compute(*tasks, scheduler=get, pool=one)
+    assert order == [9, 7, 3, 1, 0]
+
+
+def test_annotations_of_hlg_and_expr():
+    x = da.ones((10,), chunks=5)
+    with dask.annotate(resources={"GPU": 1}, priority=3):
+        y = x + 1
+    z = y.sum()
+    graph, ann = gpuflow.dask.annotations_of(
+        __import__("dask._expr", fromlist=["FinalizeCompute"]).FinalizeCompute(
+            dask.base.collections_to_expr([z], True)).optimize())
+    annotated = [k for k in ann["resources"] if isinstance(k, tuple) and k[0] == y.name]
+    assert len(annotated) == 2 and all(ann["priority"][k] == 3 for k in annotated)
+    assert all(k in graph for k in annotated)
+    g2, ann2 = gpuflow.dask.annotations_of(y.__dask_graph__())  # a HighLevelGraph
+    assert ann2["resources"][(y.name, 0)] == {"GPU": 1}
+
+
+def test_infeasible_annotation_raises():
+    with gpuflow.Pool(cpu_workers=1, emulated_devices=0) as cpu_only:
+        with dask.annotate(resources={"GPU": 1}):
+            t = delayed(kind)()
+        with pytest.raises(gpuflow.InfeasibleError):
+            t.compute(scheduler=get, pool=cpu_only)
+
+
+def test_bad_resources_annotation(pool):
+    with dask.annotate(resources=lambda k: "GPU"):  # callables are only checked when expanded
+        t = delayed(kind)()
+    with pytest.raises(TypeError, match="resources"):
+        t.compute(scheduler=get, pool=pool)
+
+
+# ------------------------------------------------------------------------------------------
+# Errors and interrupts
+# ------------------------------------------------------------------------------------------
+
+
+class MyError(Exception):
+    pass
+
+
+def explode(x):
+    raise MyError(f"exploded on {x}")
+
+
+def test_exception_type_and_traceback(pool):
+    a = delayed(add)(1, 2)
+    b = delayed(explode)(a)
+    c = delayed(add)(b, 1)
+    with pytest.raises(MyError, match="exploded on 3") as e:
+        c.compute(scheduler=get, pool=pool)
+    assert "explode" in [f.name for f in traceback.extract_tb(e.value.__traceback__)]
+
+
+def test_array_exception(pool):
+    x = da.ones((10,), chunks=5)
+    with pytest.raises(ZeroDivisionError):
+        x.map_blocks(lambda b: b / 0 if False else 1 // 0, dtype=float).compute(
+            scheduler=get, pool=pool)
+
+
+def slow(i):
+    ctx = gpuflow.current_task()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not ctx.cancelled():
+        time.sleep(0.005)
+    return i
+
+
+def test_keyboard_interrupt_cancels(pool):
+    tasks = [delayed(slow, pure=False)(i) for i in range(6)]
+    threading.Timer(0.2, _thread.interrupt_main).start()
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        dask.compute(*tasks, scheduler=get, pool=pool)
+    assert time.monotonic() - t0 < 3
+    # the pool is free again: nothing left running
+    assert delayed(add)(2, 2).compute(scheduler=get, pool=pool) == 4
+
+
+# ------------------------------------------------------------------------------------------
+# The Dask test-suite plugin
+# ------------------------------------------------------------------------------------------
+
+
+def test_readme_lists_exactly_the_plugin_exclusions():
+    import gpuflow_dask_pytest as plugin
+    with open(os.path.join(HERE, "..", "README.md")) as f:
+        readme = f.read()
+    section = readme.split("## Excluded tests", 1)[1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `([^`]+)` \|", section, re.M))
+    assert listed == set(plugin.EXCLUDED)

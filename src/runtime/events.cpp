@@ -1,0 +1,23 @@
+#include "runtime/events.hpp"
+
+namespace gf {
+
+void EventHub::subscribe(gf_event_fn fn, void *user_data) {
+  auto next = fn ? std::make_shared<const Subscriber>(Subscriber{fn, user_data}) : nullptr;
+  std::lock_guard lock(mu_);
+  subscriber_ = std::move(next);
+  active_.store(fn != nullptr, std::memory_order_relaxed);
+}
+
+void EventHub::emit(gf_event &event) const {
+  std::shared_ptr<const Subscriber> s;
+  {
+    std::lock_guard lock(mu_);
+    s = subscriber_;
+  }
+  if (!s) return;
+  event.struct_size = sizeof(gf_event);
+  s->fn(&event, s->user_data);
+}
+
+}  // namespace gf

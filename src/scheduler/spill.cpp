@@ -1,0 +1,151 @@
+// Spilling: when a device holds more than its threshold of data, or a task needs room that is not
+// free, data that no dispatched task is reading moves to host memory, least recently used first.
+// A copy that already exists elsewhere is simply dropped. Spilled data comes back through the
+// ordinary input transfers when a task on a device needs it.
+#include "scheduler/scheduler.hpp"
+
+namespace gf {
+
+void Scheduler::note_resident(Run &run, DataIndex d, SpaceId space) {
+  WorkerState *w = owner_of(space);
+  Replica *r = run.data[d].replicas.find(space);
+  if (!w || !r) return;
+  if (r->lru_tick) w->lru.erase(r->lru_tick);
+  r->lru_tick = ++lru_clock_;
+  w->lru.emplace(r->lru_tick, std::pair{&run, d});
+}
+
+void Scheduler::forget_resident(Replica &replica) {
+  if (!replica.lru_tick) return;
+  if (WorkerState *w = owner_of(replica.space)) w->lru.erase(replica.lru_tick);
+  replica.lru_tick = 0;
+}
+
+uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred) {
+  if (spill_threshold_ >= 1 || w.space == kHostSpace) return 0;
+  FixedPoint capacity, in_use;
+  for (const auto &line : w.ledger.lines()) {
+    if (line.resource == gpu_memory_) {
+      capacity = line.capacity;
+      in_use = line.in_use;
+    }
+  }
+  double limit = spill_threshold_ * capacity.to_double();
+  double over = in_use.to_double() - limit;
+  uint64_t target = std::max(over > 0 ? static_cast<uint64_t>(over) : 0, shortfall);
+  if (target <= w.spilling_bytes) return w.spilling_bytes;
+  target -= w.spilling_bytes;
+  uint64_t released = 0;
+  for (auto it = w.lru.begin(); it != w.lru.end() && released < target;) {
+    auto [run, d] = it->second;
+    DataRun &data = run->data[d];
+    Replica *replica = data.replicas.find(w.space);
+    if (data.uses > 0 || data.pins > 0 || !replica) {
+      ++it;
+      continue;
+    }
+    it = w.lru.erase(it);
+    replica->lru_tick = 0;
+    const uint64_t size = data.size;
+    if (data.replicas.size() > 1) {  // another copy exists: dropping this one loses nothing
+      deferred.frees.push_back({w.space, replica->ptr, size});
+      data.replicas.remove(w.space);
+      discharge_space(w.space, size);
+      w.spilled_total += size;
+      released += size;
+      continue;
+    }
+    void *host = backend_.allocate(kHostSpace, size);
+    if (!host) break;
+    data.pins++;
+    w.spilling_bytes += size;
+    transfers_in_flight_++;
+    released += size;
+    std::shared_ptr<Run> keep_alive = run->shared_from_this();
+    SpaceId space = w.space;
+    backend_.copy_async(CopyRequest{space, replica->ptr, kHostSpace, host, size},
+                        [this, keep_alive, d, space, host](const std::string &error) {
+                          spill_done(keep_alive, d, space, host, error);
+                        });
+  }
+  return released + w.spilling_bytes;
+}
+
+void Scheduler::spill_done(const std::shared_ptr<Run> &run_ptr, DataIndex d, SpaceId space,
+                           void *host, const std::string &error) {
+  Deferred deferred;
+  {
+    Lock lock(mu);
+    Run &run = *run_ptr;
+    DataRun &data = run.data[d];
+    WorkerState &w = *owner_of(space);
+    transfers_in_flight_--;
+    w.spilling_bytes -= data.size;
+    data.pins--;
+    bool alive = data.phase == DataRun::Phase::kReady && !data.free_when_unpinned;
+    if (!error.empty() || !alive) {
+      deferred.frees.push_back({kHostSpace, host, data.size});
+      if (alive) note_resident(run, d, space);  // the copy failed: it stays on the device
+    } else {
+      data.replicas.push_back(Replica{kHostSpace, true, host});
+      Replica *on_device = data.replicas.find(space);
+      if (on_device && data.uses == 0) {
+        deferred.frees.push_back({space, on_device->ptr, data.size});
+        data.replicas.remove(space);
+        discharge_space(space, data.size);
+        w.spilled_now += data.size;
+        w.spilled_total += data.size;
+        data.spilled_from = space;
+      } else if (on_device) {
+        note_resident(run, d, space);  // a task started reading it meanwhile: keep both
+      }
+    }
+    if (data.pins == 0 && data.free_when_unpinned) {
+      data.free_when_unpinned = false;
+      free_data(run, d, deferred);
+    }
+    if (transfers_in_flight_ == 0 && running_total_ == 0) {
+      for (auto &worker : workers_) worker->wake.notify_all();
+    }
+  }
+  deferred.flush(backend_);
+}
+
+gf_device_memory Scheduler::device_memory(int device) {
+  gf_device_memory out = GF_DEVICE_MEMORY_INIT;
+  Lock lock(mu);
+  WorkerState *w = owner_of(device_space(device));
+  if (!w) return out;
+  for (const auto &line : w->ledger.lines()) {
+    if (line.resource == gpu_memory_) {
+      out.capacity = static_cast<uint64_t>(line.capacity.to_double());
+      out.resident = static_cast<uint64_t>(line.in_use.to_double());
+    }
+  }
+  // Reservations of running tasks are the gpu_memory parts of their requests.
+  uint64_t reserved = 0;
+  for (auto &[raw, run] : active_runs_) {
+    for (TaskIndex t = 0; t < run->tasks.size(); ++t) {
+      const TaskRun &tr = run->tasks[t];
+      if (tr.state == GF_TASK_RUNNING && tr.worker == w->index) {
+        reserved += static_cast<uint64_t>(
+            run->requests[run->graph().task(t).request].gpu_memory.to_double());
+      }
+    }
+  }
+  out.reserved = reserved;
+  out.resident -= std::min(out.resident, reserved);
+  out.spilled = w->spilled_now;
+  out.spilled_total = w->spilled_total;
+  out.unspilled_total = w->unspilled_total;
+  return out;
+}
+
+void Scheduler::unspilled(DataRun &data, SpaceId to) {
+  if (data.spilled_from == kNoSpace) return;
+  if (WorkerState *from = owner_of(data.spilled_from)) from->spilled_now -= data.size;
+  if (WorkerState *dest = owner_of(to)) dest->unspilled_total += data.size;
+  data.spilled_from = kNoSpace;
+}
+
+}  // namespace gf

@@ -1,0 +1,184 @@
+// Untrusted documents: every rejection path says what is wrong and where, and nothing is built.
+#include <flatbuffers/flatbuffers.h>
+
+#include <string>
+#include <vector>
+
+#include "../api/test_support.hpp"
+#include "serialize/graph_generated.h"
+
+using namespace gft;
+namespace fb = gpuflow::format;
+
+namespace {
+
+// Expects gf_graph_deserialize to refuse `bytes` with `status` and a message containing `want`.
+void expect_rejected(const std::string &bytes, const std::string &want,
+                     gf_status status = GF_ERR_INVALID_GRAPH,
+                     gf_graph_format format = GF_GRAPH_FORMAT_AUTO) {
+  gf_graph *g = reinterpret_cast<gf_graph *>(1);
+  std::string m =
+      GF_EXPECT_STATUS(status, gf_graph_deserialize(&g, bytes.data(), bytes.size(), format, 0));
+  EXPECT_EQ(g, nullptr);
+  EXPECT_NE(m.find(want), std::string::npos) << "message: " << m << "\nwanted: " << want;
+}
+
+std::string finish(flatbuffers::FlatBufferBuilder &b, flatbuffers::Offset<fb::Graph> root) {
+  b.Finish(root, fb::GraphIdentifier());
+  return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize());
+}
+
+// A valid two-task document: "a" produces data #0, "b" reads it.
+std::string valid_doc() {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<flatbuffers::Offset<fb::Data>> data{fb::CreateDataDirect(b, "d", fb::DataKind::Buffer, 8)};
+  std::vector<uint32_t> zero{0};
+  std::vector<flatbuffers::Offset<fb::Task>> tasks{
+      fb::CreateTaskDirect(b, "a", "k", 0, nullptr, 0, 0, nullptr, &zero),
+      fb::CreateTaskDirect(b, "b", "k", 0, nullptr, 0, 0, &zero)};
+  return finish(b, fb::CreateGraphDirect(b, 1, &data, &tasks));
+}
+
+}  // namespace
+
+TEST(Reject, ValidDocumentIsAccepted) {
+  std::string doc = valid_doc();
+  gf_graph *g = nullptr;
+  GF_ASSERT_OK(gf_graph_deserialize(&g, doc.data(), doc.size(), GF_GRAPH_FORMAT_BINARY, 0));
+  gf_graph_destroy(g);
+}
+
+TEST(Reject, TruncatedBuffer) {
+  std::string doc = valid_doc();
+  expect_rejected(doc.substr(0, 6), "truncated: 6 bytes");
+  for (size_t keep : {doc.size() / 2, doc.size() - 4, size_t{12}}) {
+    expect_rejected(doc.substr(0, keep), "fails FlatBuffers verification",
+                    GF_ERR_INVALID_GRAPH, GF_GRAPH_FORMAT_BINARY);
+  }
+  expect_rejected("", "neither a binary gpuflow graph");
+}
+
+TEST(Reject, WrongIdentifier) {
+  std::string doc = valid_doc();
+  doc.replace(4, 4, "NOPE");
+  expect_rejected(doc, "wrong file identifier 'NOPE' at byte 4", GF_ERR_INVALID_GRAPH,
+                  GF_GRAPH_FORMAT_BINARY);
+  expect_rejected(doc, "neither a binary gpuflow graph");  // AUTO cannot tell what it is
+}
+
+TEST(Reject, OutOfRangeIndices) {
+  expect_rejected(R"({"data": [{"size": 8}], "tasks": [{"name": "b", "kernel": "k", "inputs": [0, 99]}]})",
+                  "task #0 'b': input #1 refers to data #99; the graph has 1 data objects");
+  expect_rejected(R"({"tasks": [{"kernel": "k", "outputs": [3]}]})",
+                  "task #0: output #0 refers to data #3");
+  expect_rejected(R"({"tasks": [{"kernel": "k"}, {"kernel": "k", "after": [0, 7]}]})",
+                  "task #1: after #1 refers to task #7; the graph has 2 tasks");
+}
+
+TEST(Reject, Cycle) {
+  expect_rejected(R"({"tasks": [{"name": "a", "kernel": "k", "after": [1]},
+                                {"name": "b", "kernel": "k", "after": [0]}]})",
+                  "cycle: task");
+  expect_rejected(R"({"tasks": [{"name": "self", "kernel": "k", "after": [0]}]})",
+                  "task 'self' cannot run after itself");
+  // Through data: each reads what the other produces.
+  expect_rejected(R"({"data": [{"size": 1}, {"size": 1}],
+                      "tasks": [{"name": "p", "kernel": "k", "inputs": [1], "outputs": [0]},
+                                {"name": "q", "kernel": "k", "inputs": [0], "outputs": [1]}]})",
+                  "cycle: task");
+}
+
+TEST(Reject, SemanticErrorsNameTheirPlace) {
+  expect_rejected(R"({"tasks": [{"name": "x"}]})", "task #0 'x' has no body");
+  expect_rejected(R"({"tasks": [{"kernel": "k", "command": {"argv": ["true"]}}]})",
+                  "gives both a kernel and a command");
+  expect_rejected(R"({"tasks": [{"kernel": "no spaces"}]})", "names kernel 'no spaces'");
+  expect_rejected(R"({"tasks": [{"command": {"argv": [""]}}]})", "argv[0] is empty");
+  expect_rejected(R"({"tasks": [{"command": {"argv": ["x"], "env": ["NOEQUALS"]}}]})",
+                  "command env #0 'NOEQUALS' is not of the form NAME=value");
+  expect_rejected(R"({"tasks": [{"command": {"argv": ["x"], "timeout_s": -1}}]})",
+                  "timeout_s must be finite and non-negative");
+  expect_rejected(R"({"tasks": [{"kernel": "k", "resources": [{"name": "GPU", "amount": -1}]}]})",
+                  "resource 'GPU' amount");
+  expect_rejected(R"({"data": [{"size": 8}], "tasks": [{"name": "a", "kernel": "k", "outputs": [0]},
+                                                        {"name": "b", "kernel": "k", "outputs": [0]}]})",
+                  "both produce data #0");
+  expect_rejected(R"({"data": [{"size": 8}], "tasks": [{"name": "r", "kernel": "k", "inputs": [0]}]})",
+                  "task 'r' reads data #0, which no task produces");
+  expect_rejected(R"({"tasks": [{"name": "t", "kernel": "k"}, {"name": "t", "kernel": "k"}]})",
+                  "duplicate task name 't'");
+  expect_rejected(R"({"data": [{"text": "ab", "bytes": [1]}]})", "gives both bytes and text");
+  expect_rejected(R"({"data": [{"text": "abc", "size": 5}]})",
+                  "declares size 5 but its literal has 3 bytes");
+  expect_rejected(R"({"data": [{"size": 9007199254740993}]})", "data #0 declares size");
+  expect_rejected(R"({"metadata": [{"key": "a", "value": "1"}, {"key": "a", "value": "2"}]})",
+                  "metadata entry #1 repeats key 'a'");
+  expect_rejected(R"({"tasks": [{"kernel": "k", "name": "nul\u0000inside"}]})",
+                  "task #0 name contains a NUL character");
+  expect_rejected(R"({"tasks": [ {"kernel": "k", "unknown_field": 1} ]})", "JSON:");
+  expect_rejected(R"({"format_version": 99})", "format version 99 is newer",
+                  GF_ERR_VERSION_MISMATCH);
+}
+
+TEST(Reject, OversizedCounts) {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<flatbuffers::Offset<fb::Data>> data{fb::CreateDataDirect(b, "d")};
+  std::vector<uint32_t> many(70000, 0);
+  std::vector<flatbuffers::Offset<fb::Task>> tasks{
+      fb::CreateTaskDirect(b, "wide", "k", 0, nullptr, 0, 0, &many)};
+  expect_rejected(finish(b, fb::CreateGraphDirect(b, 1, &data, &tasks)),
+                  "task #0 'wide' input list has 70000 entries; at most 65536 are allowed");
+
+  flatbuffers::FlatBufferBuilder c;
+  std::vector<std::string> args(5000, "x");
+  auto argv = c.CreateVectorOfStrings(args);
+  auto cmd = fb::CreateCommand(c, argv);
+  std::vector<flatbuffers::Offset<fb::Task>> t2{
+      fb::CreateTask(c, c.CreateString("argful"), 0, cmd)};
+  expect_rejected(finish(c, fb::CreateGraphDirect(c, 1, nullptr, &t2)),
+                  "task #0 'argful' command argv has 5000 entries; at most 4096");
+
+  flatbuffers::FlatBufferBuilder d;
+  std::vector<flatbuffers::Offset<fb::Resource>> res;
+  for (int i = 0; i < 65; ++i) res.push_back(fb::CreateResourceDirect(d, ("r" + std::to_string(i)).c_str(), 1));
+  std::vector<flatbuffers::Offset<fb::Task>> t3{fb::CreateTaskDirect(d, "greedy", "k", 0, &res)};
+  expect_rejected(finish(d, fb::CreateGraphDirect(d, 1, nullptr, &t3)),
+                  "resource list has 65 entries; at most 64");
+}
+
+TEST(Reject, CorruptOffsetsAreCaughtByTheVerifier) {
+  std::string doc = valid_doc();
+  // Flip every byte in turn: nothing may crash, and what is accepted must still be a valid graph.
+  for (size_t i = 0; i < doc.size(); ++i) {
+    std::string bad = doc;
+    bad[i] = static_cast<char>(bad[i] ^ 0x5a);
+    gf_graph *g = nullptr;
+    if (gf_graph_deserialize(&g, bad.data(), bad.size(), GF_GRAPH_FORMAT_AUTO, 0) == GF_OK) {
+      gf_graph_destroy(g);
+    } else {
+      EXPECT_STRNE(gf_last_error(), "");
+    }
+  }
+}
+
+TEST(Reject, UnknownKernelAtSubmitNamesIt) {
+  Pool pool = make_pool(host_config(1, -1));
+  const std::string json = R"({"tasks": [{"name": "lost", "kernel": "nobody.has.this"}]})";
+  gf_graph *raw = nullptr;
+  GF_ASSERT_OK(gf_graph_deserialize(&raw, json.data(), json.size(), GF_GRAPH_FORMAT_JSON, 0));
+  Graph g(raw);
+  gf_run *run = nullptr;
+  std::string m = GF_EXPECT_STATUS(GF_ERR_NOT_FOUND, gf_graph_submit(&run, pool.get(), g.get(), nullptr));
+  EXPECT_NE(m.find("task 'lost' names kernel 'nobody.has.this'"), std::string::npos) << m;
+  EXPECT_EQ(run, nullptr);
+  m = GF_EXPECT_STATUS(GF_ERR_NOT_FOUND, gf_graph_check(g.get(), pool.get()));
+  EXPECT_NE(m.find("nobody.has.this"), std::string::npos) << m;
+}
+
+TEST(Reject, MisalignedInputIsRead) {
+  std::string doc = valid_doc();
+  std::string shifted = " " + doc;  // doc now starts at an odd address
+  gf_graph *g = nullptr;
+  GF_ASSERT_OK(gf_graph_deserialize(&g, shifted.data() + 1, doc.size(), GF_GRAPH_FORMAT_BINARY, 0));
+  gf_graph_destroy(g);
+}
