@@ -210,6 +210,7 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
                     " bytes free; the rest is held by data no running task will release",
                 deferred);
     }
+    bool retry = false;
     for (size_t i = 0; i < w->fetching.size();) {
       TaskRef ref = w->fetching[i];
       TaskRun &tr = ref.run->tasks[ref.task];
@@ -228,7 +229,8 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
       }
       auto free = static_cast<uint64_t>(w->ledger.free_amount(gpu_memory_).to_double());
       uint64_t short_by = missing > free ? missing - free : 0;
-      if (spill(*w, short_by, deferred) > 0) {
+      if (short_by == 0 || spill(*w, short_by, deferred) > 0) {
+        retry = true;  // room exists now, or will once the spill copies land
         ++i;
         continue;
       }
@@ -239,6 +241,10 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
                 "out of memory: the inputs of " + ref.run->graph().task_label(ref.task) +
                     " do not fit on " + w->name + " next to the data held there",
                 deferred);
+    }
+    if (retry || w->memory_released) {
+      w->memory_released = false;
+      retry_memory_blocked(*w, deferred);
     }
   }
 }
