@@ -25,7 +25,7 @@ extern char **environ;
 namespace gf {
 namespace {
 
-constexpr uint64_t kPollMs = 20;          // cancellation and timeout checks
+constexpr uint64_t kPollMs = 20;           // cancellation and timeout checks
 constexpr double kKillGraceSeconds = 2.0;  // SIGTERM, then SIGKILL after this long
 
 bool valid_env_entry(const std::string &entry) {
@@ -209,8 +209,8 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
   Fd out_fd{::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
   Fd err_fd{::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
   if (out_fd.fd < 0 || err_fd.fd < 0) {
-    return fail_body(ctx, label + ": cannot create its log files " + stem + ".{out,err}: " +
-                              std::strerror(errno));
+    return fail_body(ctx, label + ": cannot create its log files " + stem +
+                              ".{out,err}: " + std::strerror(errno));
   }
 
   // Its environment: ours, less what we set, plus the device it was given.
@@ -232,7 +232,8 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
   std::vector<char *> envp;
   for (char **e = environ; e && *e; ++e) {
     bool overridden = false;
-    for (const auto &n : names) overridden = overridden || std::strncmp(*e, n.data(), n.size()) == 0;
+    for (const auto &n : names)
+      overridden = overridden || std::strncmp(*e, n.data(), n.size()) == 0;
     if (!overridden) envp.push_back(*e);
   }
   for (auto &e : entries) envp.push_back(e.data());
@@ -285,15 +286,15 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
   const std::string prog = "'" + spec.argv[0] + "'";
   if (s.killed == ChildState::Kill::kTimeout) {
     return fail_body(ctx, label + ": command " + prog + " timed out after " +
-                              format_seconds(spec.timeout_s) + " s and was killed (logs: " +
-                              stem + ".{out,err})");
+                              format_seconds(spec.timeout_s) + " s and was killed (logs: " + stem +
+                              ".{out,err})");
   }
   if (s.killed == ChildState::Kill::kCancel) {
     return fail_body(ctx, label + ": cancelled; command " + prog + " was killed");
   }
   if (s.exit_status == 0 && s.term_signal == 0) return 0;
-  std::string how = s.term_signal ? "was killed by signal " + std::to_string(s.term_signal) +
-                                        " (" + strsignal(s.term_signal) + ")"
+  std::string how = s.term_signal ? "was killed by signal " + std::to_string(s.term_signal) + " (" +
+                                        strsignal(s.term_signal) + ")"
                                   : "exited with code " + std::to_string(s.exit_status);
   std::string tail = log_tail(err_path);
   return fail_body(ctx, label + ": command " + prog + " " + how + " (stderr: " + err_path + ")" +

@@ -280,6 +280,14 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   return task_ref(t);
 }
 
+void Graph::reserve(size_t tasks, size_t data, size_t inputs, size_t outputs, size_t edges) {
+  tasks_.reserve(tasks);
+  data_.reserve(data);
+  input_refs_.reserve(inputs);
+  output_refs_.reserve(outputs);
+  edges_.reserve(edges);
+}
+
 void Graph::set_metadata(const char *key, const char *value) {
   if (!key || !*key) fail(GF_ERR_INVALID_ARGUMENT, "metadata key is NULL or empty");
   std::string v = optional_name(value);

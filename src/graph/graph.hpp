@@ -75,6 +75,8 @@ class Graph {
   gf_data add_host_value(const char *name, void *value, gf_destroy_fn destroy, uint64_t size);
   gf_task add_task(const gf_task_desc &desc);
   void add_dependency(gf_task task, gf_task before);
+  // Capacity for what a reader knows is coming (deserialization): avoids regrowing big graphs.
+  void reserve(size_t tasks, size_t data, size_t inputs, size_t outputs, size_t edges);
 
   // Validates and analyses the graph (once); throws gf::Error naming the culprit.
   const GraphAnalysis &freeze();

@@ -42,8 +42,8 @@ void KernelRegistry::add(const gf_kernel_desc &desc) {
   entry->destroy = desc.user_data_destroy;
   std::unique_lock lock(mu_);
   if (by_name_.count(entry->name)) {
-    fail(GF_ERR_INVALID_ARGUMENT, "kernel '" + entry->name +
-                                      "' is already registered with this pool (names are unique)");
+    fail(GF_ERR_INVALID_ARGUMENT,
+         "kernel '" + entry->name + "' is already registered with this pool (names are unique)");
   }
   entries_.reserve(entries_.size() + 1);  // so that the push below cannot throw after the insert
   by_name_.emplace(entry->name, entry.get());

@@ -141,8 +141,7 @@ void build(FlatBufferBuilder &b, const Graph &g) {
   auto data_vec = b.CreateVector(data);
   auto task_vec = b.CreateVector(tasks);
   auto meta_vec = metadata.empty() ? 0 : b.CreateVector(metadata);
-  b.Finish(fb::CreateGraph(b, kFormatVersion, data_vec, task_vec, meta_vec),
-           fb::GraphIdentifier());
+  b.Finish(fb::CreateGraph(b, kFormatVersion, data_vec, task_vec, meta_vec), fb::GraphIdentifier());
 }
 
 flatbuffers::IDLOptions json_options() {
@@ -197,8 +196,7 @@ std::string locate_corruption(const uint8_t *buf, size_t size) {
   if (!table->VerifyTableStart(shallow) ||
       !table->VerifyField<uint32_t>(shallow, fb::Graph::VT_FORMAT_VERSION, 4) ||
       !table->VerifyOffset(shallow, fb::Graph::VT_DATA) || !shallow.VerifyVector(graph->data()) ||
-      !table->VerifyOffset(shallow, fb::Graph::VT_TASKS) ||
-      !shallow.VerifyVector(graph->tasks()) ||
+      !table->VerifyOffset(shallow, fb::Graph::VT_TASKS) || !shallow.VerifyVector(graph->tasks()) ||
       !table->VerifyOffset(shallow, fb::Graph::VT_METADATA) ||
       !shallow.VerifyVector(graph->metadata())) {
     return "the root table or one of its vectors is out of bounds (truncated?)";
@@ -221,14 +219,16 @@ std::string locate_corruption(const uint8_t *buf, size_t size) {
 }
 
 // A string field: present or not, no embedded NUL, bounded.
-std::string_view text_of(const flatbuffers::String *s, size_t max, const std::string &where) {
+// Messages are built only on failure: `where` is a callable returning the place's description.
+template <class Where>
+std::string_view text_of(const flatbuffers::String *s, size_t max, Where &&where) {
   if (!s) return {};
   std::string_view v(s->c_str(), s->size());
   if (v.size() > max) {
-    bad(where + " is " + std::to_string(v.size()) + " bytes long; at most " + std::to_string(max) +
-        " are allowed");
+    bad(where() + " is " + std::to_string(v.size()) + " bytes long; at most " +
+        std::to_string(max) + " are allowed");
   }
-  if (v.find('\0') != std::string_view::npos) bad(where + " contains a NUL character");
+  if (v.find('\0') != std::string_view::npos) bad(where() + " contains a NUL character");
   return v;
 }
 
@@ -236,11 +236,11 @@ std::string named(std::string_view name) {
   return name.empty() ? std::string() : " '" + std::string(name) + "'";
 }
 
-template <class Vec>
-size_t count_of(const Vec *v, size_t max, const std::string &what) {
+template <class Vec, class What>
+size_t count_of(const Vec *v, size_t max, What &&what) {
   size_t n = v ? v->size() : 0;
   if (n > max) {
-    bad(what + " has " + std::to_string(n) + " entries; at most " + std::to_string(max) +
+    bad(what() + " has " + std::to_string(n) + " entries; at most " + std::to_string(max) +
         " are allowed");
   }
   return n;
@@ -253,36 +253,50 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags) {
                                       " is newer than this gpuflow reads (" +
                                       std::to_string(kFormatVersion) + ")");
   }
-  const size_t n_data = count_of(doc.data(), kMaxData, "the graph's data list");
-  const size_t n_tasks = count_of(doc.tasks(), kMaxTasks, "the graph's task list");
+  const size_t n_data =
+      count_of(doc.data(), kMaxData, [] { return std::string("the graph's data list"); });
+  const size_t n_tasks =
+      count_of(doc.tasks(), kMaxTasks, [] { return std::string("the graph's task list"); });
   auto graph = std::make_shared<Graph>();
   Graph &g = *graph;
+  {
+    // Counts are bounded by the verified buffer's length, so this reserves at most a few times
+    // what the document itself occupies.
+    size_t inputs = 0, outputs = 0, edges = 0;
+    for (flatbuffers::uoffset_t t = 0; t < n_tasks; ++t) {
+      const fb::Task &task = *doc.tasks()->Get(t);
+      inputs += task.inputs() ? task.inputs()->size() : 0;
+      outputs += task.outputs() ? task.outputs()->size() : 0;
+      edges += task.after() ? task.after()->size() : 0;
+    }
+    g.reserve(n_tasks, n_data, inputs, outputs, edges);
+  }
   std::vector<gf_data> refs(n_data);
 
   for (flatbuffers::uoffset_t d = 0; d < n_data; ++d) {
     const fb::Data &data = *doc.data()->Get(d);
-    std::string where = "data #" + std::to_string(d);
-    std::string name(text_of(data.name(), kMaxNameLength, where + " name"));
-    where += named(name);
+    std::string name(text_of(data.name(), kMaxNameLength,
+                             [&] { return "data #" + std::to_string(d) + " name"; }));
+    auto where = [&] { return "data #" + std::to_string(d) + named(name); };
     if (data.kind() != fb::DataKind::Buffer && data.kind() != fb::DataKind::Value) {
-      bad(where + " has unknown kind " + std::to_string(static_cast<int>(data.kind())));
+      bad(where() + " has unknown kind " + std::to_string(static_cast<int>(data.kind())));
     }
     const bool literal = data.bytes() || data.text();
-    if (data.bytes() && data.text()) bad(where + " gives both bytes and text; give one");
+    if (data.bytes() && data.text()) bad(where() + " gives both bytes and text; give one");
     if (literal) {
-      if (data.kind() != fb::DataKind::Buffer) bad(where + " is a value but has literal bytes");
-      if (data.keep()) bad(where + " is a literal input; keep applies to produced data only");
+      if (data.kind() != fb::DataKind::Buffer) bad(where() + " is a value but has literal bytes");
+      if (data.keep()) bad(where() + " is a literal input; keep applies to produced data only");
       const uint8_t *p = data.bytes() ? data.bytes()->data()
                                       : reinterpret_cast<const uint8_t *>(data.text()->c_str());
       uint64_t n = data.bytes() ? data.bytes()->size() : data.text()->size();
       if (data.size() != 0 && data.size() != n) {
-        bad(where + " declares size " + std::to_string(data.size()) + " but its literal has " +
+        bad(where() + " declares size " + std::to_string(data.size()) + " but its literal has " +
             std::to_string(n) + " bytes");
       }
       refs[d] = g.add_host_buffer(name.c_str(), p, n, 0);
     } else {
       if (data.size() > kMaxDataSize) {
-        bad(where + " declares size " + std::to_string(data.size()) + " bytes; at most " +
+        bad(where() + " declares size " + std::to_string(data.size()) + " bytes; at most " +
             std::to_string(kMaxDataSize) + " are allowed");
       }
       uint32_t f = data.keep() ? GF_DATA_KEEP : 0;
@@ -299,9 +313,9 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags) {
   std::vector<std::pair<uint32_t, uint32_t>> afters;  // (task, before)
   for (flatbuffers::uoffset_t t = 0; t < n_tasks; ++t) {
     const fb::Task &task = *doc.tasks()->Get(t);
-    std::string where = "task #" + std::to_string(t);
-    std::string name(text_of(task.name(), kMaxNameLength, where + " name"));
-    where += named(name);
+    std::string name(text_of(task.name(), kMaxNameLength,
+                             [&] { return "task #" + std::to_string(t) + " name"; }));
+    auto where = [&] { return "task #" + std::to_string(t) + named(name); };
     gf_task_desc desc = GF_TASK_DESC_INIT;
     desc.name = task.name() ? name.c_str() : nullptr;
     desc.priority = task.priority();
@@ -309,14 +323,13 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags) {
 
     auto data_refs = [&](const flatbuffers::Vector<uint32_t> *v, std::vector<gf_data> &out,
                          const char *what) {
-      size_t n = count_of(v, kMaxRefsPerTask, where + " " + what + " list");
+      size_t n = count_of(v, kMaxRefsPerTask, [&] { return where() + " " + what + " list"; });
       out.resize(n);
       for (flatbuffers::uoffset_t i = 0; i < n; ++i) {
         uint32_t d = v->Get(i);
         if (d >= n_data) {
-          bad(where + ": " + what + " #" + std::to_string(i) + " refers to data #" +
-              std::to_string(d) + "; the graph has " + std::to_string(n_data) +
-              " data objects");
+          bad(where() + ": " + what + " #" + std::to_string(i) + " refers to data #" +
+              std::to_string(d) + "; the graph has " + std::to_string(n_data) + " data objects");
         }
         out[i] = refs[d];
       }
@@ -328,23 +341,26 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags) {
     desc.outputs = outputs.data();
     desc.output_count = static_cast<uint32_t>(outputs.size());
 
-    size_t n_after = count_of(task.after(), kMaxRefsPerTask, where + " after list");
+    size_t n_after =
+        count_of(task.after(), kMaxRefsPerTask, [&] { return where() + " after list"; });
     for (flatbuffers::uoffset_t i = 0; i < n_after; ++i) {
       uint32_t before = task.after()->Get(i);
       if (before >= n_tasks) {
-        bad(where + ": after #" + std::to_string(i) + " refers to task #" +
+        bad(where() + ": after #" + std::to_string(i) + " refers to task #" +
             std::to_string(before) + "; the graph has " + std::to_string(n_tasks) + " tasks");
       }
       afters.emplace_back(t, before);
     }
 
-    size_t n_res = count_of(task.resources(), kMaxResourcesPerTask, where + " resource list");
+    size_t n_res = count_of(task.resources(), kMaxResourcesPerTask,
+                            [&] { return where() + " resource list"; });
     resources.resize(n_res);
     resource_names.resize(n_res);
     for (flatbuffers::uoffset_t i = 0; i < n_res; ++i) {
       const fb::Resource &r = *task.resources()->Get(i);
-      resource_names[i] = text_of(r.name(), kMaxNameLength,
-                                  where + " resource #" + std::to_string(i) + " name");
+      resource_names[i] = text_of(r.name(), kMaxNameLength, [&] {
+        return where() + " resource #" + std::to_string(i) + " name";
+      });
       resources[i] = gf_resource{resource_names[i].c_str(), r.amount()};
     }
     desc.resources = resources.data();
@@ -352,27 +368,29 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags) {
 
     std::string kernel;
     gf_command_desc command = GF_COMMAND_DESC_INIT;
-    if (task.kernel() && task.command()) bad(where + " gives both a kernel and a command");
+    if (task.kernel() && task.command()) bad(where() + " gives both a kernel and a command");
     if (task.kernel()) {
-      kernel = text_of(task.kernel(), kMaxNameLength, where + " kernel");
+      kernel = text_of(task.kernel(), kMaxNameLength, [&] { return where() + " kernel"; });
       desc.kernel = kernel.c_str();
     } else if (const fb::Command *c = task.command()) {
       auto list = [&](const flatbuffers::Vector<Offset<flatbuffers::String>> *v,
                       std::vector<std::string> &strings, std::vector<const char *> &ptrs,
                       const char *what) {
-        size_t n = count_of(v, kMaxArgs, where + " command " + what);
+        size_t n = count_of(v, kMaxArgs, [&] { return where() + " command " + what; });
         strings.resize(n);
         ptrs.resize(n);
         for (flatbuffers::uoffset_t i = 0; i < n; ++i) {
-          strings[i] = text_of(v->Get(i), kMaxArgLength,
-                               where + " command " + what + "[" + std::to_string(i) + "]");
+          strings[i] = text_of(v->Get(i), kMaxArgLength, [&] {
+            return where() + " command " + what + "[" + std::to_string(i) + "]";
+          });
           ptrs[i] = strings[i].c_str();
         }
       };
       list(c->argv(), spec.argv, argv, "argv");
       list(c->env(), spec.env, env, "env");
-      spec.working_dir = text_of(c->working_dir(), kMaxNameLength, where + " working_dir");
-      spec.log_dir = text_of(c->log_dir(), kMaxNameLength, where + " log_dir");
+      spec.working_dir =
+          text_of(c->working_dir(), kMaxNameLength, [&] { return where() + " working_dir"; });
+      spec.log_dir = text_of(c->log_dir(), kMaxNameLength, [&] { return where() + " log_dir"; });
       command.argv = argv.data();
       command.argc = static_cast<uint32_t>(argv.size());
       command.env = env.data();
@@ -382,7 +400,7 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags) {
       command.timeout_s = c->timeout_s();
       desc.command = &command;
     } else {
-      bad(where + " has no body: give a kernel name or a command");
+      bad(where() + " has no body: give a kernel name or a command");
     }
     try {
       g.add_task(desc);
@@ -398,15 +416,16 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags) {
     }
   }
 
-  size_t n_meta = count_of(doc.metadata(), kMaxMetadata, "the graph's metadata list");
+  size_t n_meta = count_of(doc.metadata(), kMaxMetadata,
+                           [] { return std::string("the graph's metadata list"); });
   std::unordered_set<std::string_view> keys;
   for (flatbuffers::uoffset_t i = 0; i < n_meta; ++i) {
     const fb::KeyValue &kv = *doc.metadata()->Get(i);
-    std::string where = "metadata entry #" + std::to_string(i);
-    std::string_view key = text_of(kv.key(), kMaxNameLength, where + " key");
-    if (key.empty()) bad(where + " has an empty key");
-    if (!keys.insert(key).second) bad(where + " repeats key '" + std::string(key) + "'");
-    std::string value(text_of(kv.value(), kMaxMetadataValue, where + " value"));
+    auto where = [&] { return "metadata entry #" + std::to_string(i); };
+    std::string_view key = text_of(kv.key(), kMaxNameLength, [&] { return where() + " key"; });
+    if (key.empty()) bad(where() + " has an empty key");
+    if (!keys.insert(key).second) bad(where() + " repeats key '" + std::string(key) + "'");
+    std::string value(text_of(kv.value(), kMaxMetadataValue, [&] { return where() + " value"; }));
     g.set_metadata(std::string(key).c_str(), value.c_str());
   }
 
@@ -482,6 +501,8 @@ std::shared_ptr<Graph> from_bytes(const void *bytes, uint64_t size, int format, 
       format = GF_GRAPH_FORMAT_BINARY;
     } else if (i < size && p[i] == '{') {
       format = GF_GRAPH_FORMAT_JSON;
+    } else if (size > 0 && size < 8) {
+      format = GF_GRAPH_FORMAT_BINARY;  // too short to tell: say it is truncated
     } else {
       bad("neither a binary gpuflow graph (file identifier '" + std::string(fb::GraphIdentifier()) +
           "' at byte 4) nor JSON (text starting with '{')");

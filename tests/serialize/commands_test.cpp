@@ -64,9 +64,10 @@ TEST(Commands, EnvironmentDevicesAndLogs) {
   TempDir dir;
   Pool pool = make_pool(host_config(1, 2));
   Graph g = make_graph();
-  Cmd cpu("echo \"cvd=[$CUDA_VISIBLE_DEVICES] dev=[$GPUFLOW_DEVICES] name=$GPUFLOW_TASK_NAME "
-          "extra=$EXTRA pwd=$(pwd)\"; echo to-stderr >&2",
-          dir.path);
+  Cmd cpu(
+      "echo \"cvd=[$CUDA_VISIBLE_DEVICES] dev=[$GPUFLOW_DEVICES] name=$GPUFLOW_TASK_NAME "
+      "extra=$EXTRA pwd=$(pwd)\"; echo to-stderr >&2",
+      dir.path);
   cpu.env = {"EXTRA=yes please"};
   cpu.desc.env = cpu.env.data();
   cpu.desc.env_count = 1;
@@ -78,8 +79,7 @@ TEST(Commands, EnvironmentDevicesAndLogs) {
   RunPtr run(submit(pool.get(), g.get()));
   GF_ASSERT_OK(gf_run_wait(run.get(), 30000));
 
-  EXPECT_EQ(slurp(dir.path + "/on-cpu.out"),
-            "cvd=[] dev=[] name=on-cpu extra=yes please pwd=/\n");
+  EXPECT_EQ(slurp(dir.path + "/on-cpu.out"), "cvd=[] dev=[] name=on-cpu extra=yes please pwd=/\n");
   EXPECT_EQ(slurp(dir.path + "/on-cpu.err"), "to-stderr\n");
   uint32_t w = 0;
   GF_ASSERT_OK(gf_run_task_worker(&w, run.get(), on_gpu));

@@ -56,11 +56,13 @@ TEST(Kernels, PluginKernelRunsByName) {
 TEST(Kernels, PluginLoadErrorsNameThePath) {
   Pool pool = make_pool(host_config(1, -1));
   std::string missing = plugin("does_not_exist");
-  std::string m = GF_EXPECT_STATUS(GF_ERR_NOT_FOUND, gf_pool_load_plugin(pool.get(), missing.c_str()));
+  std::string m =
+      GF_EXPECT_STATUS(GF_ERR_NOT_FOUND, gf_pool_load_plugin(pool.get(), missing.c_str()));
   EXPECT_NE(m.find(missing), std::string::npos) << m;
   EXPECT_NE(m.find("no such file"), std::string::npos) << m;
 
-  m = GF_EXPECT_STATUS(GF_ERR_NOT_FOUND, gf_pool_load_plugin(pool.get(), plugin("noentry").c_str()));
+  m = GF_EXPECT_STATUS(GF_ERR_NOT_FOUND,
+                       gf_pool_load_plugin(pool.get(), plugin("noentry").c_str()));
   EXPECT_NE(m.find(plugin("noentry")), std::string::npos) << m;
   EXPECT_NE(m.find("does not export the entry point gf_plugin_describe"), std::string::npos) << m;
 

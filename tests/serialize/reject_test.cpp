@@ -31,7 +31,8 @@ std::string finish(flatbuffers::FlatBufferBuilder &b, flatbuffers::Offset<fb::Gr
 // A valid two-task document: "a" produces data #0, "b" reads it.
 std::string valid_doc() {
   flatbuffers::FlatBufferBuilder b;
-  std::vector<flatbuffers::Offset<fb::Data>> data{fb::CreateDataDirect(b, "d", fb::DataKind::Buffer, 8)};
+  std::vector<flatbuffers::Offset<fb::Data>> data{
+      fb::CreateDataDirect(b, "d", fb::DataKind::Buffer, 8)};
   std::vector<uint32_t> zero{0};
   std::vector<flatbuffers::Offset<fb::Task>> tasks{
       fb::CreateTaskDirect(b, "a", "k", 0, nullptr, 0, 0, nullptr, &zero),
@@ -52,8 +53,8 @@ TEST(Reject, TruncatedBuffer) {
   std::string doc = valid_doc();
   expect_rejected(doc.substr(0, 6), "truncated: 6 bytes");
   for (size_t keep : {doc.size() / 2, doc.size() - 4, size_t{12}}) {
-    expect_rejected(doc.substr(0, keep), "fails FlatBuffers verification",
-                    GF_ERR_INVALID_GRAPH, GF_GRAPH_FORMAT_BINARY);
+    expect_rejected(doc.substr(0, keep), "fails FlatBuffers verification", GF_ERR_INVALID_GRAPH,
+                    GF_GRAPH_FORMAT_BINARY);
   }
   expect_rejected("", "neither a binary gpuflow graph");
 }
@@ -67,8 +68,9 @@ TEST(Reject, WrongIdentifier) {
 }
 
 TEST(Reject, OutOfRangeIndices) {
-  expect_rejected(R"({"data": [{"size": 8}], "tasks": [{"name": "b", "kernel": "k", "inputs": [0, 99]}]})",
-                  "task #0 'b': input #1 refers to data #99; the graph has 1 data objects");
+  expect_rejected(
+      R"({"data": [{"size": 8}], "tasks": [{"name": "b", "kernel": "k", "inputs": [0, 99]}]})",
+      "task #0 'b': input #1 refers to data #99; the graph has 1 data objects");
   expect_rejected(R"({"tasks": [{"kernel": "k", "outputs": [3]}]})",
                   "task #0: output #0 refers to data #3");
   expect_rejected(R"({"tasks": [{"kernel": "k"}, {"kernel": "k", "after": [0, 7]}]})",
@@ -103,8 +105,9 @@ TEST(Reject, SemanticErrorsNameTheirPlace) {
   expect_rejected(R"({"data": [{"size": 8}], "tasks": [{"name": "a", "kernel": "k", "outputs": [0]},
                                                         {"name": "b", "kernel": "k", "outputs": [0]}]})",
                   "both produce data #0");
-  expect_rejected(R"({"data": [{"size": 8}], "tasks": [{"name": "r", "kernel": "k", "inputs": [0]}]})",
-                  "task 'r' reads data #0, which no task produces");
+  expect_rejected(
+      R"({"data": [{"size": 8}], "tasks": [{"name": "r", "kernel": "k", "inputs": [0]}]})",
+      "task 'r' reads data #0, which no task produces");
   expect_rejected(R"({"tasks": [{"name": "t", "kernel": "k"}, {"name": "t", "kernel": "k"}]})",
                   "duplicate task name 't'");
   expect_rejected(R"({"data": [{"text": "ab", "bytes": [1]}]})", "gives both bytes and text");
@@ -140,7 +143,8 @@ TEST(Reject, OversizedCounts) {
 
   flatbuffers::FlatBufferBuilder d;
   std::vector<flatbuffers::Offset<fb::Resource>> res;
-  for (int i = 0; i < 65; ++i) res.push_back(fb::CreateResourceDirect(d, ("r" + std::to_string(i)).c_str(), 1));
+  for (int i = 0; i < 65; ++i)
+    res.push_back(fb::CreateResourceDirect(d, ("r" + std::to_string(i)).c_str(), 1));
   std::vector<flatbuffers::Offset<fb::Task>> t3{fb::CreateTaskDirect(d, "greedy", "k", 0, &res)};
   expect_rejected(finish(d, fb::CreateGraphDirect(d, 1, nullptr, &t3)),
                   "resource list has 65 entries; at most 64");
@@ -168,7 +172,8 @@ TEST(Reject, UnknownKernelAtSubmitNamesIt) {
   GF_ASSERT_OK(gf_graph_deserialize(&raw, json.data(), json.size(), GF_GRAPH_FORMAT_JSON, 0));
   Graph g(raw);
   gf_run *run = nullptr;
-  std::string m = GF_EXPECT_STATUS(GF_ERR_NOT_FOUND, gf_graph_submit(&run, pool.get(), g.get(), nullptr));
+  std::string m =
+      GF_EXPECT_STATUS(GF_ERR_NOT_FOUND, gf_graph_submit(&run, pool.get(), g.get(), nullptr));
   EXPECT_NE(m.find("task 'lost' names kernel 'nobody.has.this'"), std::string::npos) << m;
   EXPECT_EQ(run, nullptr);
   m = GF_EXPECT_STATUS(GF_ERR_NOT_FOUND, gf_graph_check(g.get(), pool.get()));

@@ -181,8 +181,7 @@ TEST(Serialize, BodyKindsAreExclusive) {
   t.kernel = "k";
   t.cpu_fn = [](gf_task_ctx *, void *) { return 0; };
   gf_task out;
-  std::string m =
-      GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&out, g.get(), &t));
+  std::string m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&out, g.get(), &t));
   EXPECT_NE(m.find("more than one kind of body"), std::string::npos) << m;
   t.cpu_fn = nullptr;
   t.kernel = "bad name!";

@@ -380,8 +380,7 @@ int cmd_run(const Options &o) {
                 stats.elapsed_s);
     trace.print_summary(pool, stats.elapsed_s);
     std::printf("moved %s in %" PRIu64 " transfers\n",
-                human_bytes(static_cast<double>(stats.bytes_transferred)).c_str(),
-                stats.transfers);
+                human_bytes(static_cast<double>(stats.bytes_transferred)).c_str(), stats.transfers);
   }
   if (status != GF_OK) {
     std::fprintf(stderr, "gpuflow: run %s: %s\n",

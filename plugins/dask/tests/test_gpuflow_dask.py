@@ -310,3 +310,15 @@ def test_readme_lists_exactly_the_plugin_exclusions():
     section = readme.split("## Excluded tests", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^\| `([^`]+)` \|", section, re.M))
     assert listed == set(plugin.EXCLUDED)
+
+
+def test_seed_notebook_example():
+    """examples/python/seed_notebook.py runs and checks itself (small size)."""
+    import subprocess
+    import sys
+    root = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+    p = subprocess.run([sys.executable, os.path.join(root, "examples", "python",
+                                                      "seed_notebook.py"), "2000", "500"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.rstrip().endswith("ok")

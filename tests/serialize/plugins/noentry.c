@@ -2,4 +2,6 @@
 #include <gpuflow_plugin.h>
 
 GF_PLUGIN_EXPORT int not_a_plugin(void);
-GF_PLUGIN_EXPORT int not_a_plugin(void) { return 42; }
+GF_PLUGIN_EXPORT int not_a_plugin(void) {
+  return 42;
+}
