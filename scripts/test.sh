@@ -20,9 +20,11 @@ run_suite build
 if [ -x scripts/test-python.sh ]; then scripts/test-python.sh build; fi
 if [ -z "${GPUFLOW_QUICK:-}" ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    run_suite build-asan -DCMAKE_BUILD_TYPE=Debug "-DGPUFLOW_SANITIZE=address;undefined"
+    run_suite build-asan -DCMAKE_BUILD_TYPE=Debug "-DGPUFLOW_SANITIZE=address;undefined" \
+      -DGPUFLOW_WITH_CUDA=OFF
 fi
 if [ -n "${GPUFLOW_TSAN:-}" ]; then
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    run_suite build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUFLOW_SANITIZE=thread
+    run_suite build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUFLOW_SANITIZE=thread \
+      -DGPUFLOW_WITH_CUDA=OFF
 fi
