@@ -13,7 +13,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -ne 1 ]; then echo "usage: $0 BUILD_DIR" >&2; exit 2; fi
 build=$1
-case $build in /*) ;; *) build=$root/$build ;; esac
+if [ -d "$build" ]; then build=$(cd "$build" && pwd)      # relative to the current directory
+elif [ -d "$root/$build" ]; then build=$root/$build; fi    # or to the repository root
 lib=$build/src/libgpuflow.so
 if [ ! -e "$lib" ]; then
   echo "test-python: $lib not found: build gpuflow first (cmake --build $1)" >&2

@@ -180,6 +180,10 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seed-repeats", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="interleave the peers this many times (one process per peer and "
+                         "round); medians are taken over every round's repeats, so that a "
+                         "machine whose load drifts does not favour one peer")
     ap.add_argument("--only", default="wide,chain,tree,seed")
     ap.add_argument("--peers", default=",".join(PEERS))
     ap.add_argument("--out", help="append the JSON lines to this file")
@@ -201,18 +205,31 @@ def main():
     cmd = " ".join(["bench/python/bench_dask.py"] + sys.argv[1:])
     results = []
     for bench in a.only.split(","):
-        for peer in a.peers.split(","):
-            if bench == "seed":
-                args = [peer, "seed", str(seed[0]), str(seed[1]), str(a.seed_repeats)]
-            else:
-                args = [peer, bench, str(sizes[bench]), str(a.repeats)]
-            p = subprocess.run([sys.executable, __file__, "--one", *args], capture_output=True,
-                               text=True)
-            if p.returncode != 0:
-                sys.stderr.write(p.stdout + p.stderr)
-                raise SystemExit(f"{peer} {bench} failed (exit {p.returncode})")
-            r = json.loads(p.stdout.strip().splitlines()[-1])
-            print(json.dumps(r), file=sys.stderr, flush=True)
+        merged = {}
+        for _ in range(a.rounds):
+            for peer in a.peers.split(","):
+                if bench == "seed":
+                    args = [peer, "seed", str(seed[0]), str(seed[1]), str(a.seed_repeats)]
+                else:
+                    args = [peer, bench, str(sizes[bench]), str(a.repeats)]
+                p = subprocess.run([sys.executable, __file__, "--one", *args],
+                                   capture_output=True, text=True)
+                if p.returncode != 0:
+                    sys.stderr.write(p.stdout + p.stderr)
+                    raise SystemExit(f"{peer} {bench} failed (exit {p.returncode})")
+                r = json.loads(p.stdout.strip().splitlines()[-1])
+                print(json.dumps(r), file=sys.stderr, flush=True)
+                if peer in merged:
+                    merged[peer]["times_s"] += r["times_s"]
+                else:
+                    merged[peer] = r
+        for peer, r in merged.items():
+            med = statistics.median(r["times_s"])
+            r["repeats"] = len(r["times_s"])
+            r["median_s"] = round(med, 4)
+            if r.get("tasks"):
+                r["tasks_per_s"] = round(r["tasks"] / med)
+                r["us_per_task"] = round(med / r["tasks"] * 1e6, 2)
             results.append(r)
             if a.out:
                 with open(a.out, "a") as f:

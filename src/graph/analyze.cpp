@@ -62,9 +62,11 @@ void check_unique_names(const Graph &g) {
         std::find_if(preds[t].begin(), preds[t].end(), [&](TaskIndex p) { return pending[p] > 0; });
     t = *next;  // a task left pending always has a pending predecessor
   }
-  std::string cycle;
-  for (size_t i = path.size(); i-- > seen_at[t];) cycle += g.task_label(path[i]) + " -> ";
-  cycle += g.task_label(t);
+  // path[k] = t depends on path[k+1], ..., and the last depends on t: in running order the cycle
+  // is t -> last -> ... -> path[k+1] -> t.
+  std::string cycle = g.task_label(t);
+  for (size_t i = path.size(); --i > seen_at[t];) cycle += " -> " + g.task_label(path[i]);
+  cycle += " -> " + g.task_label(t);
   fail(GF_ERR_INVALID_GRAPH, "cycle: " + cycle);
 }
 

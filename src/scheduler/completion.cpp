@@ -209,7 +209,7 @@ void Scheduler::cancel_locked(Run &run, const char *reason, Deferred &deferred) 
   if (run.finished) return;
   run.cancel_requested.store(true, std::memory_order_relaxed);
   for (auto &w : workers_) {
-    w->ready.remove_run(&run);
+    w->ready.remove_run(&run, [&](TaskIndex t) { unqueue(run, t); });
     std::erase_if(w->fetching, [&](const TaskRef &ref) { return ref.run == &run; });
   }
   for (TaskIndex t = 0; t < run.tasks.size(); ++t) {

@@ -71,6 +71,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
         transfer_seconds(run, top.task, worker.space) > 0) {
       // An input was spilled off this device after the task was queued: fetch it again.
       QueuedTask entry = worker.ready.pop();
+      unqueue(*entry.run, entry.task);
       TaskRun &tr = entry.run->tasks[entry.task];
       tr.placement_epoch++;
       fetch_inputs(worker, *entry.run, entry.task, deferred);
@@ -78,7 +79,8 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
       continue;
     }
     if (batch.count == batch.items.size()) batch.items.emplace_back();
-    if (try_dispatch(worker, top, batch.items[batch.count], deferred)) {
+    bool first_in_line = batch.count == 0 && passed_over.empty();
+    if (try_dispatch(worker, top, batch.items[batch.count], deferred, first_in_line)) {
       worker.ready.pop();
       batch.count++;
       // Only cheap tasks join a batch: a task holding resources should not wait behind others.
@@ -95,7 +97,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
 }
 
 bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out,
-                             Deferred &deferred) {
+                             Deferred &deferred, bool first_in_line) {
   Run &run = *entry.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(entry.task);
@@ -108,7 +110,13 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
       if (worker.space != kHostSpace) {  // make room: spill what no running task reads
         FixedPoint need = r.gpu_memory + output_charge;
         FixedPoint free = worker.ledger.free_amount(gpu_memory_);
-        if (need > free) spill(worker, static_cast<uint64_t>((need - free).to_double()), deferred);
+        if (need > free) {
+          // The first task in line may push out data that later queued tasks hold, but never
+          // its own inputs (counted as in use while the victims are chosen).
+          count_inputs(run, entry.task, &DataRun::uses, +1);
+          spill(worker, static_cast<uint64_t>((need - free).to_double()), deferred, first_in_line);
+          count_inputs(run, entry.task, &DataRun::uses, -1);
+        }
       }
       return false;
     }
@@ -142,7 +150,8 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
     const Replica *replica = data.replica_in(worker.space);
     if (!replica) fail(GF_ERR_INTERNAL, "dispatched a task whose input is not in place");
     out.inputs[i] = {replica->ptr, data.size};
-    data.uses++;  // not spilled while the body reads it
+    data.holds--;  // queued -> running: now it may not be spilled at all
+    data.uses++;
     if (worker.space != kHostSpace) note_resident(run, in[i], worker.space);
   }
   out.outputs.assign(task.output_count, Dispatch::Output{});
@@ -169,6 +178,7 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   double transfer = task.input_count ? transfer_seconds(run, entry.task, thief.space) : 0.0;
   if (transfer > 0 && transfer >= victim->backlog_s / victim->threads) return false;
   victim->ready.pop();
+  unqueue(run, entry.task);
   victim->backlog_s -= run.tasks[entry.task].estimate_s;
   place(run, entry.task, thief.index, estimate(fn), deferred);
   return true;
@@ -197,8 +207,12 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
           FixedPoint::from_raw(static_cast<int64_t>(outputs) * FixedPoint::kScale);
       if (w->ledger.fits_now(r.request, output_charge, gpu_memory_)) break;
       FixedPoint short_by = r.gpu_memory + output_charge - w->ledger.free_amount(gpu_memory_);
-      if (spill(*w, static_cast<uint64_t>(short_by.to_double()), deferred) > 0) break;
+      count_inputs(run, entry.task, &DataRun::uses, +1);
+      uint64_t moving = spill(*w, static_cast<uint64_t>(short_by.to_double()), deferred, true);
+      count_inputs(run, entry.task, &DataRun::uses, -1);
+      if (moving > 0) break;
       w->ready.pop();
+      unqueue(run, entry.task);
       w->backlog_s -= run.tasks[entry.task].estimate_s;
       FixedPoint free = w->ledger.free_amount(gpu_memory_);
       fail_task(run, entry.task,

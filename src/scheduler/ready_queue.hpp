@@ -42,13 +42,18 @@ class ReadyQueue {
   }
   bool empty() const { return heap_.empty(); }
   size_t size() const { return heap_.size(); }
-  // Drops every entry of one run (cancellation); O(size).
-  void remove_run(const Run *run) {
-    auto end = std::remove_if(heap_.begin(), heap_.end(),
-                              [run](const QueuedTask &e) { return e.run == run; });
+  // Drops every entry of one run (cancellation), calling removed(task) for each; O(size).
+  template <class Removed>
+  void remove_run(const Run *run, Removed removed) {
+    auto end = std::partition(heap_.begin(), heap_.end(),
+                              [run](const QueuedTask &e) { return e.run != run; });
     if (end == heap_.end()) return;
+    for (auto it = end; it != heap_.end(); ++it) removed(it->task);
     heap_.erase(end, heap_.end());
     std::make_heap(heap_.begin(), heap_.end(), runs_later);
+  }
+  void remove_run(const Run *run) {
+    remove_run(run, [](TaskIndex) {});
   }
 
  private:

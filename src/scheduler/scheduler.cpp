@@ -215,9 +215,26 @@ void Scheduler::place(Run &run, TaskIndex t, uint32_t w, double estimate_s, Defe
 
 void Scheduler::enqueue_ready(WorkerState &worker, Run &run, TaskIndex t) {
   const TaskDesc &task = run.graph().task(t);
+  hold_inputs(run, t, +1);
   worker.ready.push(
       QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence(), &run, t});
   wake_for(worker, run, t);
+}
+
+void Scheduler::count_inputs(Run &run, TaskIndex t, uint32_t DataRun::*counter, int delta) {
+  const Graph &graph = run.graph();
+  const TaskDesc &task = graph.task(t);
+  const DataIndex *in = graph.inputs(task);
+  for (uint32_t i = 0; i < task.input_count; ++i) {
+    if (graph.data(in[i]).kind == DataKind::kBuffer) {
+      uint32_t &value = run.data[in[i]].*counter;
+      value = static_cast<uint32_t>(static_cast<int64_t>(value) + delta);
+    }
+  }
+}
+
+void Scheduler::unqueue(Run &run, TaskIndex t) {
+  hold_inputs(run, t, -1);
 }
 
 void Scheduler::wake_for(WorkerState &worker, Run &run, TaskIndex t) {

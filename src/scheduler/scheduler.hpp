@@ -103,11 +103,19 @@ class Scheduler {
   void place(Run &run, TaskIndex t, uint32_t worker, double estimate_s, Deferred &deferred);
   void enqueue_ready(WorkerState &worker, Run &run, TaskIndex t);
   void wake_for(WorkerState &worker, Run &run, TaskIndex t);
+  // A task in a ready queue holds its inputs where they are (no spilling) until it finishes or
+  // leaves the queue without running (unqueue).
+  void hold_inputs(Run &run, TaskIndex t, int delta) {
+    count_inputs(run, t, &DataRun::holds, delta);
+  }
+  // Adds delta to one counter of each buffer input of a task.
+  void count_inputs(Run &run, TaskIndex t, uint32_t DataRun::*counter, int delta);
+  void unqueue(Run &run, TaskIndex t);
 
   // Dispatch (scheduler/dispatch.cpp).
   bool pick(WorkerState &worker, Batch &batch, Deferred &deferred);
-  bool try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out,
-                    Deferred &deferred);
+  bool try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out, Deferred &deferred,
+                    bool first_in_line);
   bool steal(WorkerState &thief, Deferred &deferred);
   void fail_stuck_on_memory(Deferred &deferred);
 
@@ -135,8 +143,12 @@ class Scheduler {
   void note_resident(Run &run, DataIndex d, SpaceId space);  // used now: last to be spilled
   void forget_resident(Replica &replica);
   // Starts moving data off `worker`'s device until it is under its threshold and `shortfall`
-  // more bytes are free; returns the bytes released or on their way (0: nothing can go).
-  uint64_t spill(WorkerState &worker, uint64_t shortfall, Deferred &deferred);
+  // more bytes are free; returns the bytes released or on their way (0: nothing can go). Inputs
+  // of running tasks never go; inputs of queued tasks only when `evict_held`, and then last.
+  uint64_t spill(WorkerState &worker, uint64_t shortfall, Deferred &deferred,
+                 bool evict_held = false);
+  void start_spill(WorkerState &worker, Run &run, DataIndex d, Replica &replica,
+                   Deferred &deferred);
   void spill_done(const std::shared_ptr<Run> &run, DataIndex d, SpaceId space, void *host,
                   const std::string &error);
   void unspilled(DataRun &data, SpaceId to);  // spilled data is back on a device

@@ -2,6 +2,7 @@
 // free, data that no dispatched task is reading moves to host memory, least recently used first.
 // A copy that already exists elsewhere is simply dropped. Spilled data comes back through the
 // ordinary input transfers when a task on a device needs it.
+#include "core/error.hpp"
 #include "scheduler/scheduler.hpp"
 
 namespace gf {
@@ -21,7 +22,7 @@ void Scheduler::forget_resident(Replica &replica) {
   replica.lru_tick = 0;
 }
 
-uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred) {
+uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred, bool evict_held) {
   if (spill_threshold_ >= 1 || w.space == kHostSpace) return 0;
   FixedPoint capacity, in_use;
   for (const auto &line : w.ledger.lines()) {
@@ -36,39 +37,47 @@ uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred
   if (target <= w.spilling_bytes) return w.spilling_bytes;
   target -= w.spilling_bytes;
   uint64_t released = 0;
-  for (auto it = w.lru.begin(); it != w.lru.end() && released < target;) {
-    auto [run, d] = it->second;
-    DataRun &data = run->data[d];
-    Replica *replica = data.replicas.find(w.space);
-    if (data.uses > 0 || data.pins > 0 || !replica) {
-      ++it;
-      continue;
+  for (int pass = 0; pass < (evict_held ? 2 : 1) && released < target; ++pass) {
+    for (auto it = w.lru.begin(); it != w.lru.end() && released < target;) {
+      auto [run, d] = it->second;
+      DataRun &data = run->data[d];
+      Replica *replica = data.replicas.find(w.space);
+      if (data.uses > 0 || data.pins > 0 || !replica || (pass == 0 && data.holds > 0)) {
+        ++it;
+        continue;
+      }
+      it = w.lru.erase(it);
+      replica->lru_tick = 0;
+      released += data.size;
+      start_spill(w, *run, d, *replica, deferred);
     }
-    it = w.lru.erase(it);
-    replica->lru_tick = 0;
-    const uint64_t size = data.size;
-    if (data.replicas.size() > 1) {  // another copy exists: dropping this one loses nothing
-      deferred.frees.push_back({w.space, replica->ptr, size});
-      data.replicas.remove(w.space);
-      discharge_space(w.space, size);
-      w.spilled_total += size;
-      released += size;
-      continue;
-    }
-    void *host = backend_.allocate(kHostSpace, size);
-    if (!host) break;
-    data.pins++;
-    w.spilling_bytes += size;
-    transfers_in_flight_++;
-    released += size;
-    std::shared_ptr<Run> keep_alive = run->shared_from_this();
-    SpaceId space = w.space;
-    backend_.copy_async(CopyRequest{space, replica->ptr, kHostSpace, host, size},
-                        [this, keep_alive, d, space, host](const std::string &error) {
-                          spill_done(keep_alive, d, space, host, error);
-                        });
   }
   return released + w.spilling_bytes;
+}
+
+void Scheduler::start_spill(WorkerState &w, Run &run, DataIndex d, Replica &replica,
+                            Deferred &deferred) {
+  DataRun &data = run.data[d];
+  const uint64_t size = data.size;
+  if (data.replicas.size() > 1) {  // another copy exists: dropping this one loses nothing
+    deferred.frees.push_back({w.space, replica.ptr, size});
+    data.replicas.remove(w.space);
+    discharge_space(w.space, size);
+    w.spilled_total += size;
+    return;
+  }
+  void *host = backend_.allocate(kHostSpace, size);
+  if (!host)
+    fail(GF_ERR_OUT_OF_MEMORY, "no host memory to spill " + std::to_string(size) + " bytes into");
+  data.pins++;
+  w.spilling_bytes += size;
+  transfers_in_flight_++;
+  std::shared_ptr<Run> keep_alive = run.shared_from_this();
+  SpaceId space = w.space;
+  backend_.copy_async(CopyRequest{space, replica.ptr, kHostSpace, host, size},
+                      [this, keep_alive, d, space, host](const std::string &error) {
+                        spill_done(keep_alive, d, space, host, error);
+                      });
 }
 
 void Scheduler::spill_done(const std::shared_ptr<Run> &run_ptr, DataIndex d, SpaceId space,

@@ -39,8 +39,8 @@ struct WorkerState {
 
   // Spilling (device workers): resident data by last use, oldest first.
   std::map<uint64_t, std::pair<Run *, DataIndex>> lru;
-  uint64_t spilling_bytes = 0;   // copies to host under way
-  uint64_t spilled_now = 0;      // bytes of its data that live only on host after a spill
+  uint64_t spilling_bytes = 0;  // copies to host under way
+  uint64_t spilled_now = 0;     // bytes of its data that live only on host after a spill
   uint64_t spilled_total = 0;
   uint64_t unspilled_total = 0;
   std::condition_variable wake;

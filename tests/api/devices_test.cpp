@@ -56,8 +56,8 @@ FanGraph producers_then_consumers(int n, uint64_t size) {
       if (gf_task_ctx_input(&p, &n_bytes, ctx, 0) != GF_OK) return 1;
       void *out = nullptr;
       if (gf_task_ctx_output(&out, ctx, 0, 8) != GF_OK) return 1;
-      int64_t ok = n_bytes == size &&
-                   check_pattern(static_cast<const unsigned char *>(p), size, static_cast<uint64_t>(i));
+      int64_t ok = n_bytes == size && check_pattern(static_cast<const unsigned char *>(p), size,
+                                                    static_cast<uint64_t>(i));
       std::memcpy(out, &ok, 8);
       return 0;
     };
@@ -92,7 +92,8 @@ TEST(Devices, EmulatedDevicesDescribeThemselves) {
   // The GPU worker's gpu_memory ledger line is the pool's share, not the whole device.
   EXPECT_EQ(ledger(pool.get(), 1, "gpu_memory").capacity, static_cast<double>(32 * MiB));
   gf_device_info info = GF_DEVICE_INFO_INIT;
-  std::string m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_pool_device_info(&info, pool.get(), 3));
+  std::string m =
+      GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_pool_device_info(&info, pool.get(), 3));
   EXPECT_NE(m.find("out of range"), std::string::npos) << m;
   info.struct_size = 4;
   GF_EXPECT_STATUS(GF_ERR_STRUCT_SIZE, gf_pool_device_info(&info, pool.get(), 0));
@@ -159,11 +160,14 @@ TEST(Devices, ThresholdSpillsKeptResultsThatStayReadable) {
   Graph g = make_graph();
   std::vector<gf_data> kept;
   for (int i = 0; i < 3; ++i) {
-    gf_data d = must_add_buffer(g.get(), ("kept" + std::to_string(i)).c_str(), 16 * MiB, GF_DATA_KEEP);
+    gf_data d =
+        must_add_buffer(g.get(), ("kept" + std::to_string(i)).c_str(), 16 * MiB, GF_DATA_KEEP);
     TaskSpec s;
     s.name = "make" + std::to_string(i);
     s.outputs = {d};
-    s.gpu = [i](gf_task_ctx *ctx) { return write_pattern(ctx, 0, 16 * MiB, 100 + static_cast<uint64_t>(i)) ? 0 : 1; };
+    s.gpu = [i](gf_task_ctx *ctx) {
+      return write_pattern(ctx, 0, 16 * MiB, 100 + static_cast<uint64_t>(i)) ? 0 : 1;
+    };
     must_add_task(g.get(), s);
     kept.push_back(d);
   }
@@ -175,7 +179,8 @@ TEST(Devices, ThresholdSpillsKeptResultsThatStayReadable) {
     ASSERT_EQ(bytes.size(), 16 * MiB);
     EXPECT_TRUE(check_pattern(bytes.data(), bytes.size(), 100 + static_cast<uint64_t>(i)));
   }
-  EXPECT_TRUE(wait_until([&] { return device_memory(pool.get(), 0).resident <= 32 * MiB; }, 10000ms))
+  EXPECT_TRUE(
+      wait_until([&] { return device_memory(pool.get(), 0).resident <= 32 * MiB; }, 10000ms))
       << "resident " << device_memory(pool.get(), 0).resident;
   EXPECT_GE(device_memory(pool.get(), 0).spilled, 16 * MiB);
   run.reset();

@@ -16,7 +16,9 @@ using namespace gft;
 
 constexpr uint64_t MiB = 1ull << 20;
 
-uint32_t expected(uint32_t seed, size_t i) { return seed * 2654435761u + static_cast<uint32_t>(i); }
+uint32_t expected(uint32_t seed, size_t i) {
+  return seed * 2654435761u + static_cast<uint32_t>(i);
+}
 
 // A CUDA pool, or a skip naming why there is none.
 Pool cuda_pool(uint64_t memory_limit = 0, double spill_threshold = 0) {
@@ -31,7 +33,7 @@ Pool cuda_pool(uint64_t memory_limit = 0, double spill_threshold = 0) {
   return Pool(p);
 }
 
-#define REQUIRE_GPU(pool)                                                          \
+#define REQUIRE_GPU(pool) \
   if (!(pool)) GTEST_SKIP() << "no usable GPU: " << gf_last_error()
 
 // Producer on the GPU fills `n` words with a kernel; a CPU consumer checks them.

@@ -146,3 +146,18 @@ TEST(GraphAnalysis, ReferencesFromAnotherGraphAreRejected) {
 }
 
 }  // namespace gf
+
+namespace gf {
+
+TEST(GraphAnalysis, CycleIsPrintedInRunningOrder) {
+  Graph g;
+  gf_task a = add(g, "a"), b = add(g, "b");
+  g.add_dependency(b, a);  // a -> b
+  g.add_dependency(a, b);  // b -> a
+  std::string error = error_of(g);
+  bool a_first = error.find("cycle: task 'a' -> task 'b' -> task 'a'") != std::string::npos;
+  bool b_first = error.find("cycle: task 'b' -> task 'a' -> task 'b'") != std::string::npos;
+  EXPECT_TRUE(a_first || b_first) << error;
+}
+
+}  // namespace gf

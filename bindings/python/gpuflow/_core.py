@@ -289,8 +289,12 @@ def _py_body(ctx, user_data):
             return 1
 
 
-_PY_BODY = F.TASK_FN(_py_body)
-PY_BODY_ADDR = ctypes.cast(_PY_BODY, c_void_p).value
+# gpuflow learns durations per body function pointer (for placement by estimated finish time):
+# a bank of identical trampolines, picked by the task's Python callable, keeps the estimates of
+# different callables apart (up to collisions).
+_BANK_SIZE = 32
+_PY_BODIES = [F.TASK_FN(_py_body) for _ in range(_BANK_SIZE)]
+PY_BODY_ADDRS = tuple(ctypes.cast(b, c_void_p).value for b in _PY_BODIES)
 
 
 TaskEnv = namedtuple("TaskEnv", "kind device worker attempt name")
@@ -673,8 +677,9 @@ class Graph:
         self._state.specs.append((fn, args, kwargs, refs))
         d = self._desc
         d.name = name.encode() if name else None
-        d.cpu_fn = PY_BODY_ADDR if cpu else None
-        d.gpu_fn = PY_BODY_ADDR if gpu else None
+        body = PY_BODY_ADDRS[hash(fn) % _BANK_SIZE]
+        d.cpu_fn = body if cpu else None
+        d.gpu_fn = body if gpu else None
         d.user_data = (self.gid << _INDEX_BITS) | index
         d.resources, d.resource_count = self._resources(resources)
         d.priority = int(priority)

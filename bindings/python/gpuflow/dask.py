@@ -30,7 +30,7 @@ from array import array
 from collections.abc import Mapping
 
 import dask
-from dask._task_spec import Alias, DataNode, GraphNode, convert_legacy_graph
+from dask._task_spec import Alias, DataNode, Task, convert_legacy_graph
 from dask.highlevelgraph import HighLevelGraph
 
 from . import _core as C
@@ -191,8 +191,14 @@ def _dask_body(ctx, user_data):
             return 1
 
 
-_DASK_BODY = F.TASK_FN(_dask_body)
-_DASK_BODY_ADDR = ctypes.cast(_DASK_BODY, ctypes.c_void_p).value
+# gpuflow learns a body's duration per body function pointer, and places tasks by estimated
+# finish time. One trampoline for every Dask task would mix the durations of all Python
+# functions into one estimate; a bank of identical trampolines, picked by the task's Python
+# function, gives each function (up to collisions) its own estimate.
+_BANK_SIZE = 32
+_DASK_BODIES = [F.TASK_FN(_dask_body) for _ in range(_BANK_SIZE)]
+_DASK_BODY_ADDRS = tuple(ctypes.cast(b, ctypes.c_void_p).value for b in _DASK_BODIES)
+_DASK_BODY_ADDR = _DASK_BODY_ADDRS[0]
 
 
 # ------------------------------------------------------------------------------------------
@@ -251,7 +257,13 @@ def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
     n_inputs = 0
     for i, (key, node) in enumerate(dsk.items()):
         index[key] = i
-        if isinstance(node, Alias):
+        if type(node) is Task:  # the common case first
+            st = add_value(base + 8 * i, h, None, 0, F.GF_DATA_KEEP if key in outputs else 0)
+            if st:
+                raise C._error(st)
+            tasks.append((i, key, node))
+            n_inputs += len(node.dependencies)
+        elif isinstance(node, Alias):
             aliases.append(key)
         elif isinstance(node, DataNode):
             vkey = _next_value_key()
@@ -277,7 +289,6 @@ def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
     in_base = inputs.buffer_info()[0]
     desc = F.gf_task_desc()
     desc.struct_size = ctypes.sizeof(F.gf_task_desc)
-    desc.cpu_fn = _DASK_BODY_ADDR
     desc.output_count = 1
     desc_addr = ctypes.addressof(desc)
     add_task = F.gf_graph_add_task
@@ -288,7 +299,10 @@ def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
     annotated = bool(annotations) and any(
         annotations.get(k) for k in ("resources", "priority", "retries"))
     pos = 0
+    bodies = _DASK_BODY_ADDRS
     for i, key, node in tasks:
+        body = bodies[hash(getattr(node, "func", None)) % _BANK_SIZE]
+        desc.cpu_fn = body
         deps = tuple(node.dependencies)
         nd = len(deps)
         if nd:
@@ -308,7 +322,7 @@ def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
         specs.append((node, deps))
         if annotated:
             resources, priority, retries = _task_options(key, annotations)
-            _apply_options(desc, key, resources, priority, retries, res_cache, keep_alive)
+            _apply_options(desc, key, resources, priority, retries, res_cache, keep_alive, body)
         st = add_task(task_out_addr, h, desc_addr)
         if st:
             raise C._error(st)
@@ -317,7 +331,7 @@ def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
     return b
 
 
-def _apply_options(desc, key, resources, priority, retries, res_cache, keep_alive):
+def _apply_options(desc, key, resources, priority, retries, res_cache, keep_alive, body):
     if resources:
         if not isinstance(resources, Mapping):
             raise TypeError(f"gpuflow.dask: the resources annotation of {key!r} must be a "
@@ -330,7 +344,7 @@ def _apply_options(desc, key, resources, priority, retries, res_cache, keep_aliv
             keep_alive.append((arr, names))
         desc.resources, desc.resource_count = hit
         cpu, gpu = C.bodies_for(resources, None)
-        desc.gpu_fn = _DASK_BODY_ADDR if gpu else None
+        desc.gpu_fn = body if gpu else None
     else:
         desc.resources, desc.resource_count = None, 0
         desc.gpu_fn = None

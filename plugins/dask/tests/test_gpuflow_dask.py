@@ -135,10 +135,14 @@ def test_missing_dependency_and_key(pool):
 
 
 def test_values_released_after_compute(pool):
+    from gpuflow import _core
     base = live_values_settled(gpuflow.live_values())
+    graphs = len(_core._GRAPHS)
     x = da.ones((1000, 1000), chunks=100)
-    assert (x + 1).sum().compute(scheduler=get, pool=pool) == 2e6
+    for _ in range(3):
+        assert (x + 1).sum().compute(scheduler=get, pool=pool) == 2e6
     assert live_values_settled(base) == base
+    assert len(_core._GRAPHS) == graphs  # each graph's table went with its C graph
 
 
 def test_nested_compute_does_not_deadlock(pool):
@@ -322,3 +326,18 @@ def test_seed_notebook_example():
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.rstrip().endswith("ok")
+
+
+@pytest.mark.parametrize("args", [["gpuflow", "tree", "256", "1"],
+                                  ["gpuflow", "seed", "1000", "500", "1"]])
+def test_benchmark_smoke(args):
+    """bench/python/bench_dask.py still runs (tiny sizes, gpuflow only)."""
+    import json
+    import subprocess
+    import sys
+    root = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+    p = subprocess.run([sys.executable, os.path.join(root, "bench", "python", "bench_dask.py"),
+                        "--one", *args], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    assert r["peer"] == "gpuflow" and r["median_s"] > 0

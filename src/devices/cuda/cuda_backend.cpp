@@ -82,9 +82,13 @@ CudaBackend::CudaBackend(const PoolOptions &options, std::vector<int> cuda_ordin
   }
 }
 
-CudaBackend::~CudaBackend() { shutdown(); }
+CudaBackend::~CudaBackend() {
+  shutdown();
+}
 
-bool CudaBackend::peer_access(int from, int to) const { return from == to || peer_[from][to]; }
+bool CudaBackend::peer_access(int from, int to) const {
+  return from == to || peer_[from][to];
+}
 
 void *CudaBackend::allocate(SpaceId space, uint64_t bytes) {
   if (space == kHostSpace) return std::malloc(bytes ? bytes : 1);

@@ -16,7 +16,8 @@ inline std::string cuda_message(cudaError_t error) {
 }
 
 inline void cuda_check(cudaError_t error, const char *what) {
-  if (error != cudaSuccess) fail(GF_ERR_SYSTEM, std::string(what) + " failed: " + cuda_message(error));
+  if (error != cudaSuccess)
+    fail(GF_ERR_SYSTEM, std::string(what) + " failed: " + cuda_message(error));
 }
 
 }  // namespace gf

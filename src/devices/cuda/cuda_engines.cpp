@@ -77,7 +77,8 @@ std::string CudaCopyEngine::to_device(const void *host, void *device, uint64_t b
         e != cudaSuccess) {
       return cuda_message(e);
     }
-    if (cudaError_t e = cudaEventRecord(staged_[k], stream_); e != cudaSuccess) return cuda_message(e);
+    if (cudaError_t e = cudaEventRecord(staged_[k], stream_); e != cudaSuccess)
+      return cuda_message(e);
   }
   cudaError_t e = cudaStreamSynchronize(stream_);
   return e == cudaSuccess ? std::string() : cuda_message(e);
@@ -102,7 +103,8 @@ std::string CudaCopyEngine::from_device(const void *device, void *host, uint64_t
         e != cudaSuccess) {
       return cuda_message(e);
     }
-    if (cudaError_t e = cudaEventRecord(staged_[k], stream_); e != cudaSuccess) return cuda_message(e);
+    if (cudaError_t e = cudaEventRecord(staged_[k], stream_); e != cudaSuccess)
+      return cuda_message(e);
     if (std::string error = drain(); !error.empty()) return error;  // the previous chunk
     pending_offset = offset;
     pending_bytes = n;
@@ -126,8 +128,7 @@ std::string CudaCopyEngine::perform(const CudaCopy &copy) {
 
 // ---- completions ----------------------------------------------------------------------------
 
-CudaCompletions::CudaCompletions(int ordinal)
-    : ordinal_(ordinal), thread_([this] { loop(); }) {}
+CudaCompletions::CudaCompletions(int ordinal) : ordinal_(ordinal), thread_([this] { loop(); }) {}
 
 CudaCompletions::~CudaCompletions() {
   drain_and_stop();
