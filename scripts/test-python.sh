@@ -6,9 +6,9 @@
 #    as Dask's default scheduler (plugins/dask/gpuflow_dask_pytest.py; exclusions in
 #    plugins/dask/README.md).
 # Sets up .venv first (scripts/setup-python.sh). Exits non-zero if any suite fails; a suite that
-# collects no tests is a failure (exit 1, not pytest's 5) unless GPUFLOW_PYTEST_ARGS narrows the
-# selection on purpose (e.g. GPUFLOW_PYTEST_ARGS="-k annotations"), when it is reported and
-# passes. GPUFLOW_PYTEST_JOBS=N runs Dask's modules with pytest-xdist on N processes.
+# collects no tests is a failure (exit 1, not pytest's 5) unless GPUFLOW_PYTEST_ARGS (extra pytest
+# arguments, split on whitespace, e.g. "-k annotations") narrows the selection on purpose: then it
+# is reported and passes. GPUFLOW_PYTEST_JOBS=N runs Dask's modules with pytest-xdist on N processes.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -ne 1 ]; then echo "usage: $0 BUILD_DIR" >&2; exit 2; fi

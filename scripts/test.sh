@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds gpuflow and runs every test: the normal build, then the AddressSanitizer +
-# UndefinedBehaviorSanitizer build. GPUFLOW_TSAN=1 adds the ThreadSanitizer build.
+# UndefinedBehaviorSanitizer build, and a bounded fuzz run of the graph deserializer.
+# GPUFLOW_TSAN=1 adds the ThreadSanitizer build.
 # GPUFLOW_QUICK=1 runs the normal build only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,10 @@ if [ -z "${GPUFLOW_QUICK:-}" ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_suite build-asan -DCMAKE_BUILD_TYPE=Debug "-DGPUFLOW_SANITIZE=address;undefined" \
       -DGPUFLOW_WITH_CUDA=OFF
+fi
+if [ -z "${GPUFLOW_QUICK:-}" ]; then
+  # The graph deserializer takes untrusted bytes: a bounded libFuzzer run (clang).
+  scripts/fuzz.sh "${GPUFLOW_FUZZ_SECONDS:-30}"
 fi
 if [ -n "${GPUFLOW_TSAN:-}" ]; then
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
