@@ -20,6 +20,8 @@
 // exits non-zero on any error. Uses only the C ABI in gpuflow.h.
 #include <gpuflow.h>
 
+#include "seed_chunk.h"
+
 #include <sys/resource.h>
 #include <algorithm>
 #include <chrono>
@@ -133,10 +135,7 @@ const Ziggurat &ziggurat() {
 constexpr double kMean = 10.0;  // normal(10, 1)
 constexpr double kAdd = 1.0;    // x + 1
 
-struct Chunk {
-  int64_t row0, col0, rows, cols;
-  uint64_t seed;  // seeds this chunk's stream: chunks are independent and reproducible
-};
+using Chunk = seed_chunk;
 
 // Generates the chunk row by row, adds 1, sums global-even rows and columns. Writes one double.
 int chunk_body(gf_task_ctx *ctx, void *user_data) {
@@ -182,6 +181,21 @@ int sum_body(gf_task_ctx *ctx, void *) {
   const double s = a + b;
   std::memcpy(out, &s, sizeof s);
   return 0;
+}
+
+// GPU bodies: on real GPUs the CUDA ones (seed_array_cuda.cu), on emulated devices the host code.
+bool g_real_gpus = false;
+gf_task_fn chunk_gpu_body() {
+#ifdef SEED_ARRAY_CUDA
+  if (g_real_gpus) return seed_chunk_gpu;
+#endif
+  return chunk_body;
+}
+gf_task_fn sum_gpu_body() {
+#ifdef SEED_ARRAY_CUDA
+  if (g_real_gpus) return seed_sum_gpu;
+#endif
+  return sum_body;
 }
 
 // ---- Plumbing ------------------------------------------------------------------------------
@@ -253,7 +267,7 @@ Result run_once(gf_pool *pool, const Workload &w, bool gpu_bodies, uint32_t work
     CHECK(gf_graph_add_buffer(&level[i], graph, &partial));
     gf_task_desc desc = GF_TASK_DESC_INIT;
     desc.cpu_fn = chunk_body;
-    desc.gpu_fn = gpu_bodies ? chunk_body : nullptr;
+    desc.gpu_fn = gpu_bodies ? chunk_gpu_body() : nullptr;
     desc.user_data = &chunks[i];
     desc.outputs = &level[i];
     desc.output_count = 1;
@@ -270,7 +284,7 @@ Result run_once(gf_pool *pool, const Workload &w, bool gpu_bodies, uint32_t work
       CHECK(gf_graph_add_buffer(&out, graph, &partial));
       gf_task_desc desc = GF_TASK_DESC_INIT;
       desc.cpu_fn = sum_body;
-      desc.gpu_fn = gpu_bodies ? sum_body : nullptr;
+      desc.gpu_fn = gpu_bodies ? sum_gpu_body() : nullptr;
       desc.inputs = &level[i];
       desc.input_count = 2;
       desc.outputs = &out;
@@ -335,16 +349,22 @@ int main(int argc, char **argv) {
   uint32_t workers = 0;
   CHECK(gf_pool_worker_count(&workers, pool));
   std::vector<std::string> names(workers);
-  bool gpu_bodies = true;  // our GPU bodies are host code: valid only on emulated devices
+  bool gpu_bodies = true;
   uint32_t cpu_workers = 0;
   for (uint32_t i = 0; i < workers; ++i) {
     gf_worker_info info = GF_WORKER_INFO_INIT;
     CHECK(gf_pool_worker_info(&info, pool, i));
     names[i] = info.name ? info.name : "?";
-    if (info.kind == GF_WORKER_GPU && !info.emulated) gpu_bodies = false;
+    if (info.kind == GF_WORKER_GPU && !info.emulated) g_real_gpus = true;
     if (info.kind == GF_WORKER_CPU) cpu_workers++;
   }
-  if (!gpu_bodies) std::printf("note: real GPUs found; chunks run on CPU workers only\n");
+#ifndef SEED_ARRAY_CUDA
+  // Without the CUDA bodies, host code cannot run on a real GPU's worker.
+  if (g_real_gpus) {
+    gpu_bodies = false;
+    std::printf("note: real GPUs found but built without CUDA; chunks run on CPU workers only\n");
+  }
+#endif
 
   if (argc > 3) run_once(pool, {2 * w.c, w.c}, gpu_bodies, workers);  // benchmark warm-up
 

@@ -93,6 +93,10 @@ def pytest_runtest_setup(item):
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     excluded = sum(1 for r in terminalreporter.stats.get("skipped", [])
                    if "excluded under gpuflow" in str(getattr(r, "longrepr", "")))
+    if getattr(config.option, "numprocesses", None):  # pytest-xdist: counted in its workers
+        ran = "graphs in the xdist workers (not counted here)"
+    else:
+        ran = f"{_calls['graphs']} graphs"
     terminalreporter.write_line(
-        f"gpuflow: gpuflow.dask.get ran {_calls['graphs']} graphs; "
+        f"gpuflow: gpuflow.dask.get ran {ran}; "
         f"{excluded} tests excluded (see plugins/dask/README.md)")

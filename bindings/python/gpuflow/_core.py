@@ -328,16 +328,6 @@ def current_task() -> TaskContext | None:
     return TaskContext(ctx) if ctx else None
 
 
-def _enter_body(ctx):
-    prev = getattr(_tls, "ctx", None)
-    _tls.ctx = ctx
-    return prev
-
-
-def _leave_body(prev):
-    _tls.ctx = prev
-
-
 # ------------------------------------------------------------------------------------------
 # Pools
 # ------------------------------------------------------------------------------------------

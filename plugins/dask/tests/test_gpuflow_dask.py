@@ -88,7 +88,7 @@ def test_dataframe(pool):
     ddf = dd.from_pandas(df, npartitions=5)
     got = ddf.groupby("a").b.sum().compute(scheduler=get, pool=pool)
     pd.testing.assert_series_equal(got.sort_index(), df.groupby("a").b.sum())
-    assert len(ddf[ddf.b > 50]) == 149  # len() computes through the configured scheduler?
+    assert len(ddf[ddf.b > 50]) == 149
 
 
 def test_config_scheduler_and_pool(pool):
@@ -297,7 +297,7 @@ def test_keyboard_interrupt_cancels(pool):
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         dask.compute(*tasks, scheduler=get, pool=pool)
-    assert time.monotonic() - t0 < 3
+    assert time.monotonic() - t0 < 10  # cancelled, not run to the end (10 s bodies)
     # the pool is free again: nothing left running
     assert delayed(add)(2, 2).compute(scheduler=get, pool=pool) == 4
 
