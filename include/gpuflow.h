@@ -186,8 +186,11 @@ typedef struct gf_pool_config {
 #define GF_POOL_CONFIG_INIT \
   {sizeof(gf_pool_config), GF_BACKEND_AUTO, 0, 0, 0, 0.0, 0, NULL, 0, NULL, 0, NULL, 0, 0, 0.0}
 
-/* Sets *config to GF_POOL_CONFIG_INIT (for bindings that cannot use the macro). Thread-safe. */
-GF_API void gf_pool_config_init(gf_pool_config *config);
+/* Sets *config to GF_POOL_CONFIG_INIT (for bindings that cannot use the macro). Every gf_*_init
+ * function takes the size of the caller's struct and writes at most that many bytes, with
+ * struct_size set to the size written, so a binding built against an older header is safe.
+ * Thread-safe. */
+GF_API void gf_pool_config_init(gf_pool_config *config, uint32_t struct_size);
 
 /* Do not call directly: use gf_pool_create, which passes the header's major version. */
 GF_API gf_status gf_pool_create_versioned(gf_pool **out, const gf_pool_config *config,
@@ -331,7 +334,7 @@ typedef struct gf_buffer_desc {
 } gf_buffer_desc;
 
 #define GF_BUFFER_DESC_INIT {sizeof(gf_buffer_desc), NULL, 0, 0}
-GF_API void gf_buffer_desc_init(gf_buffer_desc *desc);
+GF_API void gf_buffer_desc_init(gf_buffer_desc *desc, uint32_t struct_size);
 
 /* Declares a buffer that a task of this graph will produce (one task must list it as output).
  * Externally synchronized: graph. */
@@ -396,7 +399,7 @@ typedef struct gf_task_desc {
 #define GF_TASK_DESC_INIT                                                                      \
   {sizeof(gf_task_desc), NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, 0, NULL, 0, NULL, 0, \
    NULL, NULL}
-GF_API void gf_task_desc_init(gf_task_desc *desc);
+GF_API void gf_task_desc_init(gf_task_desc *desc, uint32_t struct_size);
 
 /* Adds a task. Checks what can be checked now (references belong to this graph, amounts are
  * finite and non-negative, a body is given) and names the culprit on error; graph-wide checks
@@ -445,7 +448,7 @@ typedef struct gf_submit_options {
 } gf_submit_options;
 
 #define GF_SUBMIT_OPTIONS_INIT {sizeof(gf_submit_options), NULL, NULL}
-GF_API void gf_submit_options_init(gf_submit_options *options);
+GF_API void gf_submit_options_init(gf_submit_options *options, uint32_t struct_size);
 
 /* Validates the graph against the pool and starts running it. options may be NULL.
  * Rejected (nothing runs) with GF_ERR_INVALID_GRAPH for a cycle, a dangling input (no producer,
@@ -596,7 +599,7 @@ typedef struct gf_kernel_desc {
 } gf_kernel_desc;
 
 #define GF_KERNEL_DESC_INIT {sizeof(gf_kernel_desc), NULL, NULL, NULL, NULL, NULL}
-GF_API void gf_kernel_desc_init(gf_kernel_desc *desc);
+GF_API void gf_kernel_desc_init(gf_kernel_desc *desc, uint32_t struct_size);
 
 /* Registers a kernel with the pool. A name can be registered once per pool (GF_ERR_INVALID_ARGUMENT
  * naming it the second time): runs already submitted keep using what they resolved. user_data is
@@ -647,7 +650,7 @@ typedef struct gf_command_desc {
 } gf_command_desc;
 
 #define GF_COMMAND_DESC_INIT {sizeof(gf_command_desc), NULL, 0, NULL, 0, NULL, 0.0, NULL}
-GF_API void gf_command_desc_init(gf_command_desc *desc);
+GF_API void gf_command_desc_init(gf_command_desc *desc, uint32_t struct_size);
 
 /* ---------------------------------------------------------------------------------------------
  * Graphs as files

@@ -27,14 +27,14 @@ gf_task_desc read_task_desc(const gf_task_desc *desc) {
 
 extern "C" {
 
-GF_API void gf_buffer_desc_init(gf_buffer_desc *desc) {
+GF_API void gf_buffer_desc_init(gf_buffer_desc *desc, uint32_t struct_size) {
   gf_buffer_desc init = GF_BUFFER_DESC_INIT;
-  if (desc) *desc = init;
+  init_bounded(desc, init, struct_size);
 }
 
-GF_API void gf_task_desc_init(gf_task_desc *desc) {
+GF_API void gf_task_desc_init(gf_task_desc *desc, uint32_t struct_size) {
   gf_task_desc init = GF_TASK_DESC_INIT;
-  if (desc) *desc = init;
+  init_bounded(desc, init, struct_size);
 }
 
 GF_API gf_status gf_graph_create(gf_graph **out) {

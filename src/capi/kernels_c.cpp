@@ -8,14 +8,14 @@ using namespace gf::capi;
 
 extern "C" {
 
-GF_API void gf_kernel_desc_init(gf_kernel_desc *desc) {
+GF_API void gf_kernel_desc_init(gf_kernel_desc *desc, uint32_t struct_size) {
   gf_kernel_desc init = GF_KERNEL_DESC_INIT;
-  if (desc) *desc = init;
+  init_bounded(desc, init, struct_size);
 }
 
-GF_API void gf_command_desc_init(gf_command_desc *desc) {
+GF_API void gf_command_desc_init(gf_command_desc *desc, uint32_t struct_size) {
   gf_command_desc init = GF_COMMAND_DESC_INIT;
-  if (desc) *desc = init;
+  init_bounded(desc, init, struct_size);
 }
 
 GF_API gf_status gf_pool_register_kernel(gf_pool *pool, const gf_kernel_desc *desc) {

@@ -59,9 +59,9 @@ GF_API const char *gf_version_string(void) {
   return GF_STR(GF_VERSION_MAJOR) "." GF_STR(GF_VERSION_MINOR) "." GF_STR(GF_VERSION_PATCH);
 }
 
-GF_API void gf_pool_config_init(gf_pool_config *config) {
+GF_API void gf_pool_config_init(gf_pool_config *config, uint32_t struct_size) {
   gf_pool_config init = GF_POOL_CONFIG_INIT;
-  if (config) *config = init;
+  init_bounded(config, init, struct_size);
 }
 
 GF_API gf_status gf_pool_create_versioned(gf_pool **out, const gf_pool_config *config,

@@ -73,9 +73,9 @@ const DataRun &readable_data(Run &run, DataIndex d, std::unique_lock<std::mutex>
 
 extern "C" {
 
-GF_API void gf_submit_options_init(gf_submit_options *options) {
+GF_API void gf_submit_options_init(gf_submit_options *options, uint32_t struct_size) {
   gf_submit_options init = GF_SUBMIT_OPTIONS_INIT;
-  if (options) *options = init;
+  init_bounded(options, init, struct_size);
 }
 
 GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,

@@ -30,4 +30,15 @@ T read_struct(const T *in, const char *name) {
   return out;
 }
 
+// Writes the first min(size, sizeof(T)) bytes of `init` into *out, recording that size: the
+// gf_*_init functions never write past a struct of an older, smaller layout.
+template <class T>
+void init_bounded(T *out, const T &init, uint32_t size) {
+  if (!out || size < sizeof(uint32_t)) return;
+  uint32_t n = size < sizeof(T) ? size : static_cast<uint32_t>(sizeof(T));
+  T copy = init;
+  copy.struct_size = n;
+  std::memcpy(static_cast<void *>(out), &copy, n);
+}
+
 }  // namespace gf::capi

@@ -27,6 +27,8 @@ uint64_t declared_output_bytes(const Graph &graph, const TaskDesc &task) {
 }  // namespace
 
 bool Scheduler::next_batch(Lock &lock, WorkerState &worker, Batch &batch, Deferred &deferred) {
+  // This thread picks again right after: work it makes ready for itself wakes nobody else.
+  completing_worker_ = worker.index;
   for (size_t i = 0; i < batch.count; ++i) {
     Dispatch &item = batch.items[i];
     if (item.handed_off) {
@@ -35,6 +37,7 @@ bool Scheduler::next_batch(Lock &lock, WorkerState &worker, Batch &batch, Deferr
       finish(worker, item, deferred);
     }
   }
+  completing_worker_ = kNoIndex;
   batch.count = 0;
   for (;;) {
     if (stopping_) return false;

@@ -239,6 +239,7 @@ void Scheduler::unqueue(Run &run, TaskIndex t) {
 
 void Scheduler::wake_for(WorkerState &worker, Run &run, TaskIndex t) {
   if (worker.idle_threads > 0) worker.wake.notify_one();
+  if (worker.index == completing_worker_ && worker.ready.size() <= 1) return;
   // More queued there than it has idle threads: wake an idle worker that may run the task, so
   // it can steal it.
   if (idle_threads_total_ <= worker.idle_threads || worker.ready.size() <= worker.idle_threads) {

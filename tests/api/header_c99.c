@@ -24,7 +24,7 @@ static void check_pool_config(void) {
   gf_pool_config m = GF_POOL_CONFIG_INIT;
   gf_pool_config f;
   memset(&f, 0xA5, sizeof f);
-  gf_pool_config_init(&f);
+  gf_pool_config_init(&f, sizeof f);
   CHECK(m.struct_size == sizeof(gf_pool_config));
   SAME(m, f, struct_size);
   SAME(m, f, backend);
@@ -46,7 +46,7 @@ static void check_buffer_desc(void) {
   gf_buffer_desc m = GF_BUFFER_DESC_INIT;
   gf_buffer_desc f;
   memset(&f, 0xA5, sizeof f);
-  gf_buffer_desc_init(&f);
+  gf_buffer_desc_init(&f, sizeof f);
   CHECK(m.struct_size == sizeof(gf_buffer_desc));
   SAME(m, f, struct_size);
   SAME(m, f, name);
@@ -59,7 +59,7 @@ static void check_task_desc(void) {
   gf_task_desc m = GF_TASK_DESC_INIT;
   gf_task_desc f;
   memset(&f, 0xA5, sizeof f);
-  gf_task_desc_init(&f);
+  gf_task_desc_init(&f, sizeof f);
   CHECK(m.struct_size == sizeof(gf_task_desc));
   SAME(m, f, struct_size);
   SAME(m, f, name);
@@ -84,7 +84,7 @@ static void check_submit_options(void) {
   gf_submit_options m = GF_SUBMIT_OPTIONS_INIT;
   gf_submit_options f;
   memset(&f, 0xA5, sizeof f);
-  gf_submit_options_init(&f);
+  gf_submit_options_init(&f, sizeof f);
   CHECK(m.struct_size == sizeof(gf_submit_options));
   SAME(m, f, struct_size);
   SAME(m, f, on_complete);

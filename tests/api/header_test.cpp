@@ -36,7 +36,7 @@ TEST(Header, PoolConfigInitMatchesFunction) {
   gf_pool_config m = GF_POOL_CONFIG_INIT;
   gf_pool_config f;
   std::memset(&f, 0x5A, sizeof f);
-  gf_pool_config_init(&f);
+  gf_pool_config_init(&f, sizeof f);
   EXPECT_EQ(m.struct_size, sizeof(gf_pool_config));
   EXPECT_TRUE(same_field(m.struct_size, f.struct_size));
   EXPECT_TRUE(same_field(m.backend, f.backend));
@@ -55,7 +55,7 @@ TEST(Header, BufferDescInitMatchesFunction) {
   gf_buffer_desc m = GF_BUFFER_DESC_INIT;
   gf_buffer_desc f;
   std::memset(&f, 0x5A, sizeof f);
-  gf_buffer_desc_init(&f);
+  gf_buffer_desc_init(&f, sizeof f);
   EXPECT_EQ(m.struct_size, sizeof(gf_buffer_desc));
   EXPECT_TRUE(same_field(m.struct_size, f.struct_size));
   EXPECT_TRUE(same_field(m.name, f.name));
@@ -67,7 +67,7 @@ TEST(Header, TaskDescInitMatchesFunction) {
   gf_task_desc m = GF_TASK_DESC_INIT;
   gf_task_desc f;
   std::memset(&f, 0x5A, sizeof f);
-  gf_task_desc_init(&f);
+  gf_task_desc_init(&f, sizeof f);
   EXPECT_EQ(m.struct_size, sizeof(gf_task_desc));
   EXPECT_TRUE(same_field(m.struct_size, f.struct_size));
   EXPECT_TRUE(same_field(m.name, f.name));
@@ -91,7 +91,7 @@ TEST(Header, SubmitOptionsInitMatchesFunction) {
   gf_submit_options m = GF_SUBMIT_OPTIONS_INIT;
   gf_submit_options f;
   std::memset(&f, 0x5A, sizeof f);
-  gf_submit_options_init(&f);
+  gf_submit_options_init(&f, sizeof f);
   EXPECT_EQ(m.struct_size, sizeof(gf_submit_options));
   EXPECT_TRUE(same_field(m.struct_size, f.struct_size));
   EXPECT_TRUE(same_field(m.on_complete, f.on_complete));
@@ -161,3 +161,16 @@ TEST(Header, LastErrorIsEmptyAfterSuccessAndNeverNull) {
 }
 
 }  // namespace
+
+// A binding built against an older, shorter layout: the init function must not write past it.
+TEST(Header, InitFunctionsNeverWritePastTheCallersStruct) {
+  unsigned char buffer[sizeof(gf_task_desc) + 16];
+  std::memset(buffer, 0xEE, sizeof buffer);
+  const uint32_t older = 24;  // a prefix of the struct, as an old header would have it
+  gf_task_desc_init(reinterpret_cast<gf_task_desc *>(buffer), older);
+  uint32_t written = 0;
+  std::memcpy(&written, buffer, sizeof written);
+  EXPECT_EQ(written, older);
+  for (size_t i = older; i < sizeof buffer; ++i) ASSERT_EQ(buffer[i], 0xEE) << "byte " << i;
+  gf_pool_config_init(nullptr, sizeof(gf_pool_config));  // NULL is ignored
+}

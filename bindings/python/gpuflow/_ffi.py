@@ -211,7 +211,7 @@ gf_version_string = _fn("gf_version_string", c_char_p)
 gf_last_error = _fn("gf_last_error", c_char_p)
 gf_status_name = _fn("gf_status_name", c_char_p, c_int)
 
-gf_pool_config_init = _fn("gf_pool_config_init", None, c_void_p)
+gf_pool_config_init = _fn("gf_pool_config_init", None, c_void_p, c_uint32)
 gf_pool_create_versioned = _fn("gf_pool_create_versioned", _S, c_void_p, c_void_p, c_uint32)
 gf_pool_destroy = _fn("gf_pool_destroy", None, c_void_p)
 gf_pool_worker_count = _fn("gf_pool_worker_count", _S, c_void_p, c_void_p)
@@ -228,7 +228,7 @@ gf_graph_add_host_value = _fn("gf_graph_add_host_value", _S, c_void_p, c_void_p,
                               c_void_p, c_void_p, c_uint64)
 gf_graph_add_host_buffer = _fn("gf_graph_add_host_buffer", _S, c_void_p, c_void_p, c_char_p,
                                c_void_p, c_uint64, c_uint32)
-gf_task_desc_init = _fn("gf_task_desc_init", None, c_void_p)
+gf_task_desc_init = _fn("gf_task_desc_init", None, c_void_p, c_uint32)
 gf_graph_add_task = _fn("gf_graph_add_task", _S, c_void_p, c_void_p, c_void_p)
 gf_graph_add_dependency = _fn("gf_graph_add_dependency", _S, c_void_p, c_uint64, c_uint64)
 gf_graph_task_count = _fn("gf_graph_task_count", _S, c_void_p, c_void_p)
@@ -256,12 +256,11 @@ gf_task_ctx_env = _fn("gf_task_ctx_env", _S, c_void_p, c_void_p)
 
 
 def library_struct_size(init_fn) -> int:
-    """The struct_size the loaded library's gf_*_init writes (its own sizeof). The init
-    functions write the library's whole struct, so they are only ever called on a buffer larger
-    than any version of it; bindings initialise their own ctypes structs (zeroed, struct_size =
-    their sizeof), exactly as the _INIT macros do."""
+    """The struct_size the loaded library's gf_*_init writes given room for any layout: its own
+    sizeof. Bindings initialise their own ctypes structs (zeroed, struct_size = their sizeof),
+    exactly as the _INIT macros do."""
     buf = ctypes.create_string_buffer(4096)
-    init_fn(buf)
+    init_fn(buf, 4096)  # writes at most 4096 bytes: the library's whole struct
     return c_uint32.from_buffer(buf).value
 
 

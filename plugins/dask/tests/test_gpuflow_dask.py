@@ -136,12 +136,13 @@ def test_missing_dependency_and_key(pool):
 
 def test_values_released_after_compute(pool):
     from gpuflow import _core
-    base = live_values_settled(gpuflow.live_values())
+    # Values of earlier tests may still be on their way out: let them go before the baseline.
+    base = live_values_settled(0)
     graphs = len(_core._GRAPHS)
     x = da.ones((1000, 1000), chunks=100)
     for _ in range(3):
         assert (x + 1).sum().compute(scheduler=get, pool=pool) == 2e6
-    assert live_values_settled(base) == base
+    assert live_values_settled(base) <= base
     assert len(_core._GRAPHS) == graphs  # each graph's table went with its C graph
 
 
