@@ -29,7 +29,7 @@ if [ -z "${GPUFLOW_QUICK:-}" ]; then
   scripts/fuzz.sh "${GPUFLOW_FUZZ_SECONDS:-30}"
 fi
 if [ -n "${GPUFLOW_TSAN:-}" ]; then
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
     run_suite build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUFLOW_SANITIZE=thread \
       -DGPUFLOW_WITH_CUDA=OFF
 fi

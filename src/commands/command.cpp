@@ -11,7 +11,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -269,14 +268,7 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
   s.process.data = &s;
   s.timer.data = &s;
   s.started = Clock::now();
-  int rc;
-  {
-    // libuv's uv_spawn keeps process-wide state of its own (seen racing under ThreadSanitizer
-    // when two workers spawn at once): spawning is rare, so spawns take turns.
-    static std::mutex spawn_mu;
-    std::lock_guard lock(spawn_mu);
-    rc = uv_spawn(&loop, &s.process, &options);
-  }
+  int rc = uv_spawn(&loop, &s.process, &options);
   std::string result;
   if (rc != 0) {
     uv_close(reinterpret_cast<uv_handle_t *>(&s.process), nullptr);
