@@ -149,6 +149,8 @@ class Scheduler {
                  bool evict_held = false);
   void start_spill(WorkerState &worker, Run &run, DataIndex d, Replica &replica,
                    Deferred &deferred);
+  // Frees one device copy of data that lives elsewhere too, and takes it off the spill list.
+  void drop_device_replica(DataRun &data, Replica &replica, Deferred &deferred);
   void spill_done(const std::shared_ptr<Run> &run, DataIndex d, SpaceId space, void *host,
                   const std::string &error);
   void unspilled(DataRun &data, SpaceId to);  // spilled data is back on a device

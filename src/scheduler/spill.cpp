@@ -55,14 +55,21 @@ uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred
   return released + w.spilling_bytes;
 }
 
+void Scheduler::drop_device_replica(DataRun &data, Replica &replica, Deferred &deferred) {
+  // Unlisted first: a task may have touched it since it was chosen, listing it again.
+  forget_resident(replica);
+  SpaceId space = replica.space;
+  deferred.frees.push_back({space, replica.ptr, data.size});
+  data.replicas.remove(space);
+  discharge_space(space, data.size);
+}
+
 void Scheduler::start_spill(WorkerState &w, Run &run, DataIndex d, Replica &replica,
                             Deferred &deferred) {
   DataRun &data = run.data[d];
   const uint64_t size = data.size;
   if (data.replicas.size() > 1) {  // another copy exists: dropping this one loses nothing
-    deferred.frees.push_back({w.space, replica.ptr, size});
-    data.replicas.remove(w.space);
-    discharge_space(w.space, size);
+    drop_device_replica(data, replica, deferred);
     w.spilled_total += size;
     return;
   }
@@ -98,15 +105,13 @@ void Scheduler::spill_done(const std::shared_ptr<Run> &run_ptr, DataIndex d, Spa
     } else {
       data.replicas.push_back(Replica{kHostSpace, true, host});
       Replica *on_device = data.replicas.find(space);
-      if (on_device && data.uses == 0) {
-        deferred.frees.push_back({space, on_device->ptr, data.size});
-        data.replicas.remove(space);
-        discharge_space(space, data.size);
+      if (on_device && data.uses == 0 && data.pins == 0) {
+        drop_device_replica(data, *on_device, deferred);
         w.spilled_now += data.size;
         w.spilled_total += data.size;
         data.spilled_from = space;
       } else if (on_device) {
-        note_resident(run, d, space);  // a task started reading it meanwhile: keep both
+        note_resident(run, d, space);  // a task or a copy reads it meanwhile: keep both
       }
     }
     if (data.pins == 0 && data.free_when_unpinned) {
