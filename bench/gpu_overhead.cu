@@ -16,7 +16,8 @@ namespace {
 
 __global__ void empty_kernel() {}
 __global__ void touch(char *p, size_t n) {
-  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) p[i] = 1;
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    p[i] = 1;
 }
 
 double now() {
@@ -45,12 +46,12 @@ int consume_body(gf_task_ctx *, void *) {
   return 0;
 }
 
-#define CHECK(x)                                                                  \
-  do {                                                                            \
-    if ((x) != GF_OK) {                                                           \
-      std::fprintf(stderr, "%s failed: %s\n", #x, gf_last_error());                \
-      std::exit(1);                                                               \
-    }                                                                             \
+#define CHECK(x)                                                    \
+  do {                                                              \
+    if ((x) != GF_OK) {                                             \
+      std::fprintf(stderr, "%s failed: %s\n", #x, gf_last_error()); \
+      std::exit(1);                                                 \
+    }                                                               \
   } while (0)
 
 }  // namespace
@@ -134,11 +135,12 @@ int main(int argc, char **argv) {
     cudaMemcpy(host.data(), device, g_bytes, cudaMemcpyDeviceToHost);
     plain_d2h = std::min(plain_d2h, now() - t0);
   }
-  std::printf("{\"empty_tasks\": %d, \"runtime_us_per_task\": %.2f, \"plain_us_per_launch\": %.2f, "
-              "\"d2h_bytes\": %zu, \"runtime_d2h_gb_s\": %.2f, \"cudamemcpy_d2h_gb_s\": %.2f}\n",
-              n, runtime_empty / n * 1e6, plain_empty / n * 1e6, g_bytes,
-              static_cast<double>(g_bytes) / runtime_d2h / 1e9,
-              static_cast<double>(g_bytes) / plain_d2h / 1e9);
+  std::printf(
+      "{\"empty_tasks\": %d, \"runtime_us_per_task\": %.2f, \"plain_us_per_launch\": %.2f, "
+      "\"d2h_bytes\": %zu, \"runtime_d2h_gb_s\": %.2f, \"cudamemcpy_d2h_gb_s\": %.2f}\n",
+      n, runtime_empty / n * 1e6, plain_empty / n * 1e6, g_bytes,
+      static_cast<double>(g_bytes) / runtime_d2h / 1e9,
+      static_cast<double>(g_bytes) / plain_d2h / 1e9);
   cudaFree(device);
   gf_pool_destroy(pool);
   return 0;

@@ -12,7 +12,8 @@ namespace {
 
 __global__ void fused(double *out, long long n, unsigned long long seed) {
   const unsigned long long total = static_cast<unsigned long long>(n) * n;
-  const unsigned long long tid = blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x;
+  const unsigned long long tid =
+      blockIdx.x * static_cast<unsigned long long>(blockDim.x) + threadIdx.x;
   const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
   curandStatePhilox4_32_10_t state;
   curand_init(seed, tid, 0, &state);
@@ -71,8 +72,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   double m = static_cast<double>((n + 1) / 2);
-  std::printf("{\"peer\": \"seed-fused-cuda\", \"N\": %lld, \"best_s\": %.4f, \"sum\": %.1f, "
-              "\"expected\": %.1f, \"normals_per_s\": %.3e}\n",
-              n, best_ms / 1e3, sum, 11.0 * m * m, static_cast<double>(n) * n / (best_ms / 1e3));
+  std::printf(
+      "{\"peer\": \"seed-fused-cuda\", \"N\": %lld, \"best_s\": %.4f, \"sum\": %.1f, "
+      "\"expected\": %.1f, \"normals_per_s\": %.3e}\n",
+      n, best_ms / 1e3, sum, 11.0 * m * m, static_cast<double>(n) * n / (best_ms / 1e3));
   return 0;
 }

@@ -39,7 +39,9 @@ __global__ void chunk_kernel(double *out, seed_chunk c) {
   if (threadIdx.x == 0) atomicAdd(out, partial[0]);
 }
 
-__global__ void add_kernel(double *out, const double *a, const double *b) { *out = *a + *b; }
+__global__ void add_kernel(double *out, const double *a, const double *b) {
+  *out = *a + *b;
+}
 
 }  // namespace
 
@@ -47,7 +49,8 @@ extern "C" int seed_chunk_gpu(gf_task_ctx *ctx, void *user_data) {
   const seed_chunk &c = *static_cast<const seed_chunk *>(user_data);
   gf_task_env env = GF_TASK_ENV_INIT;
   void *out = nullptr;
-  if (gf_task_ctx_env(&env, ctx) != GF_OK || gf_task_ctx_output(&out, ctx, 0, sizeof(double)) != GF_OK) {
+  if (gf_task_ctx_env(&env, ctx) != GF_OK ||
+      gf_task_ctx_output(&out, ctx, 0, sizeof(double)) != GF_OK) {
     return 1;
   }
   cudaStream_t stream = static_cast<cudaStream_t>(env.stream);

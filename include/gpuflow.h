@@ -71,20 +71,20 @@ typedef enum gf_status {
   /* Expected outcome, not an error: the run has not finished within the timeout. */
   GF_TIMEOUT = 1,
 
-  GF_ERR_INVALID_ARGUMENT = -1,  /* a null pointer, out-of-range index, negative amount, ... */
-  GF_ERR_INVALID_HANDLE = -2,    /* null, destroyed or forged gf_pool / gf_graph / gf_run */
-  GF_ERR_STRUCT_SIZE = -3,       /* a struct_size this library does not know */
-  GF_ERR_VERSION_MISMATCH = -4,  /* header and library have different major versions */
-  GF_ERR_INVALID_GRAPH = -5,     /* cycle, dangling reference, duplicate name, two producers */
-  GF_ERR_INFEASIBLE = -6,        /* a task asks for resources no worker of the pool can offer */
-  GF_ERR_OUT_OF_MEMORY = -7,     /* device or host memory exhausted */
-  GF_ERR_TASK_FAILED = -8,       /* the run finished and at least one task failed */
-  GF_ERR_CANCELLED = -9,         /* the run (or the task) was cancelled */
-  GF_ERR_STATE = -10,            /* the object is not in a state that allows the call */
-  GF_ERR_NOT_FOUND = -11,        /* no such resource, worker, data, ... */
-  GF_ERR_SHUT_DOWN = -12,        /* the pool is being destroyed */
-  GF_ERR_SYSTEM = -13,           /* the operating system refused (threads, descriptors) */
-  GF_ERR_INTERNAL = -14,         /* a bug in gpuflow: please report the message */
+  GF_ERR_INVALID_ARGUMENT = -1, /* a null pointer, out-of-range index, negative amount, ... */
+  GF_ERR_INVALID_HANDLE = -2,   /* null, destroyed or forged gf_pool / gf_graph / gf_run */
+  GF_ERR_STRUCT_SIZE = -3,      /* a struct_size this library does not know */
+  GF_ERR_VERSION_MISMATCH = -4, /* header and library have different major versions */
+  GF_ERR_INVALID_GRAPH = -5,    /* cycle, dangling reference, duplicate name, two producers */
+  GF_ERR_INFEASIBLE = -6,       /* a task asks for resources no worker of the pool can offer */
+  GF_ERR_OUT_OF_MEMORY = -7,    /* device or host memory exhausted */
+  GF_ERR_TASK_FAILED = -8,      /* the run finished and at least one task failed */
+  GF_ERR_CANCELLED = -9,        /* the run (or the task) was cancelled */
+  GF_ERR_STATE = -10,           /* the object is not in a state that allows the call */
+  GF_ERR_NOT_FOUND = -11,       /* no such resource, worker, data, ... */
+  GF_ERR_SHUT_DOWN = -12,       /* the pool is being destroyed */
+  GF_ERR_SYSTEM = -13,          /* the operating system refused (threads, descriptors) */
+  GF_ERR_INTERNAL = -14,        /* a bug in gpuflow: please report the message */
   GF_STATUS_FORCE32 = 0x7FFFFFFF
 } gf_status;
 
@@ -177,14 +177,14 @@ typedef struct gf_pool_config {
   uint32_t cpu_worker_label_count;
   const gf_resource *gpu_worker_labels; /* copied; extra resources on every GPU worker */
   uint32_t gpu_worker_label_count;
-  const int32_t *devices;               /* copied */
+  const int32_t *devices; /* copied */
   uint32_t device_count;
   uint64_t device_memory_limit;
   double spill_threshold;
 } gf_pool_config;
 
 #define GF_POOL_CONFIG_INIT \
-  {sizeof(gf_pool_config), GF_BACKEND_AUTO, 0, 0, 0, 0.0, 0, NULL, 0, NULL, 0, NULL, 0, 0, 0.0}
+  { sizeof(gf_pool_config), GF_BACKEND_AUTO, 0, 0, 0, 0.0, 0, NULL, 0, NULL, 0, NULL, 0, 0, 0.0 }
 
 /* Sets *config to GF_POOL_CONFIG_INIT (for bindings that cannot use the macro). Every gf_*_init
  * function takes the size of the caller's struct and writes at most that many bytes, with
@@ -214,13 +214,14 @@ GF_API void gf_pool_destroy(gf_pool *pool);
 typedef struct gf_worker_info {
   uint32_t struct_size;
   gf_worker_kind kind;
-  int32_t device;      /* device ordinal for GPU workers, -1 for CPU workers */
-  uint32_t threads;    /* tasks it can run at once, at most */
-  uint32_t emulated;   /* 1 when the device is emulated by the host backend */
-  const char *name;    /* "cpu:0", "gpu:1"; owned by the pool, valid until it is destroyed */
+  int32_t device;    /* device ordinal for GPU workers, -1 for CPU workers */
+  uint32_t threads;  /* tasks it can run at once, at most */
+  uint32_t emulated; /* 1 when the device is emulated by the host backend */
+  const char *name;  /* "cpu:0", "gpu:1"; owned by the pool, valid until it is destroyed */
 } gf_worker_info;
 
-#define GF_WORKER_INFO_INIT {sizeof(gf_worker_info), GF_WORKER_CPU, 0, 0, 0, NULL}
+#define GF_WORKER_INFO_INIT \
+  { sizeof(gf_worker_info), GF_WORKER_CPU, 0, 0, 0, NULL }
 
 /* Number of workers. Thread-safe. */
 GF_API gf_status gf_pool_worker_count(uint32_t *out, const gf_pool *pool);
@@ -237,10 +238,11 @@ typedef struct gf_ledger_entry {
   const char *resource; /* owned by the pool, valid until it is destroyed */
   double capacity;
   double in_use;
-  double peak_in_use;   /* the highest in_use seen since the pool was created */
+  double peak_in_use; /* the highest in_use seen since the pool was created */
 } gf_ledger_entry;
 
-#define GF_LEDGER_ENTRY_INIT {sizeof(gf_ledger_entry), NULL, 0.0, 0.0, 0.0}
+#define GF_LEDGER_ENTRY_INIT \
+  { sizeof(gf_ledger_entry), NULL, 0.0, 0.0, 0.0 }
 
 /* Number of resources in worker `worker`'s ledger (those it advertises). Thread-safe. */
 GF_API gf_status gf_pool_ledger_size(uint32_t *out, const gf_pool *pool, uint32_t worker);
@@ -262,18 +264,19 @@ GF_API gf_status gf_pool_ledger_lookup(gf_ledger_entry *out, const gf_pool *pool
 /* A device of the pool: a real GPU (CUDA backend) or an emulated one (host backend). */
 typedef struct gf_device_info {
   uint32_t struct_size;
-  int32_t ordinal;            /* the device number gpuflow uses (gf_task_env.device) */
-  uint32_t emulated;          /* 1 for host-backend devices */
-  uint64_t total_memory;      /* bytes the device has */
-  uint64_t pool_memory;       /* bytes the pool may use on it (its gpu_memory capacity) */
-  int32_t compute_major;      /* compute capability; 0 when emulated */
+  int32_t ordinal;       /* the device number gpuflow uses (gf_task_env.device) */
+  uint32_t emulated;     /* 1 for host-backend devices */
+  uint64_t total_memory; /* bytes the device has */
+  uint64_t pool_memory;  /* bytes the pool may use on it (its gpu_memory capacity) */
+  int32_t compute_major; /* compute capability; 0 when emulated */
   int32_t compute_minor;
-  const char *name;           /* owned by the pool, valid until it is destroyed */
-  const char *uuid;           /* "GPU-…" as nvidia-smi prints it; "" when emulated */
-  const char *pci_bus_id;     /* "0000:3b:00.0"; "" when emulated */
+  const char *name;       /* owned by the pool, valid until it is destroyed */
+  const char *uuid;       /* "GPU-…" as nvidia-smi prints it; "" when emulated */
+  const char *pci_bus_id; /* "0000:3b:00.0"; "" when emulated */
 } gf_device_info;
 
-#define GF_DEVICE_INFO_INIT {sizeof(gf_device_info), 0, 0, 0, 0, 0, 0, NULL, NULL, NULL}
+#define GF_DEVICE_INFO_INIT \
+  { sizeof(gf_device_info), 0, 0, 0, 0, 0, 0, NULL, NULL, NULL }
 
 /* Number of devices the pool drives. Thread-safe. */
 GF_API gf_status gf_pool_device_count(uint32_t *out, const gf_pool *pool);
@@ -296,7 +299,8 @@ typedef struct gf_device_memory {
   uint64_t unspilled_total; /* bytes brought back since the pool started */
 } gf_device_memory;
 
-#define GF_DEVICE_MEMORY_INIT {sizeof(gf_device_memory), 0, 0, 0, 0, 0, 0}
+#define GF_DEVICE_MEMORY_INIT \
+  { sizeof(gf_device_memory), 0, 0, 0, 0, 0, 0 }
 
 /* Reads device `device`'s memory accounting, a consistent snapshot. Thread-safe. */
 GF_API gf_status gf_pool_device_memory(gf_device_memory *out, const gf_pool *pool, uint32_t device);
@@ -330,10 +334,11 @@ typedef struct gf_buffer_desc {
   uint32_t struct_size;
   const char *name; /* optional, for messages; copied */
   uint64_t size;
-  uint32_t flags;   /* GF_DATA_* */
+  uint32_t flags; /* GF_DATA_* */
 } gf_buffer_desc;
 
-#define GF_BUFFER_DESC_INIT {sizeof(gf_buffer_desc), NULL, 0, 0}
+#define GF_BUFFER_DESC_INIT \
+  { sizeof(gf_buffer_desc), NULL, 0, 0 }
 GF_API void gf_buffer_desc_init(gf_buffer_desc *desc, uint32_t struct_size);
 
 /* Declares a buffer that a task of this graph will produce (one task must list it as output).
@@ -375,30 +380,32 @@ typedef int (*gf_task_fn)(gf_task_ctx *ctx, void *user_data);
  * resources cover `resources`; with both bodies it picks whichever finishes first. */
 typedef struct gf_task_desc {
   uint32_t struct_size;
-  const char *name;            /* optional; unique among named tasks of the graph; copied */
-  gf_task_fn cpu_fn;           /* body for CPU workers, or NULL */
-  gf_task_fn gpu_fn;           /* body for GPU workers, or NULL */
-  void *user_data;             /* passed to the body */
+  const char *name;                /* optional; unique among named tasks of the graph; copied */
+  gf_task_fn cpu_fn;               /* body for CPU workers, or NULL */
+  gf_task_fn gpu_fn;               /* body for GPU workers, or NULL */
+  void *user_data;                 /* passed to the body */
   gf_destroy_fn user_data_destroy; /* on success of this call, owns user_data (may be NULL) */
-  const gf_resource *resources; /* copied; held while the task runs */
+  const gf_resource *resources;    /* copied; held while the task runs */
   uint32_t resource_count;
-  int32_t priority;            /* higher runs first among ready tasks; default 0 */
-  uint32_t retries;            /* re-run a failing task up to this many times */
-  const gf_data *inputs;       /* copied; read by the body via gf_task_ctx_input */
+  int32_t priority;      /* higher runs first among ready tasks; default 0 */
+  uint32_t retries;      /* re-run a failing task up to this many times */
+  const gf_data *inputs; /* copied; read by the body via gf_task_ctx_input */
   uint32_t input_count;
-  const gf_data *outputs;      /* copied; each data object has exactly one producer */
+  const gf_data *outputs; /* copied; each data object has exactly one producer */
   uint32_t output_count;
-  const gf_task *after;        /* copied; plain ordering edges: run after these tasks */
+  const gf_task *after; /* copied; plain ordering edges: run after these tasks */
   uint32_t after_count;
   /* Appended in 0.1 (graphs as files). A caller built without them passes the older
    * struct_size, which stays valid. */
-  const char *kernel;          /* or a named kernel, resolved against the pool at submit; copied */
+  const char *kernel; /* or a named kernel, resolved against the pool at submit; copied */
   const struct gf_command_desc *command; /* or an external command (see "External commands") */
 } gf_task_desc;
 
-#define GF_TASK_DESC_INIT                                                                      \
-  {sizeof(gf_task_desc), NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, 0, NULL, 0, NULL, 0, \
-   NULL, NULL}
+#define GF_TASK_DESC_INIT                                                                         \
+  {                                                                                               \
+    sizeof(gf_task_desc), NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, 0, NULL, 0, NULL, 0, \
+        NULL, NULL                                                                                \
+  }
 GF_API void gf_task_desc_init(gf_task_desc *desc, uint32_t struct_size);
 
 /* Adds a task. Checks what can be checked now (references belong to this graph, amounts are
@@ -427,11 +434,11 @@ typedef enum gf_run_state {
 } gf_run_state;
 
 typedef enum gf_task_state {
-  GF_TASK_WAITING = 1,   /* dependencies not finished */
-  GF_TASK_QUEUED = 2,    /* ready, placed on a worker, inputs moving or waiting for resources */
+  GF_TASK_WAITING = 1, /* dependencies not finished */
+  GF_TASK_QUEUED = 2,  /* ready, placed on a worker, inputs moving or waiting for resources */
   GF_TASK_RUNNING = 3,
   GF_TASK_SUCCEEDED = 4,
-  GF_TASK_FAILED = 5,    /* its body failed (after retries), or a dependency failed */
+  GF_TASK_FAILED = 5, /* its body failed (after retries), or a dependency failed */
   GF_TASK_CANCELLED = 6,
   GF_TASK_STATE_FORCE32 = 0x7FFFFFFF
 } gf_task_state;
@@ -447,7 +454,8 @@ typedef struct gf_submit_options {
   void *user_data;             /* passed to on_complete */
 } gf_submit_options;
 
-#define GF_SUBMIT_OPTIONS_INIT {sizeof(gf_submit_options), NULL, NULL}
+#define GF_SUBMIT_OPTIONS_INIT \
+  { sizeof(gf_submit_options), NULL, NULL }
 GF_API void gf_submit_options_init(gf_submit_options *options, uint32_t struct_size);
 
 /* Validates the graph against the pool and starts running it. options may be NULL.
@@ -521,13 +529,14 @@ typedef struct gf_run_stats {
   uint64_t succeeded;
   uint64_t failed;
   uint64_t cancelled;
-  uint64_t attempts;          /* body invocations, retries included */
-  uint64_t transfers;         /* copies between memory spaces made for this run */
+  uint64_t attempts;  /* body invocations, retries included */
+  uint64_t transfers; /* copies between memory spaces made for this run */
   uint64_t bytes_transferred;
-  double elapsed_s;           /* from submit to finish (or to now, while running) */
+  double elapsed_s; /* from submit to finish (or to now, while running) */
 } gf_run_stats;
 
-#define GF_RUN_STATS_INIT {sizeof(gf_run_stats), 0, 0, 0, 0, 0, 0, 0, 0.0}
+#define GF_RUN_STATS_INIT \
+  { sizeof(gf_run_stats), 0, 0, 0, 0, 0, 0, 0, 0.0 }
 
 /* Counters of the run so far. out->struct_size must be set. Thread-safe. */
 GF_API gf_status gf_run_stats_get(gf_run_stats *out, gf_run *run);
@@ -566,14 +575,15 @@ GF_API int gf_task_ctx_cancelled(const gf_task_ctx *ctx);
 typedef struct gf_task_env {
   uint32_t struct_size;
   gf_worker_kind kind;
-  int32_t device;       /* device ordinal, -1 on CPU workers */
-  uint32_t worker;      /* index of the executing worker in the pool */
-  uint32_t attempt;     /* 1 for the first attempt */
-  void *stream;         /* the CUDA stream to enqueue on (cudaStream_t), NULL otherwise */
+  int32_t device;        /* device ordinal, -1 on CPU workers */
+  uint32_t worker;       /* index of the executing worker in the pool */
+  uint32_t attempt;      /* 1 for the first attempt */
+  void *stream;          /* the CUDA stream to enqueue on (cudaStream_t), NULL otherwise */
   const char *task_name; /* borrowed for the call */
 } gf_task_env;
 
-#define GF_TASK_ENV_INIT {sizeof(gf_task_env), GF_WORKER_CPU, -1, 0, 0, NULL, NULL}
+#define GF_TASK_ENV_INIT \
+  { sizeof(gf_task_env), GF_WORKER_CPU, -1, 0, 0, NULL, NULL }
 
 /* Where and how this body runs. out->struct_size must be set. */
 GF_API gf_status gf_task_ctx_env(gf_task_env *out, const gf_task_ctx *ctx);
@@ -598,7 +608,8 @@ typedef struct gf_kernel_desc {
   gf_destroy_fn user_data_destroy; /* on success the pool owns user_data (may be NULL) */
 } gf_kernel_desc;
 
-#define GF_KERNEL_DESC_INIT {sizeof(gf_kernel_desc), NULL, NULL, NULL, NULL, NULL}
+#define GF_KERNEL_DESC_INIT \
+  { sizeof(gf_kernel_desc), NULL, NULL, NULL, NULL, NULL }
 GF_API void gf_kernel_desc_init(gf_kernel_desc *desc, uint32_t struct_size);
 
 /* Registers a kernel with the pool. A name can be registered once per pool (GF_ERR_INVALID_ARGUMENT
@@ -649,7 +660,8 @@ typedef struct gf_command_desc {
                               created when missing */
 } gf_command_desc;
 
-#define GF_COMMAND_DESC_INIT {sizeof(gf_command_desc), NULL, 0, NULL, 0, NULL, 0.0, NULL}
+#define GF_COMMAND_DESC_INIT \
+  { sizeof(gf_command_desc), NULL, 0, NULL, 0, NULL, 0.0, NULL }
 GF_API void gf_command_desc_init(gf_command_desc *desc, uint32_t struct_size);
 
 /* ---------------------------------------------------------------------------------------------

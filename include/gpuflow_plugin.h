@@ -65,8 +65,8 @@ extern "C" {
 /* What gpuflow offers a plugin while its init runs. Valid only during that call. */
 typedef struct gf_plugin_host gf_plugin_host;
 struct gf_plugin_host {
-  uint32_t struct_size;  /* grows as functions are appended */
-  uint32_t abi_version;  /* GF_PLUGIN_ABI_VERSION of the loading library */
+  uint32_t struct_size;     /* grows as functions are appended */
+  uint32_t abi_version;     /* GF_PLUGIN_ABI_VERSION of the loading library */
   uint32_t gpuflow_version; /* gf_version() of the loading library */
   const char *plugin_path;  /* the path given to gf_pool_load_plugin; borrowed */
   /* Registers a kernel with the pool loading the plugin; same rules and errors as

@@ -39,8 +39,8 @@ struct DataDesc {
 
 struct TaskDesc {
   std::string name;
-  TaskBody body;       // empty when `kernel` names the body
-  std::string kernel;  // resolved against the pool's kernels at submit
+  TaskBody body;                  // empty when `kernel` names the body
+  std::string kernel;             // resolved against the pool's kernels at submit
   uint32_t command = UINT32_MAX;  // into Graph::commands when the body is an external command
   gf_destroy_fn user_data_destroy = nullptr;
   RequestId request = kEmptyRequest;

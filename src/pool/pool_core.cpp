@@ -8,7 +8,9 @@
 namespace gf {
 namespace {
 
-FixedPoint amount(double value) { return FixedPoint::from_double(value); }
+FixedPoint amount(double value) {
+  return FixedPoint::from_double(value);
+}
 
 // GF_BACKEND_AUTO takes real GPUs when there are any, else emulates devices on the host.
 std::unique_ptr<DeviceBackend> make_backend(const PoolOptions &options) {
@@ -28,8 +30,7 @@ std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
   return std::make_shared<PoolCore>(resolve_pool_options(config));
 }
 
-PoolCore::PoolCore(const PoolOptions &options)
-    : backend_(make_backend(options)) {
+PoolCore::PoolCore(const PoolOptions &options) : backend_(make_backend(options)) {
   ResourceRegistry registry;
   ResourceId cpu = registry.intern(resource_names::kCpu);
   ResourceId gpu = registry.intern(resource_names::kGpu);

@@ -57,7 +57,8 @@ PoolOptions resolve_pool_options(const gf_pool_config &config) {
   }
   for (uint32_t i = 0; i < config.device_count; ++i) {
     if (config.devices[i] < 0) {
-      fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.devices[" + std::to_string(i) + "] is negative");
+      fail(GF_ERR_INVALID_ARGUMENT,
+           "gf_pool_config.devices[" + std::to_string(i) + "] is negative");
     }
     o.devices.push_back(config.devices[i]);
   }

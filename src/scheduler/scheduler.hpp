@@ -168,8 +168,8 @@ class Scheduler {
   uint64_t next_run_sequence_ = 1;
   bool stopping_ = false;
   uint64_t transfers_in_flight_ = 0;
-  uint64_t running_total_ = 0;       // tasks dispatched to threads, all workers
-  uint64_t idle_threads_total_ = 0;  // threads asleep, all workers
+  uint64_t running_total_ = 0;             // tasks dispatched to threads, all workers
+  uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
   std::unordered_map<gf_task_fn, double> estimates_;
   double spill_threshold_;

@@ -16,11 +16,11 @@ inline constexpr uint32_t kFormatVersion = 1;
 // Bounds on what a document may hold (beyond what the Verifier already bounds by its length).
 inline constexpr size_t kMaxTasks = size_t{1} << 28;
 inline constexpr size_t kMaxData = size_t{1} << 28;
-inline constexpr size_t kMaxRefsPerTask = 65536;   // inputs, outputs, after: each
+inline constexpr size_t kMaxRefsPerTask = 65536;  // inputs, outputs, after: each
 inline constexpr size_t kMaxResourcesPerTask = 64;
-inline constexpr size_t kMaxArgs = 4096;           // argv and env entries, each
+inline constexpr size_t kMaxArgs = 4096;  // argv and env entries, each
 inline constexpr size_t kMaxArgLength = 128 * 1024;
-inline constexpr size_t kMaxNameLength = 4096;     // task, data, resource names; paths
+inline constexpr size_t kMaxNameLength = 4096;  // task, data, resource names; paths
 inline constexpr size_t kMaxMetadata = 4096;
 inline constexpr size_t kMaxMetadataValue = 1 << 20;
 inline constexpr uint64_t kMaxDataSize = uint64_t{1} << 50;

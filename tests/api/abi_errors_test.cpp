@@ -24,10 +24,14 @@ bool contains(const std::string &hay, const std::string &needle) {
 // A block of readable garbage to forge handles from.
 alignas(64) unsigned char g_forged[512];
 
-int noop_body(gf_task_ctx *, void *) { return 0; }
+int noop_body(gf_task_ctx *, void *) {
+  return 0;
+}
 
 std::atomic<int> g_destroyed{0};
-void count_destroy(void *) { g_destroyed.fetch_add(1); }
+void count_destroy(void *) {
+  g_destroyed.fetch_add(1);
+}
 
 // A graph with one kept 16-byte output produced by one task: shape shared by several tests.
 struct OneTask {
@@ -161,7 +165,8 @@ TEST(AbiErrors, NullOutPointersAreInvalidArgument) {
   gf_task t{0};
   GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&t, o.graph.get(), nullptr));
 
-  GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_submit(nullptr, pool.get(), o.graph.get(), nullptr));
+  GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT,
+                   gf_graph_submit(nullptr, pool.get(), o.graph.get(), nullptr));
 
   gf_run *raw = submit(pool.get(), o.graph.get());
   ASSERT_NE(raw, nullptr);
@@ -186,8 +191,8 @@ TEST(AbiErrors, PoolCreateFailureLeavesOutNull) {
 
 TEST(AbiErrors, VersionMismatch) {
   gf_pool *p = nullptr;
-  std::string m =
-      GF_EXPECT_STATUS(GF_ERR_VERSION_MISMATCH, gf_pool_create_versioned(&p, nullptr, GF_VERSION_MAJOR + 1));
+  std::string m = GF_EXPECT_STATUS(GF_ERR_VERSION_MISMATCH,
+                                   gf_pool_create_versioned(&p, nullptr, GF_VERSION_MAJOR + 1));
   EXPECT_EQ(p, nullptr);
   EXPECT_FALSE(m.empty());
   // The matching major version works, with the default config.
@@ -262,7 +267,8 @@ TEST(AbiErrors, SubmitOptionsStructSize) {
     Padded<gf_submit_options> o{GF_SUBMIT_OPTIONS_INIT};
     o.s.struct_size = size;
     gf_run *r = nullptr;
-    std::string m = GF_EXPECT_STATUS(GF_ERR_STRUCT_SIZE, gf_graph_submit(&r, pool.get(), g.get(), &o.s));
+    std::string m =
+        GF_EXPECT_STATUS(GF_ERR_STRUCT_SIZE, gf_graph_submit(&r, pool.get(), g.get(), &o.s));
     EXPECT_TRUE(contains(m, "gf_submit_options")) << "size " << size << ": " << m;
     EXPECT_EQ(r, nullptr);
     gf_run_destroy(r);
@@ -287,7 +293,8 @@ TEST(AbiErrors, OutputStructSizes) {
   for (uint32_t size : bad_sizes<gf_ledger_entry>()) {
     Padded<gf_ledger_entry> e{GF_LEDGER_ENTRY_INIT};
     e.s.struct_size = size;
-    std::string m = GF_EXPECT_STATUS(GF_ERR_STRUCT_SIZE, gf_pool_ledger_entry(&e.s, pool.get(), 0, 0));
+    std::string m =
+        GF_EXPECT_STATUS(GF_ERR_STRUCT_SIZE, gf_pool_ledger_entry(&e.s, pool.get(), 0, 0));
     EXPECT_TRUE(contains(m, "gf_ledger_entry")) << m;
     m = GF_EXPECT_STATUS(GF_ERR_STRUCT_SIZE, gf_pool_ledger_lookup(&e.s, pool.get(), 0, "cpu"));
     EXPECT_TRUE(contains(m, "gf_ledger_entry")) << m;
@@ -472,7 +479,8 @@ TEST(AbiErrors, ReferencesFromAnotherGraphAreRejected) {
   s.cpu = [](gf_task_ctx *) { return 0; };
   s.inputs = {gf_data{0}};
   GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, add_task(&t, b.graph.get(), s));
-  GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_dependency(b.graph.get(), b.task, gf_task{0}));
+  GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT,
+                   gf_graph_add_dependency(b.graph.get(), b.task, gf_task{0}));
 
   uint64_t count = 0;
   GF_EXPECT_OK(gf_graph_task_count(&count, b.graph.get()));
@@ -547,7 +555,8 @@ TEST(AbiErrors, TaskContextMisuse) {
   // Fetch with a too small destination.
   unsigned char small[8];
   uint64_t size = 0;
-  GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_run_fetch(&size, run.get(), out, small, sizeof small));
+  GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT,
+                   gf_run_fetch(&size, run.get(), out, small, sizeof small));
   std::vector<unsigned char> bytes = fetch(run.get(), out);
   ASSERT_EQ(bytes.size(), 32u);
   EXPECT_TRUE(check_pattern(bytes.data(), 32, 3));

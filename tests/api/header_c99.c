@@ -9,12 +9,12 @@
 
 static int failures = 0;
 
-#define CHECK(cond)                                                         \
-  do {                                                                      \
-    if (!(cond)) {                                                          \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                           \
-    }                                                                       \
+      ++failures;                                                              \
+    }                                                                          \
   } while (0)
 
 /* Compares one field of a macro-initialised struct with the function-initialised one. */
@@ -109,7 +109,8 @@ static void check_version(void) {
   char expected[64];
   CHECK(gf_version() == GF_VERSION);
   CHECK(GF_VERSION == ((GF_VERSION_MAJOR << 16) | (GF_VERSION_MINOR << 8) | GF_VERSION_PATCH));
-  snprintf(expected, sizeof expected, "%d.%d.%d", GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH);
+  snprintf(expected, sizeof expected, "%d.%d.%d", GF_VERSION_MAJOR, GF_VERSION_MINOR,
+           GF_VERSION_PATCH);
   CHECK(gf_version_string() != NULL && strcmp(gf_version_string(), expected) == 0);
 }
 
@@ -135,7 +136,9 @@ int main(void) {
   check_output_structs();
   check_version();
   check_pool_from_c();
-  if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
-  else printf("header_c99: all checks passed\n");
+  if (failures)
+    fprintf(stderr, "%d check(s) failed\n", failures);
+  else
+    printf("header_c99: all checks passed\n");
   return failures ? 1 : 0;
 }

@@ -25,7 +25,8 @@ static_assert(sizeof(gf_status) == 4 && sizeof(gf_run_state) == 4 && sizeof(gf_t
 static_assert(std::is_trivially_copyable_v<gf_task_desc>);
 static_assert(GF_OK == 0 && GF_TIMEOUT == 1 && GF_ERR_INVALID_ARGUMENT == -1 &&
               GF_ERR_INTERNAL == -14);
-static_assert(GF_VERSION == GF_VERSION_ENCODE(GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH));
+static_assert(GF_VERSION ==
+              GF_VERSION_ENCODE(GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH));
 
 template <class T>
 bool same_field(const T &a, const T &b) {

@@ -25,7 +25,9 @@ constexpr int kMaxWorkers = 8;
 const char *const kResources[] = {"cpu", "GPU", "gpu_memory", "bigmem"};
 constexpr int kResourceCount = 4;
 
-int64_t fixed(double amount) { return static_cast<int64_t>(std::llround(amount * 10000.0)); }
+int64_t fixed(double amount) {
+  return static_cast<int64_t>(std::llround(amount * 10000.0));
+}
 
 // What every body of the random graphs reports into.
 struct Tracker {
@@ -56,8 +58,8 @@ struct TaskPlan {
   std::string name;
   bool cpu = false, gpu = false;
   std::vector<Request> requests;
-  std::vector<size_t> after;          // earlier tasks
-  std::vector<size_t> input_from;     // earlier tasks whose output this one reads
+  std::vector<size_t> after;       // earlier tasks
+  std::vector<size_t> input_from;  // earlier tasks whose output this one reads
   bool has_output = false;
 };
 
@@ -186,8 +188,10 @@ Graph build(const std::vector<TaskPlan> &plan, Tracker *tr) {
     const TaskPlan *p = &plan[i];
     TaskSpec s;
     s.name = p->name;
-    if (p->cpu) s.cpu = [tr, p, i](gf_task_ctx *ctx) { return tracked_body(ctx, tr, p, i, GF_WORKER_CPU); };
-    if (p->gpu) s.gpu = [tr, p, i](gf_task_ctx *ctx) { return tracked_body(ctx, tr, p, i, GF_WORKER_GPU); };
+    if (p->cpu)
+      s.cpu = [tr, p, i](gf_task_ctx *ctx) { return tracked_body(ctx, tr, p, i, GF_WORKER_CPU); };
+    if (p->gpu)
+      s.gpu = [tr, p, i](gf_task_ctx *ctx) { return tracked_body(ctx, tr, p, i, GF_WORKER_GPU); };
     for (const Request &r : p->requests) s.resources.push_back({kResources[r.resource], r.amount});
     for (size_t a : p->after) s.after.push_back(tasks[a]);
     for (size_t from : p->input_from) s.inputs.push_back(outputs[from]);
@@ -287,9 +291,9 @@ struct Overlap {
 };
 
 struct OverlapResult {
-  int met = -1;         // bodies that saw all the others running at the same time
-  int max_active = -1;  // most bodies running at once
-  double max_held = -1; // most of the resource held at once
+  int met = -1;          // bodies that saw all the others running at the same time
+  int max_active = -1;   // most bodies running at once
+  double max_held = -1;  // most of the resource held at once
 };
 
 void raise_to(std::atomic<int64_t> &peak, int64_t now) {
@@ -320,7 +324,8 @@ OverlapResult run_concurrent(const std::vector<double> &amounts, const char *res
       int prev = ov->max_active.load();
       while (now > prev && !ov->max_active.compare_exchange_weak(prev, now)) {
       }
-      if (wait_until([&] { return ov->max_active.load() >= n; }, wait)) ov->rendezvous_ok.fetch_add(1);
+      if (wait_until([&] { return ov->max_active.load() >= n; }, wait))
+        ov->rendezvous_ok.fetch_add(1);
       ov->active.fetch_sub(1);
       ov->held.fetch_sub(amount);
       return 0;

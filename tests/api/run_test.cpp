@@ -116,9 +116,12 @@ TEST(Run, ChainPassesBuffersAlong) {
       return 0;
     };
     // Alternate kinds so that values cross between host and devices.
-    if (i % 3 == 0) s.cpu = body;
-    else if (i % 3 == 1) s.gpu = body;
-    else s.cpu = s.gpu = body;
+    if (i % 3 == 0)
+      s.cpu = body;
+    else if (i % 3 == 1)
+      s.gpu = body;
+    else
+      s.cpu = s.gpu = body;
     must_add_task(g.get(), s);
   }
   RunPtr run = run_graph(pool.get(), g.get());
@@ -213,8 +216,8 @@ TEST(Run, OpaqueValuesAreDestroyedExactlyOnce) {
   EXPECT_EQ(g_host_value_destroyed.load(), 0) << "host value destroyed while a run holds it";
   EXPECT_EQ(g_value_destroyed.load(), 1) << "kept value destroyed before gf_run_destroy";
   run.reset();
-  EXPECT_TRUE(wait_until([] { return g_value_destroyed.load() >= 2 && g_host_value_destroyed.load() >= 1; },
-                         5000ms));
+  EXPECT_TRUE(wait_until(
+      [] { return g_value_destroyed.load() >= 2 && g_host_value_destroyed.load() >= 1; }, 5000ms));
   pool.reset();
   EXPECT_EQ(g_value_destroyed.load(), 2);
   EXPECT_EQ(g_host_value_destroyed.load(), 1);
@@ -274,8 +277,10 @@ TEST(Run, HostBuffersCopiedAndBorrowed) {
       if (good) ok->fetch_add(1);
       return 0;
     };
-    if (kind == 0) s.cpu = body;
-    else s.gpu = body;
+    if (kind == 0)
+      s.cpu = body;
+    else
+      s.gpu = body;
     must_add_task(g.get(), s);
   }
   RunPtr run = run_graph(pool.get(), g.get());
@@ -375,7 +380,8 @@ TEST(Run, FailurePropagatesToDependentsOnly) {
   EXPECT_EQ(run_state(run.get()), GF_RUN_FAILED);
 
   EXPECT_EQ(task_state(run.get(), ta), GF_TASK_FAILED);
-  EXPECT_TRUE(contains(task_error(run.get(), ta), "boom: disk on fire")) << task_error(run.get(), ta);
+  EXPECT_TRUE(contains(task_error(run.get(), ta), "boom: disk on fire"))
+      << task_error(run.get(), ta);
   for (gf_task t : {tb, tc, te}) {
     EXPECT_EQ(task_state(run.get(), t), GF_TASK_FAILED);
     EXPECT_FALSE(task_error(run.get(), t).empty()) << "dependents say why they did not run";
@@ -419,7 +425,7 @@ struct Flaky {
 };
 
 RunPtr run_flaky(gf_pool *pool, std::shared_ptr<Flaky> f, uint32_t retries, gf_task *out,
-              gf_status want) {
+                 gf_status want) {
   Graph g = make_graph();
   TaskSpec s;
   s.name = "flaky";
@@ -601,7 +607,8 @@ void on_complete(gf_run *run, gf_run_state state, void *user) {
   auto *log = static_cast<CallbackLog *>(user);
   log->state.store(static_cast<int>(state));
   gf_run_state inside{};
-  if (gf_run_state_get(&inside, run) == GF_OK) log->state_seen_inside.store(static_cast<int>(inside));
+  if (gf_run_state_get(&inside, run) == GF_OK)
+    log->state_seen_inside.store(static_cast<int>(inside));
   const gf_status p = gf_run_poll(run);
   log->poll_ok_inside.store(p != GF_TIMEOUT);
   log->calls.fetch_add(1);
@@ -626,13 +633,15 @@ TEST(Run, CompletionCallbackFiresOnceWithFinalState) {
     RunPtr run(raw);
     ASSERT_TRUE(wait_until([&] { return b.started->load(); }));
     EXPECT_EQ(log.calls.load(), 0) << "callback before the run finished";
-    if (outcome == 2) GF_EXPECT_OK(gf_run_cancel(run.get()));
-    else b.release->store(true);
+    if (outcome == 2)
+      GF_EXPECT_OK(gf_run_cancel(run.get()));
+    else
+      b.release->store(true);
     gf_run_wait(run.get(), kWaitMs);
     EXPECT_TRUE(wait_until([&] { return log.calls.load() >= 1; }, 5000ms)) << "outcome " << outcome;
-    const gf_run_state want = outcome == 0 ? GF_RUN_SUCCEEDED
-                            : outcome == 1 ? GF_RUN_FAILED
-                                           : GF_RUN_CANCELLED;
+    const gf_run_state want = outcome == 0   ? GF_RUN_SUCCEEDED
+                              : outcome == 1 ? GF_RUN_FAILED
+                                             : GF_RUN_CANCELLED;
     EXPECT_EQ(log.state.load(), static_cast<int>(want)) << "outcome " << outcome;
     EXPECT_EQ(log.state_seen_inside.load(), static_cast<int>(want)) << "outcome " << outcome;
     EXPECT_TRUE(log.poll_ok_inside.load()) << "the run is finished when its callback runs";
@@ -688,7 +697,9 @@ TEST(Run, FetchingFreedIntermediateIsStateError) {
   TaskSpec a;
   a.name = "make";
   a.outputs = {mid, kept_mid};
-  a.gpu = [](gf_task_ctx *ctx) { return write_pattern(ctx, 0, 64, 1) && write_pattern(ctx, 1, 64, 2) ? 0 : 1; };
+  a.gpu = [](gf_task_ctx *ctx) {
+    return write_pattern(ctx, 0, 64, 1) && write_pattern(ctx, 1, 64, 2) ? 0 : 1;
+  };
   must_add_task(g.get(), a);
   TaskSpec b;
   b.name = "consume";
@@ -698,7 +709,8 @@ TEST(Run, FetchingFreedIntermediateIsStateError) {
   RunPtr run = run_graph(pool.get(), g.get());
   ASSERT_NE(run, nullptr);
   uint64_t size = 0;
-  const std::string msg = GF_EXPECT_STATUS(GF_ERR_STATE, gf_run_fetch(&size, run.get(), mid, nullptr, 0));
+  const std::string msg =
+      GF_EXPECT_STATUS(GF_ERR_STATE, gf_run_fetch(&size, run.get(), mid, nullptr, 0));
   EXPECT_FALSE(msg.empty());
   std::vector<unsigned char> bytes = fetch(run.get(), kept_mid);
   ASSERT_EQ(bytes.size(), 64u);

@@ -138,8 +138,9 @@ TEST(Scheduling, HigherPriorityRunsFirstThenGraphOrder) {
   for (auto &p : prio) p = std::uniform_int_distribution<int32_t>(-3, 3)(rng);
   std::vector<int> expected(prio.size());
   std::iota(expected.begin(), expected.end(), 0);
-  std::stable_sort(expected.begin(), expected.end(),
-                   [&](int a, int b) { return prio[static_cast<size_t>(a)] > prio[static_cast<size_t>(b)]; });
+  std::stable_sort(expected.begin(), expected.end(), [&](int a, int b) {
+    return prio[static_cast<size_t>(a)] > prio[static_cast<size_t>(b)];
+  });
   const std::vector<int> got = run_order(prio);
   EXPECT_EQ(got, expected);
 }
@@ -327,15 +328,20 @@ TEST(Scheduling, IntermediateDataIsFreedAsSoonAsConsumed) {
   EXPECT_EQ(ok->load(), kChain);
 
   // Only the last output (consumed by no task, hence kept) stays on the device.
-  EXPECT_TRUE(wait_until([&] {
-    return ledger(pool.get(), gpu_worker, "gpu_memory").in_use == static_cast<double>(size);
-  }, 5000ms)) << "gpu_memory in_use = " << ledger(pool.get(), gpu_worker, "gpu_memory").in_use;
+  EXPECT_TRUE(wait_until(
+      [&] {
+        return ledger(pool.get(), gpu_worker, "gpu_memory").in_use == static_cast<double>(size);
+      },
+      5000ms))
+      << "gpu_memory in_use = " << ledger(pool.get(), gpu_worker, "gpu_memory").in_use;
   const gf_ledger_entry e = ledger(pool.get(), gpu_worker, "gpu_memory");
   EXPECT_LE(e.peak_in_use, e.capacity);
-  EXPECT_GE(e.peak_in_use, static_cast<double>(2 * size)) << "input and output coexist while a step runs";
+  EXPECT_GE(e.peak_in_use, static_cast<double>(2 * size))
+      << "input and output coexist while a step runs";
 
   uint64_t got = 0;
-  const std::string msg = GF_EXPECT_STATUS(GF_ERR_STATE, gf_run_fetch(&got, run.get(), d[2], nullptr, 0));
+  const std::string msg =
+      GF_EXPECT_STATUS(GF_ERR_STATE, gf_run_fetch(&got, run.get(), d[2], nullptr, 0));
   EXPECT_FALSE(msg.empty());
   std::vector<unsigned char> last = fetch(run.get(), d[kChain - 1]);
   ASSERT_EQ(last.size(), size);
@@ -359,8 +365,9 @@ int distinct_workers(const gf_pool_config &c, bool gpu, int tasks, int want) {
       const uint32_t w = task_env(ctx).worker;
       seen->fetch_or(1u << (w % 32));
       if (!gave_up->load() &&
-          !wait_until([&] { return std::bitset<32>(seen->load()).count() >= static_cast<size_t>(want); },
-                      5000ms))
+          !wait_until(
+              [&] { return std::bitset<32>(seen->load()).count() >= static_cast<size_t>(want); },
+              5000ms))
         gave_up->store(true);
       return 0;
     };

@@ -49,32 +49,31 @@ inline std::string describe(gf_status s) {
   return std::string(n ? n : "?") + " (" + std::to_string(static_cast<int>(s)) + "): " + msg;
 }
 
-#define GF_ASSERT_OK(expr)                                                    \
-  do {                                                                        \
-    const gf_status gf_s_ = (expr);                                           \
-    ASSERT_EQ(gf_s_, GF_OK) << #expr << " -> " << ::gft::describe(gf_s_);     \
+#define GF_ASSERT_OK(expr)                                                \
+  do {                                                                    \
+    const gf_status gf_s_ = (expr);                                       \
+    ASSERT_EQ(gf_s_, GF_OK) << #expr << " -> " << ::gft::describe(gf_s_); \
   } while (0)
 
-#define GF_EXPECT_OK(expr)                                                    \
-  do {                                                                        \
-    const gf_status gf_s_ = (expr);                                           \
-    EXPECT_EQ(gf_s_, GF_OK) << #expr << " -> " << ::gft::describe(gf_s_);     \
+#define GF_EXPECT_OK(expr)                                                \
+  do {                                                                    \
+    const gf_status gf_s_ = (expr);                                       \
+    EXPECT_EQ(gf_s_, GF_OK) << #expr << " -> " << ::gft::describe(gf_s_); \
   } while (0)
 
 // Expects status `want` and returns the error message (copied right after the call).
-#define GF_EXPECT_STATUS(want, expr)                                          \
-  [&]() -> std::string {                                                      \
-    const gf_status gf_s_ = (expr);                                           \
-    std::string gf_m_ = ::gft::last_error();                                  \
-    EXPECT_EQ(gf_s_, (want)) << #expr << " -> " << gf_status_name(gf_s_)      \
-                             << ": " << gf_m_;                                \
-    return gf_m_;                                                             \
+#define GF_EXPECT_STATUS(want, expr)                                                       \
+  [&]() -> std::string {                                                                   \
+    const gf_status gf_s_ = (expr);                                                        \
+    std::string gf_m_ = ::gft::last_error();                                               \
+    EXPECT_EQ(gf_s_, (want)) << #expr << " -> " << gf_status_name(gf_s_) << ": " << gf_m_; \
+    return gf_m_;                                                                          \
   }()
 
 // A host-backend config: no real GPU is ever used, whatever the machine has.
 inline gf_pool_config host_config(int32_t cpu_workers, int32_t emulated_devices,
-                                  uint64_t device_memory = 64ull << 20,
-                                  double bandwidth = 1e10, uint32_t gpu_threads = 2) {
+                                  uint64_t device_memory = 64ull << 20, double bandwidth = 1e10,
+                                  uint32_t gpu_threads = 2) {
   gf_pool_config c = GF_POOL_CONFIG_INIT;
   c.backend = GF_BACKEND_HOST;
   c.cpu_workers = cpu_workers;
@@ -115,12 +114,14 @@ extern "C" inline int gft_call_cpu(gf_task_ctx *ctx, void *ud) {
 extern "C" inline int gft_call_gpu(gf_task_ctx *ctx, void *ud) {
   return static_cast<Bodies *>(ud)->gpu(ctx);
 }
-extern "C" inline void gft_delete_bodies(void *ud) { delete static_cast<Bodies *>(ud); }
+extern "C" inline void gft_delete_bodies(void *ud) {
+  delete static_cast<Bodies *>(ud);
+}
 
 struct TaskSpec {
-  std::string name;  // empty: unnamed
-  Body cpu;          // empty: no CPU body
-  Body gpu;          // empty: no GPU body
+  std::string name;                    // empty: unnamed
+  Body cpu;                            // empty: no CPU body
+  Body gpu;                            // empty: no GPU body
   std::vector<gf_resource> resources;  // names must outlive the add call (literals are fine)
   int32_t priority = 0;
   uint32_t retries = 0;

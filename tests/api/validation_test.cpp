@@ -114,7 +114,8 @@ TEST_F(Validation, CycleMixingDataAndDependencies) {
   q.inputs = {d};
   gf_task tq = must_add_task(g.get(), q);
   GF_ASSERT_OK(gf_graph_add_dependency(g.get(), tp, tq));  // producer after its consumer
-  expect_rejected(host_config(1, -1), g.get(), GF_ERR_INVALID_GRAPH, {"mix_producer", "mix_consumer"});
+  expect_rejected(host_config(1, -1), g.get(), GF_ERR_INVALID_GRAPH,
+                  {"mix_producer", "mix_consumer"});
 }
 
 TEST_F(Validation, DanglingInput) {
@@ -152,7 +153,8 @@ TEST_F(Validation, TwoProducers) {
     EXPECT_EQ(s, GF_ERR_INVALID_GRAPH) << describe(s);
     return;
   }
-  expect_rejected(host_config(2, -1), g.get(), GF_ERR_INVALID_GRAPH, {"producer_one", "producer_two"});
+  expect_rejected(host_config(2, -1), g.get(), GF_ERR_INVALID_GRAPH,
+                  {"producer_one", "producer_two"});
 }
 
 TEST_F(Validation, ProducingAHostInputIsASecondProducer) {

@@ -16,7 +16,7 @@ struct HostBackendConfig {
   int devices = 2;
   uint64_t device_memory = uint64_t{1} << 30;
   uint64_t memory_limit = 0;  // the pool's share of each device; 0: all of it
-  double bandwidth = 10e9;  // bytes per second; 0: copies take only the memcpy
+  double bandwidth = 10e9;    // bytes per second; 0: copies take only the memcpy
 };
 
 class HostBackend final : public DeviceBackend {
