@@ -1,0 +1,187 @@
+"""Pools: creating, inspecting and closing a gpuflow pool, and running work on it.
+
+Pools are released by ``weakref.finalize``, which also runs them at exit before the interpreter
+finalizes (runs first, then pools: reverse creation order), so no worker thread is left waiting
+for the GIL of a dead interpreter.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+from collections import namedtuple
+from ctypes import byref, c_uint32, c_void_p
+
+from . import _ffi as F
+from ._bodies import _tls
+from ._errors import StateError, _check
+from ._graph import Graph, _resource_array
+from ._run import Future, Run
+
+WorkerInfo = namedtuple("WorkerInfo", "index kind device threads emulated name")
+LedgerEntry = namedtuple("LedgerEntry", "resource capacity in_use peak_in_use")
+
+# The newest gf_pool_config layout the loaded library understands.
+_POOL_CONFIG = (F.gf_pool_config_v2
+                if F.library_struct_size(F.gf_pool_config_init) >= ctypes.sizeof(F.gf_pool_config_v2)
+                else F.gf_pool_config)
+
+_BACKENDS = {"auto": F.GF_BACKEND_AUTO, "host": F.GF_BACKEND_HOST, "cuda": F.GF_BACKEND_CUDA}
+
+
+def _destroy_pool(handle):
+    if getattr(_tls, "ctx", None):
+        # Dropped inside a task body of this (or another) pool: gf_pool_destroy waits for
+        # running bodies, so it must not run here. Hand it to a helper thread.
+        threading.Thread(target=F.gf_pool_destroy, args=(handle,), daemon=False).start()
+        return
+    F.gf_pool_destroy(handle)
+
+
+class Pool:
+    """A gpuflow pool: CPU workers plus one worker per (real or emulated) device.
+
+    Every argument is optional (gpuflow's defaults, overridable by GPUFLOW_* environment
+    variables: one CPU worker per core, two emulated 1 GiB devices without a GPU):
+
+    - ``cpu_workers``: number of CPU worker threads.
+    - ``emulated_devices``: emulated GPUs of the host backend; ``0`` means none.
+    - ``device_memory``: bytes per emulated device. ``bandwidth``: bytes/s of emulated copies.
+    - ``gpu_worker_threads``: tasks that may run at once on one GPU worker.
+    - ``cpu_labels`` / ``gpu_labels``: extra resources every CPU / GPU worker advertises,
+      e.g. ``{"bigmem": 1}``.
+    - ``backend``: "auto" (default), "host" or "cuda".
+    - ``devices``, ``device_memory_limit``, ``spill_threshold``: device selection, bytes per
+      device the pool may use, spilling threshold (libraries that know them; see gpuflow.h).
+
+    Use as a context manager, or call close(); a pool left open is closed at interpreter exit.
+    """
+
+    def __init__(self, cpu_workers: int | None = None, emulated_devices: int | None = None,
+                 device_memory: int | None = None, bandwidth: float | None = None,
+                 gpu_worker_threads: int | None = None, cpu_labels: dict | None = None,
+                 gpu_labels: dict | None = None, backend: str = "auto",
+                 devices=None, device_memory_limit: int | None = None,
+                 spill_threshold: float | None = None):
+        cfg = _POOL_CONFIG()
+        cfg.struct_size = ctypes.sizeof(cfg)
+        try:
+            cfg.backend = _BACKENDS[backend]
+        except KeyError:
+            raise ValueError(f"backend must be one of {sorted(_BACKENDS)}, not {backend!r}")
+        if cpu_workers is not None:
+            if cpu_workers < 1:
+                raise ValueError("cpu_workers must be at least 1")
+            cfg.cpu_workers = cpu_workers
+        if emulated_devices is not None:
+            cfg.emulated_devices = emulated_devices if emulated_devices > 0 else -1
+        if device_memory is not None:
+            cfg.emulated_device_memory = int(device_memory)
+        if bandwidth is not None:
+            cfg.emulated_bandwidth = float(bandwidth)
+        if gpu_worker_threads is not None:
+            cfg.gpu_worker_threads = gpu_worker_threads
+        cpu_arr, cpu_n, keep1 = _resource_array(cpu_labels)
+        gpu_arr, gpu_n, keep2 = _resource_array(gpu_labels)
+        if cpu_n:
+            cfg.cpu_worker_labels = cpu_arr
+            cfg.cpu_worker_label_count = cpu_n
+        if gpu_n:
+            cfg.gpu_worker_labels = gpu_arr
+            cfg.gpu_worker_label_count = gpu_n
+        extra = {"devices": devices, "device_memory_limit": device_memory_limit,
+                 "spill_threshold": spill_threshold}
+        if any(v is not None for v in extra.values()):
+            if _POOL_CONFIG is not F.gf_pool_config_v2:
+                raise TypeError("this libgpuflow does not know devices / device_memory_limit / "
+                                "spill_threshold (a newer library is needed)")
+            if devices is not None:
+                dev_arr = (ctypes.c_int32 * len(devices))(*devices)
+                cfg.devices = ctypes.cast(dev_arr, ctypes.POINTER(ctypes.c_int32))
+                cfg.device_count = len(devices)
+            if device_memory_limit is not None:
+                cfg.device_memory_limit = int(device_memory_limit)
+            if spill_threshold is not None:
+                cfg.spill_threshold = float(spill_threshold)
+        handle = c_void_p()
+        _check(F.gf_pool_create_versioned(byref(handle), byref(cfg), F.GF_VERSION_MAJOR))
+        self._handle = handle.value
+        self._finalizer = weakref.finalize(self, _destroy_pool, self._handle)
+        self._lock = threading.Lock()
+
+    # -- lifetime
+    @property
+    def handle(self) -> int:
+        if not self._finalizer.alive:
+            raise StateError("the pool is closed", F.GF_ERR_STATE)
+        return self._handle
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    def close(self):
+        """Shuts the pool down: pending tasks are cancelled, running bodies waited for."""
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        if self.closed:
+            return "<gpuflow.Pool closed>"
+        names = ", ".join(w.name for w in self.workers())
+        return f"<gpuflow.Pool workers=[{names}]>"
+
+    # -- introspection
+    def workers(self) -> list[WorkerInfo]:
+        n = c_uint32()
+        _check(F.gf_pool_worker_count(byref(n), self.handle))
+        out = []
+        for i in range(n.value):
+            info = F.gf_worker_info()
+            info.struct_size = ctypes.sizeof(F.gf_worker_info)
+            _check(F.gf_pool_worker_info(byref(info), self.handle, i))
+            out.append(WorkerInfo(i, "gpu" if info.kind == F.GF_WORKER_GPU else "cpu",
+                                  info.device, info.threads, bool(info.emulated),
+                                  info.name.decode()))
+        return out
+
+    def ledger(self, worker: int) -> dict[str, LedgerEntry]:
+        """Worker `worker`'s resource ledger: {resource: LedgerEntry}."""
+        n = c_uint32()
+        _check(F.gf_pool_ledger_size(byref(n), self.handle, worker))
+        out = {}
+        for i in range(n.value):
+            e = F.gf_ledger_entry()
+            e.struct_size = ctypes.sizeof(F.gf_ledger_entry)
+            _check(F.gf_pool_ledger_entry(byref(e), self.handle, worker, i))
+            name = e.resource.decode()
+            out[name] = LedgerEntry(name, e.capacity, e.in_use, e.peak_in_use)
+        return out
+
+    # -- running
+    def run(self, graph: "Graph") -> "Run":
+        """Submits `graph` (it is frozen by the first submit) and returns its Run."""
+        return graph.submit(self)
+
+    def submit(self, fn, *args, resources=None, priority=0, retries=0, where=None, name=None,
+               **kwargs) -> "Future":
+        """Runs fn(*args, **kwargs) as a one-task graph, like Dask's client.submit; returns a
+        Future. Futures among the arguments are resolved (waited for) first."""
+        args = tuple(a.result() if isinstance(a, Future) else a for a in args)
+        kwargs = {k: (v.result() if isinstance(v, Future) else v) for k, v in kwargs.items()}
+        g = Graph()
+        t = g.task(fn, *args, resources=resources, priority=priority, retries=retries,
+                   where=where, name=name, **kwargs)
+        return Future(g.submit(self), t)
+
+    def map(self, fn, *iterables, **options) -> list["Future"]:
+        """One task per element, in one graph; returns a list of Futures."""
+        g = Graph()
+        tasks = [g.task(fn, *args, **options) for args in zip(*iterables)]
+        run = g.submit(self)
+        return [Future(run, t) for t in tasks]

@@ -1,0 +1,219 @@
+"""Runs and futures: waiting for a submitted graph (interruptibly) and reading its results.
+
+Waiting uses gf_run_wait in slices with the GIL released (ctypes.CDLL), so Ctrl-C interrupts
+it: the run is cancelled and KeyboardInterrupt re-raised. Runs are released by
+``weakref.finalize``, which also runs them at exit before the interpreter finalizes.
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+import weakref
+from collections import namedtuple
+from ctypes import byref, c_char_p, c_int, c_uint32, c_void_p
+from typing import TYPE_CHECKING
+
+from . import _ffi as F
+from ._bodies import _GraphState, failure_exception
+from ._errors import StateError, _check, _error
+from ._graph import Task
+from ._values import _VALUES
+
+if TYPE_CHECKING:
+    from ._pool import Pool
+
+
+RunStats = namedtuple("RunStats", "tasks succeeded failed cancelled attempts transfers "
+                                  "bytes_transferred elapsed_s")
+
+_WAIT_SLICE_MS = 100  # how often a waiting main thread looks at signals (Ctrl-C)
+_STATE_NAMES = {F.GF_RUN_RUNNING: "running", F.GF_RUN_SUCCEEDED: "succeeded",
+                F.GF_RUN_FAILED: "failed", F.GF_RUN_CANCELLED: "cancelled"}
+_TASK_STATE_NAMES = {F.GF_TASK_WAITING: "waiting", F.GF_TASK_QUEUED: "queued",
+                     F.GF_TASK_RUNNING: "running", F.GF_TASK_SUCCEEDED: "succeeded",
+                     F.GF_TASK_FAILED: "failed", F.GF_TASK_CANCELLED: "cancelled"}
+
+
+def wait_run(handle: int, timeout: float | None = None) -> int:
+    """gf_run_wait in slices (GIL released in each), so that KeyboardInterrupt can interrupt it:
+    on Ctrl-C the run is cancelled, its running bodies finish, and the interrupt is re-raised.
+    Returns the final gf_status, or GF_TIMEOUT."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while True:
+            if deadline is None:
+                slice_ms = _WAIT_SLICE_MS
+            else:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return F.gf_run_poll(handle)
+                slice_ms = max(1, min(_WAIT_SLICE_MS, int(left * 1000)))
+            st = F.gf_run_wait(handle, slice_ms)
+            if st != F.GF_TIMEOUT:
+                return st
+    except KeyboardInterrupt:
+        F.gf_run_cancel(handle)
+        while F.gf_run_wait(handle, _WAIT_SLICE_MS) == F.GF_TIMEOUT:
+            pass
+        raise
+
+
+class Run:
+    """One execution of a graph on a pool: a future. Use as a context manager (or close()) to
+    release it early; it is released when garbage collected otherwise."""
+
+    def __init__(self, handle: int, state: _GraphState, pool: Pool | None = None):
+        self._handle = handle
+        self._state = state  # keeps the graph's table (and exceptions) reachable
+        self._pool = pool
+        self._finalizer = weakref.finalize(self, F.gf_run_destroy, handle)
+        self._outcome = None  # (status, message) once finished
+
+    @property
+    def handle(self) -> int:
+        if not self._finalizer.alive:
+            raise StateError("the run was closed", F.GF_ERR_STATE)
+        return self._handle
+
+    def close(self):
+        """Cancels the run if still running and releases it (and the values it holds)."""
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Waits for the run to finish; True when finished, False on timeout."""
+        if self._outcome is not None:
+            return True
+        st = wait_run(self.handle, timeout)
+        if st == F.GF_TIMEOUT:
+            return False
+        self._outcome = (st, F.last_error() if st < 0 else "")
+        return True
+
+    def done(self) -> bool:
+        return self._outcome is not None or F.gf_run_poll(self.handle) != F.GF_TIMEOUT
+
+    def cancel(self):
+        _check(F.gf_run_cancel(self.handle))
+
+    def result(self, timeout: float | None = None):
+        """Waits; raises the first failed task's original exception (or a GpuflowError such as
+        CancelledError); returns None when every task succeeded."""
+        if not self.wait(timeout):
+            raise TimeoutError(f"the run did not finish within {timeout} s")
+        st, message = self._outcome
+        if st < 0:
+            raise failure_exception(st, message, self._state)
+
+    def exception(self, timeout: float | None = None):
+        try:
+            self.result(timeout)
+        except TimeoutError:
+            raise
+        except BaseException as e:  # noqa: B036
+            return e
+        return None
+
+    @property
+    def state(self) -> str:
+        s = c_int()
+        _check(F.gf_run_state_get(byref(s), self.handle))
+        return _STATE_NAMES.get(s.value, str(s.value))
+
+    def value(self, item):
+        """The Python value of a Task's output or a Data object (kept, or consumed by nobody)."""
+        d = item.output.id if isinstance(item, Task) else item.id
+        p = c_void_p()
+        _check(F.gf_run_value(byref(p), self.handle, d))
+        return _VALUES[p.value]
+
+    __getitem__ = value
+
+    def fileno(self) -> int:
+        """A descriptor that becomes readable once the run finished (for selectors/asyncio)."""
+        fd = c_int()
+        _check(F.gf_run_fd(byref(fd), self.handle))
+        return fd.value
+
+    def __await__(self):
+        import asyncio
+        loop = asyncio.get_running_loop()
+        if not self.done():
+            fut = loop.create_future()
+            fd = self.fileno()
+            loop.add_reader(fd, lambda: fut.done() or fut.set_result(None))
+            try:
+                yield from fut.__await__()
+            finally:
+                loop.remove_reader(fd)
+        return self.result()
+
+    def task_state(self, task: Task) -> str:
+        s = c_int()
+        _check(F.gf_run_task_state(byref(s), self.handle, task.id))
+        return _TASK_STATE_NAMES.get(s.value, str(s.value))
+
+    def task_error(self, task: Task) -> str:
+        p = c_char_p()
+        _check(F.gf_run_task_error(byref(p), self.handle, task.id))
+        return (p.value or b"").decode("utf-8", "replace")
+
+    def task_attempts(self, task: Task) -> int:
+        n = c_uint32()
+        _check(F.gf_run_task_attempts(byref(n), self.handle, task.id))
+        return n.value
+
+    def task_worker(self, task: Task) -> int:
+        n = c_uint32()
+        _check(F.gf_run_task_worker(byref(n), self.handle, task.id))
+        return n.value
+
+    def stats(self) -> RunStats:
+        s = F.gf_run_stats()
+        s.struct_size = ctypes.sizeof(F.gf_run_stats)
+        _check(F.gf_run_stats_get(byref(s), self.handle))
+        return RunStats(s.tasks, s.succeeded, s.failed, s.cancelled, s.attempts, s.transfers,
+                        s.bytes_transferred, s.elapsed_s)
+
+
+class Future:
+    """The result of one task of a run (what Pool.submit returns)."""
+
+    __slots__ = ("run", "task")
+
+    def __init__(self, run: Run, task: Task):
+        self.run = run
+        self.task = task
+
+    def result(self, timeout: float | None = None):
+        """Waits; returns the task's value or raises its original exception."""
+        if not self.run.wait(timeout):
+            raise TimeoutError(f"the task did not finish within {timeout} s")
+        st = self.run.task_state(self.task)
+        if st == "succeeded":
+            return self.run.value(self.task)
+        self.run.result()  # raises the run's first failure
+        raise _error(F.GF_ERR_TASK_FAILED, self.run.task_error(self.task))
+
+    def done(self) -> bool:
+        return self.run.done()
+
+    def cancel(self):
+        self.run.cancel()
+
+    def exception(self, timeout: float | None = None):
+        try:
+            self.result(timeout)
+        except TimeoutError:
+            raise
+        except BaseException as e:  # noqa: B036
+            return e
+        return None
+
+    def __repr__(self):
+        return f"<gpuflow.Future {self.task!r}>"
