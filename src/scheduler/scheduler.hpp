@@ -147,7 +147,8 @@ class Scheduler {
   // of running tasks never go; inputs of queued tasks only when `evict_held`, and then last.
   uint64_t spill(WorkerState &worker, uint64_t shortfall, Deferred &deferred,
                  bool evict_held = false);
-  void start_spill(WorkerState &worker, Run &run, DataIndex d, Replica &replica,
+  // Starts moving one device copy to host; false when host memory is refused.
+  bool start_spill(WorkerState &worker, Run &run, DataIndex d, Replica &replica,
                    Deferred &deferred);
   // Frees one device copy of data that lives elsewhere too, and takes it off the spill list.
   void drop_device_replica(DataRun &data, Replica &replica, Deferred &deferred);

@@ -48,8 +48,11 @@ uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred
       }
       it = w.lru.erase(it);
       replica->lru_tick = 0;
+      if (!start_spill(w, *run, d, *replica, deferred)) {
+        note_resident(*run, d, w.space);  // host memory is exhausted: it stays, listed again
+        return released + w.spilling_bytes;
+      }
       released += data.size;
-      start_spill(w, *run, d, *replica, deferred);
     }
   }
   return released + w.spilling_bytes;
@@ -64,18 +67,18 @@ void Scheduler::drop_device_replica(DataRun &data, Replica &replica, Deferred &d
   discharge_space(space, data.size);
 }
 
-void Scheduler::start_spill(WorkerState &w, Run &run, DataIndex d, Replica &replica,
+bool Scheduler::start_spill(WorkerState &w, Run &run, DataIndex d, Replica &replica,
                             Deferred &deferred) {
   DataRun &data = run.data[d];
   const uint64_t size = data.size;
   if (data.replicas.size() > 1) {  // another copy exists: dropping this one loses nothing
     drop_device_replica(data, replica, deferred);
     w.spilled_total += size;
-    return;
+    return true;
   }
+  // Runs on worker threads inside the scheduler: a refusal is an answer, never an exception.
   void *host = backend_.allocate(kHostSpace, size);
-  if (!host)
-    fail(GF_ERR_OUT_OF_MEMORY, "no host memory to spill " + std::to_string(size) + " bytes into");
+  if (!host) return false;
   data.pins++;
   w.spilling_bytes += size;
   transfers_in_flight_++;
@@ -85,6 +88,7 @@ void Scheduler::start_spill(WorkerState &w, Run &run, DataIndex d, Replica &repl
                       [this, keep_alive, d, space, host](const std::string &error) {
                         spill_done(keep_alive, d, space, host, error);
                       });
+  return true;
 }
 
 void Scheduler::spill_done(const std::shared_ptr<Run> &run_ptr, DataIndex d, SpaceId space,
