@@ -40,8 +40,8 @@ struct DataRun {
   uint64_t size = 0;
   uint64_t arriving = 0;  // bit per memory space with a copy of this data in flight
   uint32_t pins = 0;      // copies reading this data right now
-  uint32_t uses = 0;      // running tasks reading it: never spilled
-  uint32_t holds = 0;     // ready-queued tasks about to read it: spilled only as a last resort
+  uint32_t uses = 0;      // tasks running on a device that read it: never spilled
+  uint32_t holds = 0;     // tasks queued on a device to read it: spilled only as a last resort
   bool free_when_unpinned = false;
   SpaceId spilled_from = kNoSpace;  // the device it was spilled from, while only on host
   ReplicaSet replicas;

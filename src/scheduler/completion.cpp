@@ -20,10 +20,7 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   TaskRun &tr = run.tasks[done.task];
   worker.running--;
   running_total_--;
-  const DataIndex *read = graph.inputs(task);
-  for (uint32_t i = 0; i < task.input_count; ++i) {
-    if (graph.data(read[i]).kind == DataKind::kBuffer) run.data[read[i]].uses--;
-  }
+  if (worker.space != kHostSpace) count_inputs(run, done.task, &DataRun::uses, -1);
   worker.backlog_s -= tr.estimate_s;
   worker.ledger.release(run.requests[task.request].request);
   if (!done.skipped) learn(run.body(done.task).for_kind(worker.kind), done.seconds);
@@ -209,7 +206,7 @@ void Scheduler::cancel_locked(Run &run, const char *reason, Deferred &deferred) 
   if (run.finished) return;
   run.cancel_requested.store(true, std::memory_order_relaxed);
   for (auto &w : workers_) {
-    w->ready.remove_run(&run, [&](TaskIndex t) { unqueue(run, t); });
+    w->ready.remove_run(&run, [&](TaskIndex t) { unqueue(*w, run, t); });
     std::erase_if(w->fetching, [&](const TaskRef &ref) { return ref.run == &run; });
   }
   for (TaskIndex t = 0; t < run.tasks.size(); ++t) {

@@ -74,7 +74,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
         transfer_seconds(run, top.task, worker.space) > 0) {
       // An input was spilled off this device after the task was queued: fetch it again.
       QueuedTask entry = worker.ready.pop();
-      unqueue(*entry.run, entry.task);
+      unqueue(worker, *entry.run, entry.task);
       TaskRun &tr = entry.run->tasks[entry.task];
       tr.placement_epoch++;
       fetch_inputs(worker, *entry.run, entry.task, deferred);
@@ -153,9 +153,11 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
     const Replica *replica = data.replica_in(worker.space);
     if (!replica) fail(GF_ERR_INTERNAL, "dispatched a task whose input is not in place");
     out.inputs[i] = {replica->ptr, data.size};
-    data.holds--;  // queued -> running: now it may not be spilled at all
-    data.uses++;
-    if (worker.space != kHostSpace) note_resident(run, in[i], worker.space);
+    if (worker.space != kHostSpace) {
+      data.holds--;  // queued -> running: now it may not be spilled at all
+      data.uses++;
+      note_resident(run, in[i], worker.space);
+    }
   }
   out.outputs.assign(task.output_count, Dispatch::Output{});
   return true;
@@ -181,7 +183,7 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   double transfer = task.input_count ? transfer_seconds(run, entry.task, thief.space) : 0.0;
   if (transfer > 0 && transfer >= victim->backlog_s / victim->threads) return false;
   victim->ready.pop();
-  unqueue(run, entry.task);
+  unqueue(*victim, run, entry.task);
   victim->backlog_s -= run.tasks[entry.task].estimate_s;
   place(run, entry.task, thief.index, estimate(fn), deferred);
   return true;
@@ -215,7 +217,7 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
       count_inputs(run, entry.task, &DataRun::uses, -1);
       if (moving > 0) break;
       w->ready.pop();
-      unqueue(run, entry.task);
+      unqueue(*w, run, entry.task);
       w->backlog_s -= run.tasks[entry.task].estimate_s;
       FixedPoint free = w->ledger.free_amount(gpu_memory_);
       fail_task(run, entry.task,

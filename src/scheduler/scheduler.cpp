@@ -215,7 +215,7 @@ void Scheduler::place(Run &run, TaskIndex t, uint32_t w, double estimate_s, Defe
 
 void Scheduler::enqueue_ready(WorkerState &worker, Run &run, TaskIndex t) {
   const TaskDesc &task = run.graph().task(t);
-  hold_inputs(run, t, +1);
+  if (worker.space != kHostSpace) hold_inputs(run, t, +1);
   worker.ready.push(
       QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence(), &run, t});
   wake_for(worker, run, t);
@@ -233,8 +233,8 @@ void Scheduler::count_inputs(Run &run, TaskIndex t, uint32_t DataRun::*counter, 
   }
 }
 
-void Scheduler::unqueue(Run &run, TaskIndex t) {
-  hold_inputs(run, t, -1);
+void Scheduler::unqueue(WorkerState &worker, Run &run, TaskIndex t) {
+  if (worker.space != kHostSpace) hold_inputs(run, t, -1);
 }
 
 void Scheduler::wake_for(WorkerState &worker, Run &run, TaskIndex t) {

@@ -103,14 +103,15 @@ class Scheduler {
   void place(Run &run, TaskIndex t, uint32_t worker, double estimate_s, Deferred &deferred);
   void enqueue_ready(WorkerState &worker, Run &run, TaskIndex t);
   void wake_for(WorkerState &worker, Run &run, TaskIndex t);
-  // A task in a ready queue holds its inputs where they are (no spilling) until it finishes or
-  // leaves the queue without running (unqueue).
+  // A task in a device's ready queue holds its inputs there (no spilling) until it finishes or
+  // leaves the queue without running (unqueue). Tasks on CPU workers read host copies, which
+  // are never spilled, so they count nothing: the CPU hot path stays free of this bookkeeping.
   void hold_inputs(Run &run, TaskIndex t, int delta) {
     count_inputs(run, t, &DataRun::holds, delta);
   }
   // Adds delta to one counter of each buffer input of a task.
   void count_inputs(Run &run, TaskIndex t, uint32_t DataRun::*counter, int delta);
-  void unqueue(Run &run, TaskIndex t);
+  void unqueue(WorkerState &worker, Run &run, TaskIndex t);
 
   // Dispatch (scheduler/dispatch.cpp).
   bool pick(WorkerState &worker, Batch &batch, Deferred &deferred);
