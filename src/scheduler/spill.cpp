@@ -34,9 +34,10 @@ uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred
   double limit = spill_threshold_ * capacity.to_double();
   double over = in_use.to_double() - limit;
   uint64_t target = std::max(over > 0 ? static_cast<uint64_t>(over) : 0, shortfall);
-  if (target <= w.spilling_bytes) return w.spilling_bytes;
-  target -= w.spilling_bytes;
-  uint64_t released = 0;
+  const uint64_t underway = w.spilling_bytes;  // started by earlier calls
+  if (target <= underway) return underway;
+  target -= underway;
+  uint64_t released = 0;  // by this call: dropped now, or copies started now
   for (int pass = 0; pass < (evict_held ? 2 : 1) && released < target; ++pass) {
     for (auto it = w.lru.begin(); it != w.lru.end() && released < target;) {
       auto [run, d] = it->second;
@@ -50,12 +51,12 @@ uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred
       replica->lru_tick = 0;
       if (!start_spill(w, *run, d, *replica, deferred)) {
         note_resident(*run, d, w.space);  // host memory is exhausted: it stays, listed again
-        return released + w.spilling_bytes;
+        return released + underway;
       }
       released += data.size;
     }
   }
-  return released + w.spilling_bytes;
+  return released + underway;
 }
 
 void Scheduler::drop_device_replica(DataRun &data, Replica &replica, Deferred &deferred) {
