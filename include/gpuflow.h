@@ -444,8 +444,10 @@ typedef enum gf_task_state {
 } gf_task_state;
 
 /* Called once when the run finishes, on the thread that finished it: a worker thread, a copy
- * engine, or the thread calling gf_run_cancel / gf_pool_destroy. It must not block or destroy the
- * run; it may call any other gf_run_* function. */
+ * engine, or the thread calling gf_run_cancel / gf_run_destroy / gf_pool_destroy. It must not
+ * block; it may call any gf_run_* function on `run`, even when the caller has already called
+ * gf_run_destroy (the handle then stays valid until the callback returns), and may destroy the
+ * run itself. */
 typedef void (*gf_run_callback)(gf_run *run, gf_run_state state, void *user_data);
 
 typedef struct gf_submit_options {
@@ -492,8 +494,10 @@ GF_API gf_status gf_run_fd(int *out, gf_run *run);
 GF_API gf_status gf_run_cancel(gf_run *run);
 
 /* Cancels the run if still running, then drops the handle. Data still held is freed once no task
- * uses it. NULL and destroyed runs are ignored. Must not be called from the run's own
- * on_complete callback. Externally synchronized: run. */
+ * uses it. NULL and destroyed runs are ignored. Without an on_complete callback the handle is
+ * invalid when this returns; with one, it stays valid until the callback (which still runs once,
+ * when the bodies still running have returned) has returned. May be called from the run's own
+ * on_complete callback. Must be the caller's last call on the run. Externally synchronized: run. */
 GF_API void gf_run_destroy(gf_run *run);
 
 /* State of one task. Thread-safe. */

@@ -10,8 +10,8 @@ using namespace gf::capi;
 
 namespace {
 
-const Ledger::Line &ledger_line(const WorkerState &w, uint32_t index) {
-  const auto &lines = w.ledger.lines();
+Ledger::Line ledger_line(PoolCore &pool, const WorkerState &w, uint32_t index) {
+  const auto lines = pool.scheduler().ledger_lines(w.index);
   if (index >= lines.size()) {
     fail(GF_ERR_INVALID_ARGUMENT, "ledger index " + std::to_string(index) + " is out of range; " +
                                       w.name + " has " + std::to_string(lines.size()) + " lines");
@@ -122,8 +122,7 @@ GF_API gf_status gf_pool_ledger_entry(gf_ledger_entry *out, const gf_pool *pool,
     check_struct_size(out, "gf_ledger_entry");
     PoolCore &core = pool_of(pool);
     const WorkerState &w = worker_at(core, worker);
-    std::lock_guard lock(core.scheduler().mu);
-    fill_entry(out, core, ledger_line(w, index));
+    fill_entry(out, core, ledger_line(core, w, index));
     return GF_OK;
   });
 }
@@ -136,8 +135,7 @@ GF_API gf_status gf_pool_ledger_lookup(gf_ledger_entry *out, const gf_pool *pool
     PoolCore &core = pool_of(pool);
     const WorkerState &w = worker_at(core, worker);
     ResourceId id = core.scheduler().registry().find(resource);
-    std::lock_guard lock(core.scheduler().mu);
-    for (const auto &line : w.ledger.lines()) {
+    for (const auto &line : core.scheduler().ledger_lines(w.index)) {
       if (line.resource == id) {
         fill_entry(out, core, line);
         return GF_OK;

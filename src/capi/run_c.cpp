@@ -14,17 +14,9 @@ TaskIndex task_of(Run &run, gf_task task) {
   return run.graph().task_index(task, "task");
 }
 
-// Reads one task's state under the scheduler mutex: read(run, task_index, task_run).
-template <class Out, class Read>
-gf_status read_task(Out *out, gf_run *run, gf_task task, Read read) {
-  return guard([&] {
-    require_out(out, "out");
-    Run &r = run_of(run);
-    TaskIndex t = task_of(r, task);
-    std::lock_guard lock(r.pool().scheduler().mu);
-    *out = read(r, t, r.tasks[t]);
-    return GF_OK;
-  });
+Scheduler::TaskSnapshot task_snapshot(gf_run *run, gf_task task) {
+  Run &r = run_of(run);
+  return r.pool().scheduler().task_snapshot(r, task_of(r, task));
 }
 
 // The outcome of a finished run as a status, with a message naming the first failure.
@@ -34,39 +26,12 @@ gf_status outcome(Run &run) {
       return GF_OK;
     case GF_RUN_CANCELLED:
       fail(GF_ERR_CANCELLED, "the run was cancelled");
-    case GF_RUN_FAILED: {
-      std::lock_guard lock(run.pool().scheduler().mu);
-      TaskIndex t = run.first_failure;
-      auto it = run.errors.find(t);
-      fail(GF_ERR_TASK_FAILED, run.graph().task_label(t) + " failed: " +
-                                   (it == run.errors.end() ? std::string("?") : it->second) + " (" +
-                                   std::to_string(run.failed) + " task(s) failed in all)");
-    }
+    case GF_RUN_FAILED:
+      fail(GF_ERR_TASK_FAILED, run.pool().scheduler().failure_summary(run));
     default:
       break;
   }
   return GF_TIMEOUT;
-}
-
-// The data, checked available for reading back; returns with the scheduler lock held.
-const DataRun &readable_data(Run &run, DataIndex d, std::unique_lock<std::mutex> &lock) {
-  lock = std::unique_lock(run.pool().scheduler().mu);
-  const DataRun &data = run.data[d];
-  const Graph &graph = run.graph();
-  switch (data.phase) {
-    case DataRun::Phase::kReady:
-      return data;
-    case DataRun::Phase::kPending:
-      fail(GF_ERR_STATE, graph.data_label(d) + " is not produced yet");
-    case DataRun::Phase::kNeverProduced:
-      fail(GF_ERR_STATE, graph.data_label(d) + " was never produced: its producer " +
-                             graph.task_label(graph.data(d).producer) + " failed or was cancelled");
-    case DataRun::Phase::kFreed:
-      fail(GF_ERR_STATE, graph.data_label(d) +
-                             " was freed after its last consumer finished; mark it GF_DATA_KEEP "
-                             "to read it back");
-  }
-  fail(GF_ERR_INTERNAL, "unknown data phase");
 }
 
 }  // namespace
@@ -141,33 +106,55 @@ GF_API gf_status gf_run_cancel(gf_run *run) {
 
 GF_API void gf_run_destroy(gf_run *run) {
   guard_void([&] {
-    std::shared_ptr<Run> r = runs().remove(handle_bits(run));
-    if (r) r->pool().scheduler().cancel(*r);
+    const uint64_t bits = handle_bits(run);
+    std::shared_ptr<Run> r = runs().find_shared(bits);
+    if (!r) return;
+    r->pool().scheduler().release_run(*r);
+    // A completion callback may still be due (bodies that were running finish first): the handle
+    // stays valid until it has returned, so the callback can use its run as documented. Without
+    // a callback the handle goes at once.
+    if (r->has_callback()) {
+      r->when_published([bits] { runs().remove(bits); });
+    } else {
+      runs().remove(bits);
+    }
   });
 }
 
 GF_API gf_status gf_run_task_state(gf_task_state *out, gf_run *run, gf_task task) {
-  return read_task(out, run, task, [](Run &, TaskIndex, const TaskRun &tr) { return tr.state; });
+  return guard([&] {
+    require_out(out, "out");
+    *out = task_snapshot(run, task).state;
+    return GF_OK;
+  });
 }
 
 GF_API gf_status gf_run_task_error(const char **out, gf_run *run, gf_task task) {
-  return read_task(out, run, task, [](Run &r, TaskIndex t, const TaskRun &tr) {
-    auto it = r.errors.find(t);
-    bool settled = tr.state == GF_TASK_FAILED || tr.state == GF_TASK_CANCELLED;
-    // Errors of settled tasks never change again, so the string stays valid for the run's life.
-    return settled && it != r.errors.end() ? it->second.c_str() : "";
+  return guard([&] {
+    require_out(out, "out");
+    *out = task_snapshot(run, task).error;
+    return GF_OK;
   });
 }
 
 GF_API gf_status gf_run_task_attempts(uint32_t *out, gf_run *run, gf_task task) {
-  return read_task(out, run, task, [](Run &, TaskIndex, const TaskRun &tr) { return tr.attempts; });
+  return guard([&] {
+    require_out(out, "out");
+    *out = task_snapshot(run, task).attempts;
+    return GF_OK;
+  });
 }
 
 GF_API gf_status gf_run_task_worker(uint32_t *out, gf_run *run, gf_task task) {
-  return read_task(out, run, task, [](Run &r, TaskIndex t, const TaskRun &tr) {
-    if (tr.attempts == 0)
-      fail(GF_ERR_STATE, r.graph().task_label(t) + " has not started on any worker");
-    return tr.worker;
+  return guard([&] {
+    require_out(out, "out");
+    Scheduler::TaskSnapshot snapshot = task_snapshot(run, task);
+    if (snapshot.attempts == 0) {
+      Run &r = run_of(run);
+      fail(GF_ERR_STATE, r.graph().task_label(task_of(r, task)) + " has not started on any worker");
+    }
+    *out = snapshot.worker;
+    return GF_OK;
   });
 }
 
@@ -181,21 +168,7 @@ GF_API gf_status gf_run_fetch(uint64_t *out_size, gf_run *run, gf_data data, voi
       fail(GF_ERR_INVALID_ARGUMENT,
            r.graph().data_label(d) + " is an opaque value: read it with gf_run_value");
     }
-    std::unique_lock<std::mutex> lock;
-    const DataRun &state = readable_data(r, d, lock);
-    *out_size = state.size;
-    if (!dst) return GF_OK;
-    if (dst_capacity < state.size) {
-      fail(GF_ERR_INVALID_ARGUMENT, r.graph().data_label(d) + " has " + std::to_string(state.size) +
-                                        " bytes; dst_capacity is " + std::to_string(dst_capacity));
-    }
-    // Readable data is kept until the run is destroyed, which cannot overlap this call, so the
-    // replica stays valid after the lock is released.
-    Replica source = state.replicas.front();
-    uint64_t size = state.size;
-    lock.unlock();
-    r.pool().scheduler().backend().copy_sync(
-        CopyRequest{source.space, source.ptr, kHostSpace, dst, size});
+    *out_size = r.pool().scheduler().read_buffer(r, d, dst, dst_capacity);
     return GF_OK;
   });
 }
@@ -209,8 +182,7 @@ GF_API gf_status gf_run_value(void **out, gf_run *run, gf_data data) {
       fail(GF_ERR_INVALID_ARGUMENT,
            r.graph().data_label(d) + " is a buffer: read it with gf_run_fetch");
     }
-    std::unique_lock<std::mutex> lock;
-    *out = readable_data(r, d, lock).value;
+    *out = r.pool().scheduler().read_value(r, d);
     return GF_OK;
   });
 }
@@ -219,15 +191,15 @@ GF_API gf_status gf_run_stats_get(gf_run_stats *out, gf_run *run) {
   return guard([&] {
     check_struct_size(out, "gf_run_stats");
     Run &r = run_of(run);
-    std::lock_guard lock(r.pool().scheduler().mu);
-    out->tasks = r.tasks.size();
-    out->succeeded = r.succeeded;
-    out->failed = r.failed;
-    out->cancelled = r.cancelled;
-    out->attempts = r.attempts;
-    out->transfers = r.transfers;
-    out->bytes_transferred = r.bytes_transferred;
-    out->elapsed_s = seconds_between(r.submitted_at, r.finished ? r.finished_at : Clock::now());
+    Scheduler::RunSnapshot snapshot = r.pool().scheduler().run_snapshot(r);
+    out->tasks = snapshot.tasks;
+    out->succeeded = snapshot.succeeded;
+    out->failed = snapshot.failed;
+    out->cancelled = snapshot.cancelled;
+    out->attempts = snapshot.attempts;
+    out->transfers = snapshot.transfers;
+    out->bytes_transferred = snapshot.bytes_transferred;
+    out->elapsed_s = snapshot.elapsed_s;
     return GF_OK;
   });
 }

@@ -1,5 +1,7 @@
 #include "pool/pool_core.hpp"
 
+#include <thread>
+
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
 #include "devices/cuda/make_cuda_backend.hpp"
@@ -27,7 +29,13 @@ std::unique_ptr<DeviceBackend> make_backend(const PoolOptions &options) {
 }  // namespace
 
 std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
-  return std::make_shared<PoolCore>(resolve_pool_options(config));
+  return std::shared_ptr<PoolCore>(new PoolCore(resolve_pool_options(config)), [](PoolCore *pool) {
+    if (Worker::on_thread_of(pool->scheduler())) {
+      std::thread([pool] { delete pool; }).detach();
+    } else {
+      delete pool;
+    }
+  });
 }
 
 PoolCore::PoolCore(const PoolOptions &options) : backend_(make_backend(options)) {
@@ -69,7 +77,7 @@ PoolCore::PoolCore(const PoolOptions &options) : backend_(make_backend(options))
                                            gpu_memory, options.spill_threshold);
   try {
     for (WorkerState *w : worker_states_) {
-      workers_.push_back(std::make_unique<Worker>(*scheduler_, *w));
+      workers_.push_back(std::make_unique<Worker>(*scheduler_, *w, events_));
       workers_.back()->start();
     }
   } catch (...) {
@@ -88,9 +96,18 @@ std::shared_ptr<Run> PoolCore::prepare(std::shared_ptr<Graph> graph,
 }
 
 void PoolCore::shutdown() {
-  if (shut_down_) return;
-  shut_down_ = true;
+  if (shut_down_.exchange(true)) return;
   scheduler_->shutdown();
+  if (Worker::on_thread_of(*scheduler_)) {
+    // A task body destroys its own pool: its thread finishes the body and exits, and a thread
+    // that keeps the pool alive joins them all.
+    std::thread([self = shared_from_this()] { self->join_threads(); }).detach();
+    return;
+  }
+  join_threads();
+}
+
+void PoolCore::join_threads() {
   for (auto &w : workers_) w->join();
   backend_->shutdown();
 }

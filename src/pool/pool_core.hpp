@@ -1,8 +1,11 @@
 // A pool: its device backend, its workers and the scheduler between them. Shared by the pool
 // handle and every run submitted to it, so a run outlives gf_pool_destroy safely; shutdown()
-// stops the threads, and the memory goes when the last run is gone.
+// stops the threads, and the memory goes when the last run is gone. A pool is never torn down on
+// one of its own worker threads (a thread cannot join itself): when the last reference goes
+// there, the teardown moves to a thread of its own.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -24,7 +27,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   PoolCore &operator=(const PoolCore &) = delete;
 
   std::shared_ptr<Run> prepare(std::shared_ptr<Graph> graph, const gf_submit_options &options);
-  // Cancels every run, waits for running bodies, joins threads. Idempotent.
+  // Cancels every run, waits for running bodies, joins threads. Idempotent. Called by one of the
+  // pool's own task bodies, it stops the pool and hands the joining to a thread of its own.
   void shutdown();
 
   Scheduler &scheduler() { return *scheduler_; }
@@ -43,7 +47,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::vector<WorkerState *> worker_states_;  // owned by the scheduler
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<std::unique_ptr<Worker>> workers_;
-  bool shut_down_ = false;
+  void join_threads();
+  std::atomic<bool> shut_down_{false};
 };
 
 }  // namespace gf

@@ -10,7 +10,8 @@ void Deferred::flush(DeviceBackend &backend) {
   for (auto &[object, destroy] : destroys) destroy(object);
   destroys.clear();
   for (auto &run : finished_runs) run->publish_completion();
-  finished_runs.clear();  // may destroy runs: their destructor takes the scheduler mutex
+  finished_runs.clear();  // may destroy runs, and with the last of them their pool
+  dropped_runs.clear();
 }
 
 }  // namespace gf

@@ -1,6 +1,6 @@
 // Work the scheduler decides under its mutex but must do after releasing it: freeing memory,
 // running caller destructors and completion callbacks, and dropping the last reference to a run
-// (whose destructor takes the mutex again).
+// (whose destructor may release a pool).
 #pragma once
 
 #include <memory>
@@ -22,8 +22,11 @@ struct Deferred {
   std::vector<Free> frees;
   std::vector<std::pair<void *, gf_destroy_fn>> destroys;
   std::vector<std::shared_ptr<Run>> finished_runs;  // publish completion, then drop
+  std::vector<std::shared_ptr<Run>> dropped_runs;   // the scheduler is done with them
 
-  bool empty() const { return frees.empty() && destroys.empty() && finished_runs.empty(); }
+  bool empty() const {
+    return frees.empty() && destroys.empty() && finished_runs.empty() && dropped_runs.empty();
+  }
   // Must be called without the scheduler mutex held.
   void flush(DeviceBackend &backend);
 };

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
-#include "pool/pool_core.hpp"
+#include "runtime/worker.hpp"
 
 namespace gf {
 namespace {
@@ -27,15 +27,15 @@ void signal_fd(int fd) {
 
 }  // namespace
 
-Run::Run(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph,
+Run::Run(std::shared_ptr<PoolCore> pool, Scheduler &scheduler, std::shared_ptr<Graph> graph,
          const gf_submit_options &options)
     : pool_(std::move(pool)),
+      scheduler_(scheduler),
       graph_(std::move(graph)),
       on_complete_(options.on_complete),
       on_complete_data_(options.user_data) {}
 
 Run::~Run() {
-  pool_->scheduler().release_run(*this);
   if (event_fd_ >= 0) ::close(event_fd_);
 }
 
@@ -45,14 +45,36 @@ void Run::publish_completion() {
     on_complete_(handle_, state(), on_complete_data_);
     completing_run = nullptr;
   }
-  std::lock_guard lock(done_mu_);
-  published_.store(true, std::memory_order_release);
-  if (event_fd_ >= 0) signal_fd(event_fd_);
-  done_cv_.notify_all();
+  std::function<void()> then;
+  {
+    std::lock_guard lock(done_mu_);
+    published_.store(true, std::memory_order_release);
+    if (event_fd_ >= 0) signal_fd(event_fd_);
+    done_cv_.notify_all();
+    then = std::move(after_publish_);
+  }
+  if (then) then();
+}
+
+void Run::when_published(std::function<void()> then) {
+  {
+    std::lock_guard lock(done_mu_);
+    if (!published()) {
+      after_publish_ = std::move(then);
+      return;
+    }
+  }
+  then();
 }
 
 bool Run::wait_published(int64_t timeout_ms) {
   if (published() || completing_run == this) return true;
+  if (timeout_ms == 0) return false;
+  if (Worker::running_run() == this) {
+    fail(GF_ERR_STATE,
+         "a task body cannot wait for its own run: the run finishes only after the body returns");
+  }
+  StepAside aside(scheduler_);
   std::unique_lock lock(done_mu_);
   auto done = [this] { return published(); };
   if (timeout_ms < 0) {

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,6 +21,7 @@
 namespace gf {
 
 class PoolCore;
+class Scheduler;
 
 struct TaskRun {
   gf_task_state state = GF_TASK_WAITING;
@@ -66,7 +68,7 @@ struct ResolvedRequest {
 
 class Run : public std::enable_shared_from_this<Run> {
  public:
-  Run(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph,
+  Run(std::shared_ptr<PoolCore> pool, Scheduler &scheduler, std::shared_ptr<Graph> graph,
       const gf_submit_options &options);
   ~Run();
   Run(const Run &) = delete;
@@ -97,6 +99,10 @@ class Run : public std::enable_shared_from_this<Run> {
   uint64_t transfers = 0, bytes_transferred = 0;
   TaskIndex first_failure = kNoIndex;
   bool finished = false;
+  // The caller dropped the run (gf_run_destroy): once finished, the scheduler frees everything
+  // it still holds and lets go of it. Until both, the scheduler keeps the run alive, so nothing
+  // it lists (spill order, queues, copies) can ever point at a run being destroyed.
+  bool released = false;
   Clock::time_point submitted_at = Clock::now();
   Clock::time_point finished_at;
   gf_run_state final_state = GF_RUN_RUNNING;
@@ -106,7 +112,12 @@ class Run : public std::enable_shared_from_this<Run> {
 
   // ---- completion, published once after the scheduler finished the run ----
   void publish_completion();  // runs the callback, then wakes waiters and the descriptor
-  // Blocks until published or timeout; true when published.
+  // Runs `then` once the completion is published (the callback has returned): now if it already
+  // is, else on the publishing thread right after.
+  void when_published(std::function<void()> then);
+  bool has_callback() const { return on_complete_ != nullptr; }
+  // Blocks until published or timeout; true when published. A body on one of the pool's worker
+  // threads steps aside while it waits (runtime/worker.hpp); one waiting for its own run fails.
   bool wait_published(int64_t timeout_ms);
   bool published() const { return published_.load(std::memory_order_acquire); }
   int completion_fd();  // created on first use
@@ -117,6 +128,7 @@ class Run : public std::enable_shared_from_this<Run> {
 
  private:
   std::shared_ptr<PoolCore> pool_;
+  Scheduler &scheduler_;
   std::shared_ptr<Graph> graph_;
   uint64_t sequence_ = 0;
   gf_run_callback on_complete_;
@@ -124,6 +136,7 @@ class Run : public std::enable_shared_from_this<Run> {
   gf_run *handle_ = nullptr;
   std::atomic<gf_run_state> state_{GF_RUN_RUNNING};
   std::atomic<bool> published_{false};
+  std::function<void()> after_publish_;  // guarded by done_mu_
   std::mutex done_mu_;
   std::condition_variable done_cv_;
   int event_fd_ = -1;

@@ -1,38 +1,79 @@
 #include "runtime/worker.hpp"
 
 #include "core/clock.hpp"
-#include "pool/pool_core.hpp"
+#include "runtime/run.hpp"
 #include "runtime/task_context.hpp"
 
 namespace gf {
+namespace {
 
-Worker::Worker(Scheduler &scheduler, WorkerState &state) : scheduler_(scheduler), state_(state) {}
+thread_local Worker *current_worker = nullptr;
+thread_local const Scheduler *current_scheduler = nullptr;
+thread_local const Run *current_run = nullptr;
+
+}  // namespace
+
+bool Worker::on_thread_of(const Scheduler &scheduler) {
+  return current_scheduler == &scheduler;
+}
+
+const Run *Worker::running_run() {
+  return current_run;
+}
+
+Worker::Worker(Scheduler &scheduler, WorkerState &state, EventHub &events)
+    : scheduler_(scheduler), state_(state), events_(events) {}
 
 Worker::~Worker() {
   join();
 }
 
 void Worker::start() {
-  for (uint32_t i = 0; i < state_.threads; ++i) {
-    threads_.emplace_back([this, i] { thread_main(i); });
-  }
+  std::lock_guard lock(threads_mu_);
+  for (uint32_t i = 0; i < state_.threads; ++i) spawn_locked();
+}
+
+void Worker::spawn_locked() {
+  auto index = static_cast<uint32_t>(threads_.size());
+  threads_.push_back(Thread{std::thread([this, index] { thread_main(index); })});
 }
 
 void Worker::join() {
-  for (auto &t : threads_) {
-    if (t.joinable()) t.join();
+  std::vector<Thread> threads;
+  {
+    std::lock_guard lock(threads_mu_);
+    joining_ = true;
+    threads.swap(threads_);
   }
-  threads_.clear();
+  for (auto &t : threads) {
+    if (t.thread.joinable()) t.thread.join();
+  }
+}
+
+bool Worker::take_retirement() {
+  int n = retire_.load(std::memory_order_relaxed);
+  while (n > 0) {
+    if (retire_.compare_exchange_weak(n, n - 1, std::memory_order_relaxed)) return true;
+  }
+  return false;
 }
 
 void Worker::thread_main(uint32_t thread) {
+  current_worker = this;
+  current_scheduler = &scheduler_;
+  // Spare threads share the streams of the worker's regular ones.
   void *stream = state_.kind == GF_WORKER_GPU
-                     ? scheduler_.backend().bind_thread(state_.device, thread)
+                     ? scheduler_.backend().bind_thread(state_.device, thread % state_.threads)
                      : nullptr;
   Batch batch;
   Deferred deferred;
   std::unique_lock lock(scheduler_.mu);
-  while (scheduler_.next_batch(lock, state_, batch, deferred)) {
+  for (;;) {
+    if (take_retirement()) {  // a wait that stepped aside is over: one thread too many
+      scheduler_.retire_thread(state_, batch, deferred);
+      break;
+    }
+    if (!scheduler_.next_batch(lock, state_, batch, deferred)) break;
     lock.unlock();
     deferred.flush(scheduler_.backend());
     for (size_t i = 0; i < batch.count; ++i) execute(batch.items[i], stream);
@@ -40,6 +81,29 @@ void Worker::thread_main(uint32_t thread) {
   }
   lock.unlock();
   deferred.flush(scheduler_.backend());
+  std::lock_guard threads_lock(threads_mu_);
+  for (Thread &t : threads_) {
+    if (t.thread.get_id() == std::this_thread::get_id()) t.exited = true;
+  }
+}
+
+StepAside::StepAside(const Scheduler &scheduler) {
+  if (!current_worker || current_scheduler != &scheduler) return;
+  Worker &w = *current_worker;
+  std::lock_guard lock(w.threads_mu_);
+  if (w.joining_) return;  // the pool is shutting down: the awaited run is being cancelled
+  // Threads retired earlier are joined here, so spare threads never pile up.
+  std::erase_if(w.threads_, [](Worker::Thread &t) {
+    if (!t.exited) return false;
+    t.thread.join();
+    return true;
+  });
+  w.spawn_locked();
+  worker_ = &w;
+}
+
+StepAside::~StepAside() {
+  if (worker_) worker_->retire_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Worker::execute(Dispatch &dispatch, void *stream) {
@@ -48,8 +112,9 @@ void Worker::execute(Dispatch &dispatch, void *stream) {
     return;
   }
   gf_task_ctx ctx{&scheduler_, &state_, &dispatch, {}, false, stream};
+  current_run = dispatch.run;
   const TaskBody &body = dispatch.run->body(dispatch.task);
-  EventHub &events = dispatch.run->pool().events();
+  EventHub &events = events_;
   if (events.active()) emit_task_event(dispatch, GF_EVENT_TASK_STARTED, events);
   auto start = Clock::now();
   int rc;
@@ -62,6 +127,7 @@ void Worker::execute(Dispatch &dispatch, void *stream) {
     ctx.failed = true;
     ctx.error = "the body threw a C++ exception (bodies must not throw)";
   }
+  current_run = nullptr;
   dispatch.seconds = seconds_between(start, Clock::now());
   dispatch.ok = rc == 0 && !ctx.failed;
   if (!dispatch.ok) {

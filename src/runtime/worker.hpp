@@ -1,8 +1,14 @@
 // A worker's threads. Each loops: take the scheduler mutex, report the last batch and pick the
 // next (Scheduler::next_batch), release it, run the bodies. A GPU worker's threads run GPU bodies
 // through the device backend, bound to its device.
+//
+// A body that blocks waiting for another run of the same pool steps aside (StepAside): a spare
+// thread takes its place for the wait, as Dask's secede/rejoin, so nested runs cannot starve the
+// pool; once the wait is over the worker retires one thread at its next batch boundary.
 #pragma once
 
+#include <atomic>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -13,7 +19,7 @@ namespace gf {
 
 class Worker {
  public:
-  Worker(Scheduler &scheduler, WorkerState &state);
+  Worker(Scheduler &scheduler, WorkerState &state, EventHub &events);
   ~Worker();
   Worker(const Worker &) = delete;
   Worker &operator=(const Worker &) = delete;
@@ -21,15 +27,44 @@ class Worker {
   void start();
   void join();
 
+  // True on a thread of any worker driven by `scheduler` (a task body, or code it calls).
+  static bool on_thread_of(const Scheduler &scheduler);
+  // The run whose body is executing on this thread, or null.
+  static const Run *running_run();
+
  private:
+  friend class StepAside;
+  struct Thread {
+    std::thread thread;
+    bool exited = false;
+  };
+  void spawn_locked();  // threads_mu_ held
   void thread_main(uint32_t thread);
   // Runs one body. A GPU body's dispatch is handed off: it finishes when its stream has.
   void execute(Dispatch &dispatch, void *stream);
   void emit_task_event(const Dispatch &dispatch, gf_event_kind kind, EventHub &events);
+  bool take_retirement();
 
   Scheduler &scheduler_;
   WorkerState &state_;
-  std::vector<std::thread> threads_;
+  EventHub &events_;
+  std::mutex threads_mu_;
+  std::vector<Thread> threads_;  // guarded by threads_mu_
+  bool joining_ = false;         // guarded by threads_mu_
+  std::atomic<int> retire_{0};   // threads to retire: waits that stepped aside are over
+};
+
+// Scope of a blocking wait made by a body on one of `scheduler`'s worker threads: a spare thread
+// replaces this one meanwhile. Does nothing on any other thread.
+class StepAside {
+ public:
+  explicit StepAside(const Scheduler &scheduler);
+  ~StepAside();
+  StepAside(const StepAside &) = delete;
+  StepAside &operator=(const StepAside &) = delete;
+
+ private:
+  Worker *worker_ = nullptr;
 };
 
 }  // namespace gf

@@ -5,13 +5,6 @@
 #include "scheduler/scheduler.hpp"
 
 namespace gf {
-namespace {
-
-FixedPoint bytes_amount(uint64_t bytes) {
-  return FixedPoint::from_raw(static_cast<int64_t>(bytes) * FixedPoint::kScale);
-}
-
-}  // namespace
 
 void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) {
   Run &run = *done.run;
@@ -207,7 +200,11 @@ void Scheduler::cancel_locked(Run &run, const char *reason, Deferred &deferred) 
   run.cancel_requested.store(true, std::memory_order_relaxed);
   for (auto &w : workers_) {
     w->ready.remove_run(&run, [&](TaskIndex t) { unqueue(*w, run, t); });
-    std::erase_if(w->fetching, [&](const TaskRef &ref) { return ref.run == &run; });
+    std::erase_if(w->fetching, [&](const TaskRef &ref) {
+      if (ref.run != &run) return false;
+      unqueue(*w, run, ref.task);
+      return true;
+    });
   }
   for (TaskIndex t = 0; t < run.tasks.size(); ++t) {
     TaskRun &tr = run.tasks[t];
@@ -226,31 +223,37 @@ void Scheduler::maybe_finish_run(Run &run, Deferred &deferred) {
                     : run.failed > 0                                     ? GF_RUN_FAILED
                                                                          : GF_RUN_SUCCEEDED;
   run.set_state(run.final_state);
-  auto it = active_runs_.find(&run);
-  deferred.finished_runs.push_back(std::move(it->second));
-  active_runs_.erase(it);
+  auto it = runs_.find(&run);
+  deferred.finished_runs.push_back(it->second);  // published after the mutex is released
+  if (run.released) retire(run, deferred);
 }
 
 void Scheduler::release_run(Run &run) {
   Deferred deferred;
   {
     Lock lock(mu);
-    for (DataIndex d = 0; d < run.data.size(); ++d) {
-      DataRun &data = run.data[d];
-      if (data.phase == DataRun::Phase::kReady) free_data(run, d, deferred);
+    if (!run.released && runs_.count(&run)) {
+      run.released = true;
+      cancel_locked(run, "cancelled", deferred);  // may finish, and so retire, the run
+      if (run.finished) retire(run, deferred);
     }
   }
   deferred.flush(backend_);
 }
 
+void Scheduler::retire(Run &run, Deferred &deferred) {
+  auto it = runs_.find(&run);
+  if (it == runs_.end()) return;
+  for (DataIndex d = 0; d < run.data.size(); ++d) {
+    if (run.data[d].phase == DataRun::Phase::kReady) free_data(run, d, deferred);
+  }
+  deferred.dropped_runs.push_back(std::move(it->second));
+  runs_.erase(it);
+}
+
 void Scheduler::discharge_output(WorkerState &worker, uint64_t bytes) {
   Lock lock(mu);
   discharge_space(worker.space, bytes);
-}
-
-uint64_t Scheduler::transfers_in_flight() {
-  Lock lock(mu);
-  return transfers_in_flight_;
 }
 
 bool Scheduler::charge_output(WorkerState &worker, uint64_t bytes) {

@@ -26,7 +26,7 @@ uint64_t declared_output_bytes(const Graph &graph, const TaskDesc &task) {
 
 }  // namespace
 
-bool Scheduler::next_batch(Lock &lock, WorkerState &worker, Batch &batch, Deferred &deferred) {
+void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &deferred) {
   // This thread picks again right after: work it makes ready for itself wakes nobody else.
   completing_worker_ = worker.index;
   for (size_t i = 0; i < batch.count; ++i) {
@@ -39,6 +39,15 @@ bool Scheduler::next_batch(Lock &lock, WorkerState &worker, Batch &batch, Deferr
   }
   completing_worker_ = kNoIndex;
   batch.count = 0;
+}
+
+void Scheduler::retire_thread(WorkerState &worker, Batch &batch, Deferred &deferred) {
+  complete_batch(worker, batch, deferred);
+  if (!worker.ready.empty() || !worker.fetching.empty()) worker.wake.notify_all();
+}
+
+bool Scheduler::next_batch(Lock &lock, WorkerState &worker, Batch &batch, Deferred &deferred) {
+  complete_batch(worker, batch, deferred);
   for (;;) {
     if (stopping_) return false;
     if (worker.memory_released) {
@@ -73,8 +82,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
     if (task.input_count && worker.space != kHostSpace &&
         transfer_seconds(run, top.task, worker.space) > 0) {
       // An input was spilled off this device after the task was queued: fetch it again.
-      QueuedTask entry = worker.ready.pop();
-      unqueue(worker, *entry.run, entry.task);
+      QueuedTask entry = worker.ready.pop();  // still placed here: its inputs stay held
       TaskRun &tr = entry.run->tasks[entry.task];
       tr.placement_epoch++;
       fetch_inputs(worker, *entry.run, entry.task, deferred);
@@ -106,8 +114,7 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
   const TaskDesc &task = graph.task(entry.task);
   const ResolvedRequest &r = run.requests[task.request];
   uint64_t output_bytes = worker.space == kHostSpace ? 0 : declared_output_bytes(graph, task);
-  FixedPoint output_charge =
-      FixedPoint::from_raw(static_cast<int64_t>(output_bytes) * FixedPoint::kScale);
+  FixedPoint output_charge = bytes_amount(output_bytes);
   if (!r.request.empty() || output_bytes) {
     if (!worker.ledger.fits_now(r.request, output_charge, gpu_memory_)) {
       if (worker.space != kHostSpace) {  // make room: spill what no running task reads
@@ -115,7 +122,9 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
         FixedPoint free = worker.ledger.free_amount(gpu_memory_);
         if (need > free) {
           // The first task in line may push out data that later queued tasks hold, but never
-          // its own inputs (counted as in use while the victims are chosen).
+          // its own inputs (counted as in use while the victims are chosen). Nothing moves
+          // unless that makes room: a task that must wait for running tasks to end anyway
+          // would only push out what the tasks behind it are about to use.
           count_inputs(run, entry.task, &DataRun::uses, +1);
           spill(worker, static_cast<uint64_t>((need - free).to_double()), deferred, first_in_line);
           count_inputs(run, entry.task, &DataRun::uses, -1);
@@ -179,6 +188,11 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   if (!fn || std::find(eligible.begin(), eligible.end(), thief.index) == eligible.end()) {
     return false;
   }
+  if (thief.space != kHostSpace &&
+      !thief.ledger.could_fit(r.request, bytes_amount(task_device_bytes(run, entry.task)),
+                              gpu_memory_)) {
+    return false;
+  }
   // Moving the inputs must cost less than waiting for the victim to get to the task.
   double transfer = task.input_count ? transfer_seconds(run, entry.task, thief.space) : 0.0;
   if (transfer > 0 && transfer >= victim->backlog_s / victim->threads) return false;
@@ -191,8 +205,8 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
 
 void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
   // Nothing runs and nothing moves anywhere, so nothing will free device memory: a task at the
-  // head of a device's queue that does not fit now never will. Fail it rather than hang.
-  // (Spilling, when it lands, comes before this.)
+  // head of a device's queue that does not fit now, even after spilling, never will. Fail it
+  // rather than hang.
   for (auto &w : workers_) {  // memory freed since a worker last looked may unblock its tasks
     if (w->memory_released) {
       w->memory_released = false;
@@ -208,8 +222,7 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
       const TaskDesc &task = run.graph().task(entry.task);
       const ResolvedRequest &r = run.requests[task.request];
       uint64_t outputs = declared_output_bytes(run.graph(), task);
-      FixedPoint output_charge =
-          FixedPoint::from_raw(static_cast<int64_t>(outputs) * FixedPoint::kScale);
+      FixedPoint output_charge = bytes_amount(outputs);
       if (w->ledger.fits_now(r.request, output_charge, gpu_memory_)) break;
       FixedPoint short_by = r.gpu_memory + output_charge - w->ledger.free_amount(gpu_memory_);
       count_inputs(run, entry.task, &DataRun::uses, +1);
@@ -229,7 +242,9 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
                     " bytes free; the rest is held by data no running task will release",
                 deferred);
     }
-    bool retry = false;
+    // Tasks whose inputs wait for memory: the oldest may push out inputs that later tasks hold
+    // (never its own); the others wait for it, so two tasks never evict each other's inputs.
+    bool retry = false, spilling_for_one = false;
     for (size_t i = 0; i < w->fetching.size();) {
       TaskRef ref = w->fetching[i];
       TaskRun &tr = ref.run->tasks[ref.task];
@@ -248,13 +263,22 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
       }
       auto free = static_cast<uint64_t>(w->ledger.free_amount(gpu_memory_).to_double());
       uint64_t short_by = missing > free ? missing - free : 0;
-      if (short_by == 0 || spill(*w, short_by, deferred) > 0) {
-        retry = true;  // room exists now, or will once the spill copies land
+      if (short_by == 0 || spilling_for_one) {
+        retry = retry || short_by == 0;
+        ++i;
+        continue;
+      }
+      count_inputs(*ref.run, ref.task, &DataRun::uses, +1);
+      uint64_t moving = spill(*w, short_by, deferred, true);
+      count_inputs(*ref.run, ref.task, &DataRun::uses, -1);
+      if (moving > 0) {
+        retry = spilling_for_one = true;  // room once the spill copies land
         ++i;
         continue;
       }
       w->fetching[i] = w->fetching.back();
       w->fetching.pop_back();
+      unqueue(*w, *ref.run, ref.task);
       w->backlog_s -= tr.estimate_s;
       fail_task(*ref.run, ref.task,
                 "out of memory: the inputs of " + ref.run->graph().task_label(ref.task) +

@@ -94,7 +94,7 @@ std::shared_ptr<Run> Scheduler::prepare(std::shared_ptr<PoolCore> pool,
                                         const gf_submit_options &options,
                                         const KernelResolver *kernels) {
   const GraphAnalysis &analysis = graph->freeze();
-  auto run = std::make_shared<Run>(std::move(pool), graph, options);
+  auto run = std::make_shared<Run>(std::move(pool), *this, graph, options);
   run->requests = resolve_requests(*graph);
   if (graph->has_named_kernels()) resolve_kernels(*run, kernels);
   check_feasible(*run);
@@ -128,7 +128,7 @@ void Scheduler::start(const std::shared_ptr<Run> &run) {
   Lock lock(mu);
   if (stopping_) fail(GF_ERR_SHUT_DOWN, "the pool is shutting down; the graph was not submitted");
   run->set_sequence(next_run_sequence_++);
-  active_runs_.emplace(run.get(), run);
+  runs_.emplace(run.get(), run);
   maybe_finish_run(*run, deferred);
   // Roots are placed in slices, releasing the mutex between them, so that workers start on a
   // huge graph while the rest of it is still being placed.
@@ -180,11 +180,21 @@ uint32_t Scheduler::make_ready(Run &run, TaskIndex t, uint32_t preferred_worker,
   const ResolvedRequest &r = run.requests[task.request];
   thread_local std::vector<PlacementOption> options;
   options.clear();
+  // On a device, the inputs, declared outputs and gpu_memory must fit together, or the task
+  // could only wait there for ever (moving data in and out).
+  const uint64_t device_bytes = task_device_bytes(run, t);
+  const FixedPoint device_need = bytes_amount(device_bytes);
+  bool too_big_somewhere = false;
   auto consider = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn) {
     if (!fn) return;
     double compute = estimate(fn);
     for (uint32_t w : eligible) {
       const WorkerState &worker = *workers_[w];
+      if (worker.space != kHostSpace &&
+          !worker.ledger.could_fit(r.request, device_need, gpu_memory_)) {
+        too_big_somewhere = true;
+        continue;
+      }
       double transfer = task.input_count ? transfer_seconds(run, t, worker.space) : 0.0;
       options.push_back({w, worker.backlog_s / worker.threads, transfer, compute});
     }
@@ -192,6 +202,16 @@ uint32_t Scheduler::make_ready(Run &run, TaskIndex t, uint32_t preferred_worker,
   const TaskBody &body = run.body(t);
   consider(r.cpu_workers, body.cpu_fn);
   consider(r.gpu_workers, body.gpu_fn);
+  if (options.empty() && too_big_somewhere) {
+    fail_task(run, t,
+              "out of memory: " + run.graph().task_label(t) + " needs " +
+                  std::to_string(device_bytes) + " bytes of inputs and outputs plus " +
+                  std::to_string(static_cast<uint64_t>(r.gpu_memory.to_double())) +
+                  " bytes of gpu_memory on one device at once, more than any device of this "
+                  "pool holds",
+              deferred);
+    return kNoIndex;
+  }
   const PlacementOption &chosen = options[choose_placement(options, preferred_worker, tolerance_s)];
   place(run, t, chosen.worker, chosen.compute_s, deferred);
   return chosen.worker;
@@ -205,6 +225,7 @@ void Scheduler::place(Run &run, TaskIndex t, uint32_t w, double estimate_s, Defe
   tr.placement_epoch++;
   tr.estimate_s = static_cast<float>(estimate_s);
   worker.backlog_s += estimate_s;
+  if (worker.space != kHostSpace) hold_inputs(run, t, +1);
   if (run.graph().task(t).input_count) fetch_inputs(worker, run, t, deferred);
   if (tr.missing_inputs == 0) {
     enqueue_ready(worker, run, t);
@@ -215,10 +236,24 @@ void Scheduler::place(Run &run, TaskIndex t, uint32_t w, double estimate_s, Defe
 
 void Scheduler::enqueue_ready(WorkerState &worker, Run &run, TaskIndex t) {
   const TaskDesc &task = run.graph().task(t);
-  if (worker.space != kHostSpace) hold_inputs(run, t, +1);
   worker.ready.push(
       QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence(), &run, t});
   wake_for(worker, run, t);
+}
+
+uint64_t Scheduler::task_device_bytes(const Run &run, TaskIndex t) const {
+  const Graph &graph = run.graph();
+  const TaskDesc &task = graph.task(t);
+  uint64_t bytes = 0;
+  const DataIndex *in = graph.inputs(task);
+  for (uint32_t i = 0; i < task.input_count; ++i) {
+    if (graph.data(in[i]).kind == DataKind::kBuffer) bytes += run.data[in[i]].size;
+  }
+  const DataIndex *out = graph.outputs(task);
+  for (uint32_t i = 0; i < task.output_count; ++i) {
+    if (graph.data(out[i]).kind == DataKind::kBuffer) bytes += graph.data(out[i]).size;
+  }
+  return bytes;
 }
 
 void Scheduler::count_inputs(Run &run, TaskIndex t, uint32_t DataRun::*counter, int delta) {
@@ -267,7 +302,7 @@ void Scheduler::shutdown() {
     Lock lock(mu);
     stopping_ = true;
     std::vector<Run *> runs;
-    for (auto &[raw, run] : active_runs_) runs.push_back(raw);
+    for (auto &[raw, run] : runs_) runs.push_back(raw);
     for (Run *run : runs) cancel_locked(*run, "the pool was shut down", deferred);
     for (auto &w : workers_) w->wake.notify_all();
   }

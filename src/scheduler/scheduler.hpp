@@ -48,6 +48,11 @@ struct Batch {
   size_t count = 0;
 };
 
+// Device memory is a ledger resource: bytes as its fixed-point amount.
+inline FixedPoint bytes_amount(uint64_t bytes) {
+  return FixedPoint::from_raw(static_cast<int64_t>(bytes) * FixedPoint::kScale);
+}
+
 // Placement's guess for a body never seen finishing.
 inline constexpr double kUnknownDuration = 1e-4;
 
@@ -67,20 +72,44 @@ class Scheduler {
   void start(const std::shared_ptr<Run> &run);
   void cancel(Run &run);
   void shutdown();  // cancel everything, wake workers so they exit once their bodies return
-  void release_run(Run &run);  // the run is being destroyed: free what it still holds
+  // The caller dropped the run: cancel it if still running, and once it has finished free what
+  // it holds and let go of it. Idempotent.
+  void release_run(Run &run);
+
+  // ---- queries (any thread): plain snapshots taken under the lock ----
+  struct TaskSnapshot {
+    gf_task_state state;
+    uint32_t attempts;
+    uint32_t worker;
+    const char *error;  // "" unless settled failed or cancelled; stable for the run's life
+  };
+  TaskSnapshot task_snapshot(Run &run, TaskIndex t);
+  struct RunSnapshot {
+    uint64_t tasks, succeeded, failed, cancelled, attempts, transfers, bytes_transferred;
+    double elapsed_s;
+  };
+  RunSnapshot run_snapshot(Run &run);
+  // "<first failed task> failed: <its error> (N task(s) failed in all)".
+  std::string failure_summary(Run &run);
+  // Copies buffer `d` to host memory at dst (size only when dst is null) and returns its size.
+  // The data is pinned while its bytes are read, so no spill or free can move it meanwhile.
+  uint64_t read_buffer(Run &run, DataIndex d, void *dst, uint64_t capacity);
+  void *read_value(Run &run, DataIndex d);
+  std::vector<Ledger::Line> ledger_lines(uint32_t worker);
 
   // ---- worker threads (called with `mu` held) ----
   // Completes `batch` (if any), then fills it with the next tasks for `worker`. Returns false
   // when the worker should exit. Sleeps on worker.wake while there is nothing to do.
   bool next_batch(std::unique_lock<std::mutex> &lock, WorkerState &worker, Batch &batch,
                   Deferred &deferred);
+  // Completes `batch` for a thread that exits instead of picking again (a spare thread is no
+  // longer needed), waking another thread for whatever became ready.
+  void retire_thread(WorkerState &worker, Batch &batch, Deferred &deferred);
   // A GPU task whose device work has finished (device_error empty on success). Takes the lock.
   void finish_async(WorkerState &worker, Dispatch &done, const std::string &device_error);
   // A body asks for a dynamic-size output: charge device memory now (takes the lock).
   bool charge_output(WorkerState &worker, uint64_t bytes);
   void discharge_output(WorkerState &worker, uint64_t bytes);
-  // Transfers still in flight (tests wait for zero before reading ledgers).
-  uint64_t transfers_in_flight();
   // A device's memory as accounted here (takes the lock).
   gf_device_memory device_memory(int device);
 
@@ -103,17 +132,23 @@ class Scheduler {
   void place(Run &run, TaskIndex t, uint32_t worker, double estimate_s, Deferred &deferred);
   void enqueue_ready(WorkerState &worker, Run &run, TaskIndex t);
   void wake_for(WorkerState &worker, Run &run, TaskIndex t);
-  // A task in a device's ready queue holds its inputs there (no spilling) until it finishes or
-  // leaves the queue without running (unqueue). Tasks on CPU workers read host copies, which
-  // are never spilled, so they count nothing: the CPU hot path stays free of this bookkeeping.
+  // A task placed on a device holds its inputs there (spilled only as a last resort, for the
+  // task first in line) from placement until it starts (its inputs are then in use) or leaves
+  // the worker without running (unqueue): inputs that arrived early are not pushed out again
+  // while the rest are still moving. Tasks on CPU workers read host copies, which are never
+  // spilled, so they count nothing: the CPU hot path stays free of this bookkeeping.
   void hold_inputs(Run &run, TaskIndex t, int delta) {
     count_inputs(run, t, &DataRun::holds, delta);
   }
+  // Bytes of buffer inputs and declared buffer outputs a task needs on a device at once.
+  uint64_t task_device_bytes(const Run &run, TaskIndex t) const;
   // Adds delta to one counter of each buffer input of a task.
   void count_inputs(Run &run, TaskIndex t, uint32_t DataRun::*counter, int delta);
+  // The task leaves `worker` without running (stolen, cancelled, failed while queued or fetching).
   void unqueue(WorkerState &worker, Run &run, TaskIndex t);
 
   // Dispatch (scheduler/dispatch.cpp).
+  void complete_batch(WorkerState &worker, Batch &batch, Deferred &deferred);
   bool pick(WorkerState &worker, Batch &batch, Deferred &deferred);
   bool try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out, Deferred &deferred,
                     bool first_in_line);
@@ -129,6 +164,11 @@ class Scheduler {
   void free_data(Run &run, DataIndex d, Deferred &deferred);
   void cancel_locked(Run &run, const char *reason, Deferred &deferred);
   void maybe_finish_run(Run &run, Deferred &deferred);
+  // A finished, released run: free its data and drop the scheduler's reference.
+  void retire(Run &run, Deferred &deferred);
+  // The data, checked available for reading back (fails naming it otherwise).
+  DataRun &readable(Run &run, DataIndex d);
+  void unpin(Run &run, DataIndex d, Deferred &deferred);
   void discharge_space(SpaceId space, uint64_t bytes);
 
   // Data movement (scheduler/transfers.cpp).
@@ -146,8 +186,11 @@ class Scheduler {
   // Starts moving data off `worker`'s device until it is under its threshold and `shortfall`
   // more bytes are free; returns the bytes released or on their way (0: nothing can go). Inputs
   // of running tasks never go; inputs of queued tasks only when `evict_held`, and then last.
+  // The shortfall is made up all or nothing: if it cannot be, only the threshold is enforced.
   uint64_t spill(WorkerState &worker, uint64_t shortfall, Deferred &deferred,
                  bool evict_held = false);
+  // Bytes on `w`'s device that spill() could move now.
+  uint64_t spillable_bytes(WorkerState &w, bool include_held);
   // Starts moving one device copy to host; false when host memory is refused.
   bool start_spill(WorkerState &worker, Run &run, DataIndex d, Replica &replica,
                    Deferred &deferred);
@@ -166,7 +209,8 @@ class Scheduler {
   std::vector<std::unique_ptr<WorkerState>> workers_;
   ResourceId gpu_memory_;
   std::vector<WorkerState *> space_owner_;  // device space -> its GPU worker
-  std::unordered_map<Run *, std::shared_ptr<Run>> active_runs_;
+  // Every started run until it has both finished and been released by its caller.
+  std::unordered_map<Run *, std::shared_ptr<Run>> runs_;
   uint64_t next_run_sequence_ = 1;
   bool stopping_ = false;
   uint64_t transfers_in_flight_ = 0;

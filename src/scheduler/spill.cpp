@@ -33,8 +33,15 @@ uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred
   }
   double limit = spill_threshold_ * capacity.to_double();
   double over = in_use.to_double() - limit;
-  uint64_t target = std::max(over > 0 ? static_cast<uint64_t>(over) : 0, shortfall);
   const uint64_t underway = w.spilling_bytes;  // started by earlier calls
+  // Room on demand is made all or nothing: when even everything that may go would not free
+  // `shortfall`, the task has to wait for running tasks anyway, and pushing data out now would
+  // only undo work (the next tasks' inputs would come straight back).
+  if (shortfall > underway && spillable_bytes(w, evict_held) < shortfall - underway) {
+    shortfall = 0;
+    evict_held = false;
+  }
+  uint64_t target = std::max(over > 0 ? static_cast<uint64_t>(over) : 0, shortfall);
   if (target <= underway) return underway;
   target -= underway;
   uint64_t released = 0;  // by this call: dropped now, or copies started now
@@ -57,6 +64,15 @@ uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred
     }
   }
   return released + underway;
+}
+
+uint64_t Scheduler::spillable_bytes(WorkerState &w, bool include_held) {
+  uint64_t bytes = 0;
+  for (const auto &[tick, entry] : w.lru) {
+    const DataRun &data = entry.first->data[entry.second];
+    if (data.uses == 0 && data.pins == 0 && (include_held || data.holds == 0)) bytes += data.size;
+  }
+  return bytes;
 }
 
 void Scheduler::drop_device_replica(DataRun &data, Replica &replica, Deferred &deferred) {
@@ -143,7 +159,8 @@ gf_device_memory Scheduler::device_memory(int device) {
   }
   // Reservations of running tasks are the gpu_memory parts of their requests.
   uint64_t reserved = 0;
-  for (auto &[raw, run] : active_runs_) {
+  for (auto &[raw, run] : runs_) {
+    if (run->finished) continue;
     for (TaskIndex t = 0; t < run->tasks.size(); ++t) {
       const TaskRun &tr = run->tasks[t];
       if (tr.state == GF_TASK_RUNNING && tr.worker == w->index) {

@@ -14,10 +14,6 @@ uint64_t space_bit(SpaceId space) {
   return uint64_t{1} << space;
 }
 
-FixedPoint bytes_amount(uint64_t bytes) {
-  return FixedPoint::from_raw(static_cast<int64_t>(bytes) * FixedPoint::kScale);
-}
-
 }  // namespace
 
 double Scheduler::transfer_seconds(const Run &run, TaskIndex t, SpaceId space) const {
@@ -120,6 +116,7 @@ void Scheduler::transfer_done(const std::shared_ptr<Run> &run_ptr, DataIndex d, 
       if (!wanted) {
         std::erase_if(worker.fetching,
                       [&](const TaskRef &r) { return r.run == &run && r.task == waiter.task; });
+        unqueue(worker, run, waiter.task);
         worker.backlog_s -= tr.estimate_s;
         fail_task(run, waiter.task,
                   "moving " + run.graph().data_label(d) + " to " + worker.name +

@@ -1,0 +1,111 @@
+// What callers may read about runs and workers: plain snapshots taken under the scheduler's
+// mutex, so that no caller ever touches scheduling state or the lock itself.
+#include "core/error.hpp"
+#include "scheduler/scheduler.hpp"
+
+namespace gf {
+
+Scheduler::TaskSnapshot Scheduler::task_snapshot(Run &run, TaskIndex t) {
+  Lock lock(mu);
+  const TaskRun &tr = run.tasks[t];
+  TaskSnapshot out{tr.state, tr.attempts, tr.worker, ""};
+  bool settled = tr.state == GF_TASK_FAILED || tr.state == GF_TASK_CANCELLED;
+  auto it = run.errors.find(t);
+  // Errors of settled tasks never change again, so the string stays valid for the run's life.
+  if (settled && it != run.errors.end()) out.error = it->second.c_str();
+  return out;
+}
+
+Scheduler::RunSnapshot Scheduler::run_snapshot(Run &run) {
+  Lock lock(mu);
+  return RunSnapshot{
+      run.tasks.size(),
+      run.succeeded,
+      run.failed,
+      run.cancelled,
+      run.attempts,
+      run.transfers,
+      run.bytes_transferred,
+      seconds_between(run.submitted_at, run.finished ? run.finished_at : Clock::now())};
+}
+
+std::string Scheduler::failure_summary(Run &run) {
+  Lock lock(mu);
+  TaskIndex t = run.first_failure;
+  if (t == kNoIndex) return "no task failed";
+  auto it = run.errors.find(t);
+  return run.graph().task_label(t) +
+         " failed: " + (it == run.errors.end() ? std::string("?") : it->second) + " (" +
+         std::to_string(run.failed) + " task(s) failed in all)";
+}
+
+DataRun &Scheduler::readable(Run &run, DataIndex d) {
+  DataRun &data = run.data[d];
+  const Graph &graph = run.graph();
+  switch (data.phase) {
+    case DataRun::Phase::kReady:
+      return data;
+    case DataRun::Phase::kPending:
+      fail(GF_ERR_STATE, graph.data_label(d) + " is not produced yet");
+    case DataRun::Phase::kNeverProduced:
+      fail(GF_ERR_STATE, graph.data_label(d) + " was never produced: its producer " +
+                             graph.task_label(graph.data(d).producer) + " failed or was cancelled");
+    case DataRun::Phase::kFreed:
+      break;
+  }
+  fail(GF_ERR_STATE, graph.data_label(d) +
+                         " was freed after its last consumer finished; mark it GF_DATA_KEEP to "
+                         "read it back");
+}
+
+uint64_t Scheduler::read_buffer(Run &run, DataIndex d, void *dst, uint64_t capacity) {
+  Lock lock(mu);
+  DataRun &data = readable(run, d);
+  const uint64_t size = data.size;
+  if (!dst) return size;
+  if (capacity < size) {
+    fail(GF_ERR_INVALID_ARGUMENT, run.graph().data_label(d) + " has " + std::to_string(size) +
+                                      " bytes; dst_capacity is " + std::to_string(capacity));
+  }
+  // A host copy is cheapest to read; any copy will do, and the pin keeps it where it is.
+  Replica source = data.replicas.front();
+  for (const Replica &r : data.replicas) {
+    if (r.space == kHostSpace) source = r;
+  }
+  data.pins++;
+  lock.unlock();
+  std::exception_ptr failure;
+  try {
+    backend_.copy_sync(CopyRequest{source.space, source.ptr, kHostSpace, dst, size});
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  Deferred deferred;
+  lock.lock();
+  unpin(run, d, deferred);
+  lock.unlock();
+  deferred.flush(backend_);
+  if (failure) std::rethrow_exception(failure);
+  return size;
+}
+
+void Scheduler::unpin(Run &run, DataIndex d, Deferred &deferred) {
+  DataRun &data = run.data[d];
+  data.pins--;
+  if (data.pins == 0 && data.free_when_unpinned) {
+    data.free_when_unpinned = false;
+    free_data(run, d, deferred);
+  }
+}
+
+void *Scheduler::read_value(Run &run, DataIndex d) {
+  Lock lock(mu);
+  return readable(run, d).value;
+}
+
+std::vector<Ledger::Line> Scheduler::ledger_lines(uint32_t worker) {
+  Lock lock(mu);
+  return workers_.at(worker)->ledger.lines();
+}
+
+}  // namespace gf
