@@ -1,5 +1,7 @@
 #include "pool/pool_core.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
 #include "devices/cuda/make_cuda_backend.hpp"
@@ -58,8 +60,9 @@ PoolCore::PoolCore(const PoolOptions &options) : backend_(make_backend(options))
     w->emulated = device.emulated;
     w->name = "gpu:" + std::to_string(d);
     w->ledger.advertise(gpu, amount(1));
-    w->ledger.advertise(gpu_memory, FixedPoint::from_raw(static_cast<int64_t>(device.memory_bytes) *
-                                                         FixedPoint::kScale));
+    // Options keep configured sizes within kMaxBytes; a real device is far below it.
+    w->ledger.advertise(
+        gpu_memory, FixedPoint::from_bytes(std::min(device.memory_bytes, FixedPoint::kMaxBytes)));
     for (const auto &[name, value] : options.gpu_labels)
       w->ledger.advertise(registry.intern(name), amount(value));
     states.push_back(std::move(w));
