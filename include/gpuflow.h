@@ -658,10 +658,14 @@ GF_API gf_status gf_pool_kernel_name(const char **out, const gf_pool *pool, uint
  * CUDA_VISIBLE_DEVICES and GPUFLOW_DEVICES name the device it was given: the device's UUID
  * (or its ordinal when it has none, as emulated devices) and the gpuflow ordinal; both are empty
  * on CPU workers. GPUFLOW_TASK_NAME and GPUFLOW_ATTEMPT are set too. stdin is /dev/null; stdout
- * and stderr go to <log_dir>/<task>.out and <task>.err (".<attempt>" appended after the first
- * attempt). Exit status 0 is success; otherwise the task fails with a message naming the task,
- * the exit code or signal and the log path. On timeout or cancellation the child's process group
- * gets SIGTERM, then SIGKILL two seconds later.
+ * and stderr go to <log_dir>/<run>/<task>.out and <task>.err (".<attempt>" appended after the
+ * first attempt), where <run> names the run: run-<submit time as YYYYmmdd-HHMMSS, UTC>-<process
+ * id>-<pool number in the process>.<run number in the pool>, so runs of one graph, one after
+ * another or at once, never overwrite each other's logs. <task> is the task's name, with
+ * "@<task index>" appended when the name is not a plain file name (docs/graph-format.md), and
+ * task@<index> for an unnamed task. Exit status 0 is success; otherwise the
+ * task fails with a message naming the task, the exit code or signal and the log path. On timeout
+ * or cancellation the child's process group gets SIGTERM, then SIGKILL two seconds later.
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct gf_command_desc {

@@ -1,6 +1,7 @@
 #include "pool/pool_core.hpp"
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
@@ -9,6 +10,8 @@
 
 namespace gf {
 namespace {
+
+std::atomic<uint64_t> next_pool_serial{1};
 
 FixedPoint amount(double value) {
   return FixedPoint::from_double(value);
@@ -32,7 +35,8 @@ std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
   return std::make_shared<PoolCore>(resolve_pool_options(config));
 }
 
-PoolCore::PoolCore(const PoolOptions &options) : backend_(make_backend(options)) {
+PoolCore::PoolCore(const PoolOptions &options)
+    : backend_(make_backend(options)), serial_(next_pool_serial.fetch_add(1)) {
   ResourceRegistry registry;
   ResourceId cpu = registry.intern(resource_names::kCpu);
   ResourceId gpu = registry.intern(resource_names::kGpu);
