@@ -196,6 +196,12 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
       (desc.after_count && !desc.after) || (desc.resource_count && !desc.resources)) {
     fail(GF_ERR_INVALID_ARGUMENT, label() + " has a count without its array (NULL pointer)");
   }
+  // Tasks index the graph's input and output lists with 32 bits.
+  if (uint64_t{desc.input_count} + input_refs_.size() > UINT32_MAX ||
+      uint64_t{desc.output_count} + output_refs_.size() > UINT32_MAX) {
+    fail(GF_ERR_INVALID_ARGUMENT,
+         label() + " would take the graph past 2^32 - 1 inputs or outputs in all");
+  }
 
   NamedRequest request;
   for (uint32_t i = 0; i < desc.resource_count; ++i) {
