@@ -121,8 +121,10 @@ typedef struct gf_data {
 typedef void (*gf_destroy_fn)(void *object);
 
 /* A named amount of a resource. Names are case-sensitive: "GPU", "gpu_memory" (bytes), "cpu",
- * and any user label ("bigmem"). Amounts are non-negative and kept in fixed point with 1/10000
- * resolution, so 0.5 + 0.5 is exactly 1. */
+ * and any user label ("bigmem"). Amounts are finite, non-negative, at most 1e14, and kept in fixed
+ * point with 1/10000 resolution, so 0.5 + 0.5 is exactly 1. A positive amount that would round to
+ * zero (below 0.00005) is rejected (GF_ERR_INVALID_ARGUMENT naming the resource), never treated as
+ * no request; amounts from 0.00005 round to the nearest 1/10000. A zero amount is no request. */
 typedef struct gf_resource {
   const char *name;
   double amount;
@@ -152,7 +154,8 @@ typedef enum gf_worker_kind {
  *   advertises cpu=1 plus cpu_worker_labels.
  * - emulated_devices: host backend only; 2 (GPUFLOW_EMULATED_DEVICES). Use a negative value for
  *   none. Each GPU worker advertises GPU=1, gpu_memory=capacity, plus gpu_worker_labels.
- * - emulated_device_memory: bytes per emulated device; 1 GiB (GPUFLOW_EMULATED_DEVICE_MEMORY).
+ * - emulated_device_memory: bytes per emulated device; 1 GiB (GPUFLOW_EMULATED_DEVICE_MEMORY);
+ *   at most GF_MAX_DATA_SIZE, as is device_memory_limit.
  * - emulated_bandwidth: bytes per second of copies to, from and between emulated devices;
  *   10 GB/s (GPUFLOW_EMULATED_BANDWIDTH); negative: as fast as memcpy. Copies run
  *   asynchronously, one engine per device.
@@ -161,6 +164,9 @@ typedef enum gf_worker_kind {
  *   CUDA_VISIBLE_DEVICES, numbered in PCI bus order as nvidia-smi does); NULL: every device.
  * - device_memory_limit: bytes of each device the pool may use; 0: the emulated capacity, or on
  *   a real GPU the memory free when the pool starts, less 5 %.
+ * - cpu_worker_labels / gpu_worker_labels: user labels (gf_resource) each worker of that kind
+ *   advertises. A label may not be named cpu, GPU or gpu_memory (the pool sets those itself) nor
+ *   appear twice in one list; either is rejected naming the label. Amounts follow gf_resource.
  * - spill_threshold: when data on a device passes this fraction of its memory, data no running
  *   or starting task needs is moved to host memory, least recently used first, and brought back
  *   on demand; 0: 0.8 (GPUFLOW_SPILL_THRESHOLD); 1 or more: never spill.
@@ -328,8 +334,16 @@ enum {
   GF_DATA_KEEP = 1u << 0
 };
 
+/* The largest size of a data object, in bytes (1e14, 100 TB): buffer sizes (gf_buffer_desc.size,
+ * gf_graph_add_host_buffer, sizes set by gf_task_ctx_output), value size estimates, the declared
+ * outputs of one task together, gf_pool_config.emulated_device_memory and device_memory_limit.
+ * Device memory is accounted as the resource gpu_memory, whose amounts are at most 1e14; a larger
+ * size is rejected with GF_ERR_INVALID_ARGUMENT naming the field or the data. */
+#define GF_MAX_DATA_SIZE UINT64_C(100000000000000)
+
 /* A buffer of bytes owned by gpuflow, produced by one task and placed by the scheduler on the
- * device where that task runs. size 0: the producing task sets the size when it runs. */
+ * device where that task runs. size 0: the producing task sets the size when it runs. size is at
+ * most GF_MAX_DATA_SIZE. */
 typedef struct gf_buffer_desc {
   uint32_t struct_size;
   const char *name; /* optional, for messages; copied */
@@ -385,7 +399,7 @@ typedef struct gf_task_desc {
   gf_task_fn gpu_fn;               /* body for GPU workers, or NULL */
   void *user_data;                 /* passed to the body */
   gf_destroy_fn user_data_destroy; /* on success of this call, owns user_data (may be NULL) */
-  const gf_resource *resources;    /* copied; held while the task runs */
+  const gf_resource *resources;    /* copied; held while the task runs; each name at most once */
   uint32_t resource_count;
   int32_t priority;      /* higher runs first among ready tasks; default 0 */
   uint32_t retries;      /* re-run a failing task up to this many times */
@@ -408,9 +422,11 @@ typedef struct gf_task_desc {
   }
 GF_API void gf_task_desc_init(gf_task_desc *desc, uint32_t struct_size);
 
-/* Adds a task. Checks what can be checked now (references belong to this graph, amounts are
- * finite and non-negative, a body is given) and names the culprit on error; graph-wide checks
- * happen at submit. On failure nothing is added and user_data stays the caller's.
+/* Adds a task. Checks what can be checked now (references belong to this graph, resource names are
+ * given once each, amounts are valid gf_resource amounts, declared output buffers total at most
+ * GF_MAX_DATA_SIZE, a body is given) and names the task and the culprit on error
+ * (GF_ERR_INVALID_ARGUMENT); graph-wide checks happen at submit. On failure nothing is added and
+ * user_data stays the caller's.
  * Externally synchronized: graph. */
 GF_API gf_status gf_graph_add_task(gf_task *out, gf_graph *graph, const gf_task_desc *desc);
 
@@ -646,10 +662,14 @@ GF_API gf_status gf_pool_kernel_name(const char **out, const gf_pool *pool, uint
  * CUDA_VISIBLE_DEVICES and GPUFLOW_DEVICES name the device it was given: the device's UUID
  * (or its ordinal when it has none, as emulated devices) and the gpuflow ordinal; both are empty
  * on CPU workers. GPUFLOW_TASK_NAME and GPUFLOW_ATTEMPT are set too. stdin is /dev/null; stdout
- * and stderr go to <log_dir>/<task>.out and <task>.err (".<attempt>" appended after the first
- * attempt). Exit status 0 is success; otherwise the task fails with a message naming the task,
- * the exit code or signal and the log path. On timeout or cancellation the child's process group
- * gets SIGTERM, then SIGKILL two seconds later.
+ * and stderr go to <log_dir>/<run>/<task>.out and <task>.err (".<attempt>" appended after the
+ * first attempt), where <run> names the run: run-<submit time as YYYYmmdd-HHMMSS, UTC>-<process
+ * id>-<pool number in the process>.<run number in the pool>, so runs of one graph, one after
+ * another or at once, never overwrite each other's logs. <task> is the task's name, with
+ * "@<task index>" appended when the name is not a plain file name (docs/graph-format.md), and
+ * task@<index> for an unnamed task. Exit status 0 is success; otherwise the
+ * task fails with a message naming the task, the exit code or signal and the log path. On timeout
+ * or cancellation the child's process group gets SIGTERM, then SIGKILL two seconds later.
  * ------------------------------------------------------------------------------------------- */
 
 typedef struct gf_command_desc {

@@ -1,6 +1,7 @@
 // C shims: what a task body calls on its context.
 #include "capi/guard.hpp"
 #include "capi/structs.hpp"
+#include "core/fixed_point.hpp"
 #include "runtime/task_context.hpp"
 
 using namespace gf;
@@ -31,7 +32,15 @@ GF_API gf_status gf_task_ctx_output(void **out_ptr, gf_task_ctx *ctx, uint32_t i
                                     uint64_t size) {
   return guard([&] {
     require_out(out_ptr, "out_ptr");
-    *out_ptr = ctx_of(ctx).output(index, size);
+    gf_task_ctx &c = ctx_of(ctx);
+    // A size set now is charged to gpu_memory: keep it convertible (declared sizes already are).
+    if (!FixedPoint::bytes_representable(size)) {
+      fail(GF_ERR_INVALID_ARGUMENT, c.graph().task_label(c.dispatch->task) + " output #" +
+                                        std::to_string(index) + ": size " + std::to_string(size) +
+                                        " is above " + std::to_string(FixedPoint::kMaxBytes) +
+                                        " bytes (GF_MAX_DATA_SIZE)");
+    }
+    *out_ptr = c.output(index, size);
     return GF_OK;
   });
 }

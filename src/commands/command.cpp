@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -37,10 +38,14 @@ std::string env_name(const std::string &entry) {
   return entry.substr(0, entry.find('='));
 }
 
-// A file name for the task's logs: its name with anything unusual replaced, or "task-N".
+// A file name for the task's logs, unique within the run: the task's name when it is a plain
+// file name that no other task's logs can take; otherwise (unusual characters, too long, a
+// leading '.', a trailing ".<digits>" that reads as an attempt number, or no name) the name with
+// anything unusual replaced by '_', then '@' and the task's index, which no plain name contains.
 std::string log_stem(const gf_task_ctx &ctx) {
   const std::string &name = ctx.task().name;
-  if (name.empty()) return "task-" + std::to_string(ctx.dispatch->task);
+  const std::string index = std::to_string(ctx.dispatch->task);
+  if (name.empty()) return "task@" + index;
   std::string stem;
   for (char c : name.substr(0, 200)) {
     bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -48,7 +53,25 @@ std::string log_stem(const gf_task_ctx &ctx) {
     stem += ok ? c : '_';
   }
   if (stem.front() == '.') stem.front() = '_';
+  size_t dot = stem.find_last_of('.');
+  bool attempt_like = dot != std::string::npos && dot + 1 < stem.size() &&
+                      stem.find_first_not_of("0123456789", dot + 1) == std::string::npos;
+  if (stem != name || attempt_like) stem += "@" + index;
   return stem;
+}
+
+// The run's own directory under the log directory, so that runs of one graph (one after
+// another, or at once, in one pool, several pools or several processes) never share log files:
+// run-<submit time, UTC>-<process id>-<pool number>.<run number in the pool>.
+std::string run_log_subdir(Run &run) {
+  PoolCore &pool = run.pool();
+  std::time_t t = std::chrono::system_clock::to_time_t(pool.wall_time(run.submitted_at));
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", &utc);
+  return std::string("run-") + when + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(pool.serial()) + "." + std::to_string(run.sequence());
 }
 
 std::string resolve_log_dir(const CommandSpec &spec) {
@@ -200,7 +223,7 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
   gf_task_ctx_env(&env, ctx);
 
   // Where its output goes.
-  std::string dir = resolve_log_dir(spec);
+  std::string dir = resolve_log_dir(spec) + "/" + run_log_subdir(*ctx->dispatch->run);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::string stem = dir + "/" + log_stem(*ctx);

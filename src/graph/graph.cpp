@@ -24,6 +24,15 @@ std::string optional_name(const char *name) {
   return name ? std::string(name) : std::string();
 }
 
+// Sizes must convert to gpu_memory (FixedPoint::from_bytes) without overflow.
+void check_size(uint64_t size, const char *field, const char *name) {
+  if (FixedPoint::bytes_representable(size)) return;
+  fail(GF_ERR_INVALID_ARGUMENT, std::string(field) + " of data '" + optional_name(name) + "' is " +
+                                    std::to_string(size) + " bytes; at most " +
+                                    std::to_string(FixedPoint::kMaxBytes) +
+                                    " (GF_MAX_DATA_SIZE) are allowed");
+}
+
 }  // namespace
 
 Graph::Graph() : serial_(next_graph_serial.fetch_add(1) & kSerialMask) {}
@@ -116,10 +125,12 @@ DataIndex Graph::new_data(const char *name, DataKind kind, DataOrigin origin, ui
 }
 
 gf_data Graph::add_buffer(const char *name, uint64_t size, uint32_t flags) {
+  check_size(size, "gf_buffer_desc.size", name);
   return data_ref(new_data(name, DataKind::kBuffer, DataOrigin::kProduced, size, flags));
 }
 
 gf_data Graph::add_value(const char *name, uint64_t size_estimate, uint32_t flags) {
+  check_size(size_estimate, "size_estimate", name);
   return data_ref(new_data(name, DataKind::kValue, DataOrigin::kProduced, size_estimate, flags));
 }
 
@@ -129,6 +140,7 @@ gf_data Graph::add_host_buffer(const char *name, const void *bytes, uint64_t siz
     fail(GF_ERR_INVALID_ARGUMENT, "unknown flags for host buffer '" + optional_name(name) + "'");
   }
   if (!bytes && size > 0) fail(GF_ERR_INVALID_ARGUMENT, "host buffer bytes is NULL");
+  check_size(size, "size", name);
   const void *stored = bytes;
   if (!(flags & GF_HOST_BUFFER_BORROW) && size > 0) {
     auto copy = std::make_unique<unsigned char[]>(size);
@@ -142,6 +154,7 @@ gf_data Graph::add_host_buffer(const char *name, const void *bytes, uint64_t siz
 }
 
 gf_data Graph::add_host_value(const char *name, void *value, gf_destroy_fn destroy, uint64_t size) {
+  check_size(size, "size_estimate", name);
   DataIndex d = new_data(name, DataKind::kValue, DataOrigin::kHostValue, size, 0);
   data_[d].host_value = value;
   data_[d].host_value_destroy = destroy;
@@ -183,6 +196,12 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
       (desc.after_count && !desc.after) || (desc.resource_count && !desc.resources)) {
     fail(GF_ERR_INVALID_ARGUMENT, label() + " has a count without its array (NULL pointer)");
   }
+  // Tasks index the graph's input and output lists with 32 bits.
+  if (uint64_t{desc.input_count} + input_refs_.size() > UINT32_MAX ||
+      uint64_t{desc.output_count} + output_refs_.size() > UINT32_MAX) {
+    fail(GF_ERR_INVALID_ARGUMENT,
+         label() + " would take the graph past 2^32 - 1 inputs or outputs in all");
+  }
 
   NamedRequest request;
   for (uint32_t i = 0; i < desc.resource_count; ++i) {
@@ -190,18 +209,26 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
     if (!r.name || !*r.name) {
       fail(GF_ERR_INVALID_ARGUMENT, label() + ": resource #" + std::to_string(i) + " has no name");
     }
+    for (uint32_t j = 0; j < i; ++j) {
+      if (desc.resources[j].name && std::strcmp(desc.resources[j].name, r.name) == 0) {
+        fail(GF_ERR_INVALID_ARGUMENT, label() + " names resource '" + r.name + "' twice (#" +
+                                          std::to_string(j) + " and #" + std::to_string(i) +
+                                          "); give each resource once");
+      }
+    }
     if (!FixedPoint::representable(r.amount)) {
       fail(GF_ERR_INVALID_ARGUMENT, label() + ": resource '" + r.name + "' amount " +
                                         std::to_string(r.amount) +
                                         " must be finite, non-negative and at most 1e14");
     }
+    if (FixedPoint::rounds_to_zero(r.amount)) {
+      fail(GF_ERR_INVALID_ARGUMENT, label() + ": resource '" + r.name + "' amount " +
+                                        std::to_string(r.amount) +
+                                        " is positive but below the resolution of amounts " +
+                                        "(1/10000): it would round to zero");
+    }
     FixedPoint amount = FixedPoint::from_double(r.amount);
     if (amount.is_zero()) continue;
-    auto same = std::find_if(request.begin(), request.end(),
-                             [&](const auto &entry) { return entry.first == r.name; });
-    if (same != request.end()) {
-      fail(GF_ERR_INVALID_ARGUMENT, label() + " names resource '" + r.name + "' twice");
-    }
     request.emplace_back(r.name, amount);
   }
   std::sort(request.begin(), request.end());
@@ -237,6 +264,18 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
       fail(GF_ERR_INVALID_GRAPH, label() + " lists " + data_label(d) + " twice among its data");
     }
     outputs[i] = d;
+  }
+  // Declared outputs are charged to gpu_memory together when the task starts on a device.
+  uint64_t output_bytes = 0;
+  for (DataIndex d : outputs) {
+    if (data_[d].kind != DataKind::kBuffer) continue;
+    output_bytes += data_[d].size;  // each at most kMaxBytes: no wrap before the check below
+    if (!FixedPoint::bytes_representable(output_bytes)) {
+      fail(GF_ERR_INVALID_ARGUMENT,
+           label() + ": its output buffers declare more than " +
+               std::to_string(FixedPoint::kMaxBytes) +
+               " bytes in all (GF_MAX_DATA_SIZE), more than any worker could hold");
+    }
   }
   for (uint32_t i = 0; i < desc.after_count; ++i) {
     after[i] = find_task(desc.after[i]);

@@ -1,5 +1,7 @@
 #include "pool/pool_core.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include "core/error.hpp"
@@ -9,6 +11,8 @@
 
 namespace gf {
 namespace {
+
+std::atomic<uint64_t> next_pool_serial{1};
 
 FixedPoint amount(double value) {
   return FixedPoint::from_double(value);
@@ -38,7 +42,8 @@ std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
   });
 }
 
-PoolCore::PoolCore(const PoolOptions &options) : backend_(make_backend(options)) {
+PoolCore::PoolCore(const PoolOptions &options)
+    : backend_(make_backend(options)), serial_(next_pool_serial.fetch_add(1)) {
   ResourceRegistry registry;
   ResourceId cpu = registry.intern(resource_names::kCpu);
   ResourceId gpu = registry.intern(resource_names::kGpu);
@@ -66,8 +71,9 @@ PoolCore::PoolCore(const PoolOptions &options) : backend_(make_backend(options))
     w->emulated = device.emulated;
     w->name = "gpu:" + std::to_string(d);
     w->ledger.advertise(gpu, amount(1));
-    w->ledger.advertise(gpu_memory, FixedPoint::from_raw(static_cast<int64_t>(device.memory_bytes) *
-                                                         FixedPoint::kScale));
+    // Options keep configured sizes within kMaxBytes; a real device is far below it.
+    w->ledger.advertise(
+        gpu_memory, FixedPoint::from_bytes(std::min(device.memory_bytes, FixedPoint::kMaxBytes)));
     for (const auto &[name, value] : options.gpu_labels)
       w->ledger.advertise(registry.intern(name), amount(value));
     states.push_back(std::move(w));

@@ -6,9 +6,12 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "core/clock.hpp"
 #include "devices/backend.hpp"
 #include "kernels/kernel_registry.hpp"
 #include "pool/pool_options.hpp"
@@ -37,6 +40,15 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   KernelRegistry &kernels() { return kernels_; }
   EventHub &events() { return events_; }
   const std::vector<DeviceDescription> &devices() const { return devices_; }
+  // This pool's number among the pools of the process (1, 2, ...), for names that must differ
+  // between pools (command logs).
+  uint64_t serial() const { return serial_; }
+  // The wall-clock time of a steady-clock instant, through one offset taken when the pool was
+  // created: the same instant always maps to the same time.
+  std::chrono::system_clock::time_point wall_time(Clock::time_point t) const {
+    return created_wall_ +
+           std::chrono::duration_cast<std::chrono::system_clock::duration>(t - created_steady_);
+  }
 
  private:
   // First, so that they outlive the workers and every body resolved from them.
@@ -49,6 +61,9 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::vector<std::unique_ptr<Worker>> workers_;
   void join_threads();
   std::atomic<bool> shut_down_{false};
+  uint64_t serial_;
+  Clock::time_point created_steady_ = Clock::now();
+  std::chrono::system_clock::time_point created_wall_ = std::chrono::system_clock::now();
 };
 
 }  // namespace gf

@@ -1,11 +1,13 @@
 #include "pool/pool_options.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
 
 #include "core/error.hpp"
 #include "core/fixed_point.hpp"
+#include "core/resource_names.hpp"
 #include "devices/backend.hpp"
 
 namespace gf {
@@ -26,6 +28,20 @@ bool env_number(const char *variable, double &out) {
   return true;
 }
 
+// An environment variable that must hold a whole number in [low, high], or nothing.
+bool env_integer(const char *variable, double low, double high, double &out) {
+  if (!env_number(variable, out)) return false;
+  if (!(out >= low && out <= high) || out != std::floor(out)) {
+    fail(GF_ERR_INVALID_ARGUMENT, std::string("environment variable ") + variable + "='" +
+                                      std::getenv(variable) + "' is not a whole number from " +
+                                      std::to_string(static_cast<int64_t>(low)) + " to " +
+                                      std::to_string(static_cast<int64_t>(high)));
+  }
+  return true;
+}
+
+// Worker labels: user names only (the pool sets cpu, GPU and gpu_memory itself), each once, with
+// an amount the ledger can hold.
 std::vector<std::pair<std::string, double>> labels(const gf_resource *list, uint32_t count,
                                                    const char *field) {
   if (count && !list)
@@ -34,11 +50,30 @@ std::vector<std::pair<std::string, double>> labels(const gf_resource *list, uint
   for (uint32_t i = 0; i < count; ++i) {
     std::string where = std::string("gf_pool_config.") + field + "[" + std::to_string(i) + "]";
     if (!list[i].name || !*list[i].name) fail(GF_ERR_INVALID_ARGUMENT, where + " has no name");
-    if (!FixedPoint::representable(list[i].amount)) {
-      fail(GF_ERR_INVALID_ARGUMENT, where + " ('" + list[i].name +
-                                        "') amount must be finite, non-negative and at most 1e14");
+    const std::string name = list[i].name;
+    if (name == resource_names::kCpu || name == resource_names::kGpu ||
+        name == resource_names::kGpuMemory) {
+      fail(GF_ERR_INVALID_ARGUMENT, where + " is named '" + name +
+                                        "', a built-in resource the pool sets itself (cpu, GPU, " +
+                                        "gpu_memory); a label needs another name");
     }
-    out.emplace_back(list[i].name, list[i].amount);
+    for (uint32_t j = 0; j < i; ++j) {
+      if (name == list[j].name) {
+        fail(GF_ERR_INVALID_ARGUMENT, where + " repeats label '" + name + "' of [" +
+                                          std::to_string(j) + "]; give each label once");
+      }
+    }
+    if (!FixedPoint::representable(list[i].amount)) {
+      fail(GF_ERR_INVALID_ARGUMENT,
+           where + " ('" + name + "') amount must be finite, non-negative and at most 1e14");
+    }
+    if (FixedPoint::rounds_to_zero(list[i].amount)) {
+      fail(GF_ERR_INVALID_ARGUMENT, where + " ('" + name + "') amount " +
+                                        std::to_string(list[i].amount) +
+                                        " is positive but below the resolution of amounts " +
+                                        "(1/10000): it would round to zero");
+    }
+    out.emplace_back(name, list[i].amount);
   }
   return out;
 }
@@ -63,6 +98,11 @@ PoolOptions resolve_pool_options(const gf_pool_config &config) {
     o.devices.push_back(config.devices[i]);
   }
   o.device_memory_limit = config.device_memory_limit;
+  if (!FixedPoint::bytes_representable(o.device_memory_limit)) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.device_memory_limit is above " +
+                                      std::to_string(FixedPoint::kMaxBytes) +
+                                      " bytes (GF_MAX_DATA_SIZE)");
+  }
   double value = 0;
   double threshold = config.spill_threshold;
   if (threshold == 0 && env_number("GPUFLOW_SPILL_THRESHOLD", value)) threshold = value;
@@ -73,7 +113,7 @@ PoolOptions resolve_pool_options(const gf_pool_config &config) {
 
   o.cpu_workers = config.cpu_workers;
   if (o.cpu_workers == 0) {
-    o.cpu_workers = env_number("GPUFLOW_CPU_WORKERS", value)
+    o.cpu_workers = env_integer("GPUFLOW_CPU_WORKERS", -1e6, 1e6, value)
                         ? static_cast<int>(value)
                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   }
@@ -83,7 +123,8 @@ PoolOptions resolve_pool_options(const gf_pool_config &config) {
 
   int devices = config.emulated_devices;
   if (devices == 0)
-    devices = env_number("GPUFLOW_EMULATED_DEVICES", value) ? static_cast<int>(value) : 2;
+    devices =
+        env_integer("GPUFLOW_EMULATED_DEVICES", -1e6, 1e6, value) ? static_cast<int>(value) : 2;
   if (devices < 0) devices = 0;
   if (devices > static_cast<int>(kMaxSpaces) - 1) {
     fail(GF_ERR_INVALID_ARGUMENT,
@@ -93,13 +134,16 @@ PoolOptions resolve_pool_options(const gf_pool_config &config) {
 
   o.host.device_memory = config.emulated_device_memory;
   if (o.host.device_memory == 0) {
-    o.host.device_memory = env_number("GPUFLOW_EMULATED_DEVICE_MEMORY", value)
+    o.host.device_memory = env_integer("GPUFLOW_EMULATED_DEVICE_MEMORY", 0,
+                                       static_cast<double>(FixedPoint::kMaxBytes), value)
                                ? static_cast<uint64_t>(value)
                                : uint64_t{1} << 30;
   }
   o.host.memory_limit = o.device_memory_limit;
-  if (static_cast<double>(o.host.device_memory) > FixedPoint::kMaxAmount) {
-    fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.emulated_device_memory is above 1e14 bytes");
+  if (!FixedPoint::bytes_representable(o.host.device_memory)) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.emulated_device_memory is above " +
+                                      std::to_string(FixedPoint::kMaxBytes) +
+                                      " bytes (GF_MAX_DATA_SIZE)");
   }
 
   double bandwidth = config.emulated_bandwidth;

@@ -122,6 +122,10 @@ void Worker::execute(Dispatch &dispatch, void *stream) {
     rc = state_.kind == GF_WORKER_CPU
              ? body.cpu_fn(&ctx, body.user_data)
              : scheduler_.backend().run_gpu_body(state_.device, body.gpu_fn, &ctx, body.user_data);
+  } catch (const std::exception &e) {
+    rc = -1;
+    ctx.failed = true;
+    ctx.error = std::string("the body threw a C++ exception: ") + e.what();
   } catch (...) {
     rc = -1;
     ctx.failed = true;

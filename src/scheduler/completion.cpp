@@ -259,13 +259,13 @@ void Scheduler::discharge_output(WorkerState &worker, uint64_t bytes) {
 bool Scheduler::charge_output(WorkerState &worker, uint64_t bytes) {
   if (worker.space == kHostSpace) return true;
   Lock lock(mu);
-  return worker.ledger.try_charge(gpu_memory_, bytes_amount(bytes));
+  return worker.ledger.try_charge(gpu_memory_, FixedPoint::from_bytes(bytes));
 }
 
 void Scheduler::discharge_space(SpaceId space, uint64_t bytes) {
   WorkerState *owner = owner_of(space);
   if (!owner || bytes == 0) return;
-  owner->ledger.discharge(gpu_memory_, bytes_amount(bytes));
+  owner->ledger.discharge(gpu_memory_, FixedPoint::from_bytes(bytes));
   // Tasks waiting for memory there retry from the worker's own loop, not from inside whatever
   // freed the memory (which may be walking the same queues).
   owner->memory_released = true;

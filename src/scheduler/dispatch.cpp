@@ -114,7 +114,7 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
   const TaskDesc &task = graph.task(entry.task);
   const ResolvedRequest &r = run.requests[task.request];
   uint64_t output_bytes = worker.space == kHostSpace ? 0 : declared_output_bytes(graph, task);
-  FixedPoint output_charge = bytes_amount(output_bytes);
+  FixedPoint output_charge = FixedPoint::from_bytes(output_bytes);
   if (!r.request.empty() || output_bytes) {
     if (!worker.ledger.fits_now(r.request, output_charge, gpu_memory_)) {
       if (worker.space != kHostSpace) {  // make room: spill what no running task reads
@@ -189,7 +189,7 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
     return false;
   }
   if (thief.space != kHostSpace &&
-      !thief.ledger.could_fit(r.request, bytes_amount(task_device_bytes(run, entry.task)),
+      !thief.ledger.could_fit(r.request, FixedPoint::from_bytes(task_device_bytes(run, entry.task)),
                               gpu_memory_)) {
     return false;
   }
@@ -222,7 +222,7 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
       const TaskDesc &task = run.graph().task(entry.task);
       const ResolvedRequest &r = run.requests[task.request];
       uint64_t outputs = declared_output_bytes(run.graph(), task);
-      FixedPoint output_charge = bytes_amount(outputs);
+      FixedPoint output_charge = FixedPoint::from_bytes(outputs);
       if (w->ledger.fits_now(r.request, output_charge, gpu_memory_)) break;
       FixedPoint short_by = r.gpu_memory + output_charge - w->ledger.free_amount(gpu_memory_);
       count_inputs(run, entry.task, &DataRun::uses, +1);
@@ -258,7 +258,7 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
       for (uint32_t k = 0; k < graph.task(ref.task).input_count; ++k) {
         const DataRun &data = ref.run->data[in[k]];
         if (graph.data(in[k]).kind == DataKind::kBuffer && !data.replica_in(w->space)) {
-          missing += data.size;
+          missing = std::min(missing + data.size, FixedPoint::kMaxBytes + 1);
         }
       }
       auto free = static_cast<uint64_t>(w->ledger.free_amount(gpu_memory_).to_double());

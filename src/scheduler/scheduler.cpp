@@ -183,7 +183,7 @@ uint32_t Scheduler::make_ready(Run &run, TaskIndex t, uint32_t preferred_worker,
   // On a device, the inputs, declared outputs and gpu_memory must fit together, or the task
   // could only wait there for ever (moving data in and out).
   const uint64_t device_bytes = task_device_bytes(run, t);
-  const FixedPoint device_need = bytes_amount(device_bytes);
+  const FixedPoint device_need = FixedPoint::from_bytes(device_bytes);
   bool too_big_somewhere = false;
   auto consider = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn) {
     if (!fn) return;
@@ -244,14 +244,16 @@ void Scheduler::enqueue_ready(WorkerState &worker, Run &run, TaskIndex t) {
 uint64_t Scheduler::task_device_bytes(const Run &run, TaskIndex t) const {
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(t);
+  // Each size is at most FixedPoint::kMaxBytes; the sum saturates just past it (never fits).
   uint64_t bytes = 0;
+  auto add = [&](uint64_t size) { bytes = std::min(bytes + size, FixedPoint::kMaxBytes + 1); };
   const DataIndex *in = graph.inputs(task);
   for (uint32_t i = 0; i < task.input_count; ++i) {
-    if (graph.data(in[i]).kind == DataKind::kBuffer) bytes += run.data[in[i]].size;
+    if (graph.data(in[i]).kind == DataKind::kBuffer) add(run.data[in[i]].size);
   }
   const DataIndex *out = graph.outputs(task);
   for (uint32_t i = 0; i < task.output_count; ++i) {
-    if (graph.data(out[i]).kind == DataKind::kBuffer) bytes += graph.data(out[i]).size;
+    if (graph.data(out[i]).kind == DataKind::kBuffer) add(graph.data(out[i]).size);
   }
   return bytes;
 }

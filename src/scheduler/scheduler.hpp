@@ -48,11 +48,6 @@ struct Batch {
   size_t count = 0;
 };
 
-// Device memory is a ledger resource: bytes as its fixed-point amount.
-inline FixedPoint bytes_amount(uint64_t bytes) {
-  return FixedPoint::from_raw(static_cast<int64_t>(bytes) * FixedPoint::kScale);
-}
-
 // Placement's guess for a body never seen finishing.
 inline constexpr double kUnknownDuration = 1e-4;
 

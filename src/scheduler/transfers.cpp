@@ -57,14 +57,15 @@ bool Scheduler::start_transfer(Run &run, DataIndex d, SpaceId to, Deferred &defe
   if (data.replicas.empty()) fail(GF_ERR_INTERNAL, "no replica to copy from");
   const Replica source = data.replicas.front();
   WorkerState *owner = owner_of(to);
-  if (owner && !owner->ledger.try_charge(gpu_memory_, bytes_amount(data.size))) {
-    FixedPoint short_by = bytes_amount(data.size) - owner->ledger.free_amount(gpu_memory_);
+  if (owner && !owner->ledger.try_charge(gpu_memory_, FixedPoint::from_bytes(data.size))) {
+    FixedPoint short_by =
+        FixedPoint::from_bytes(data.size) - owner->ledger.free_amount(gpu_memory_);
     spill(*owner, static_cast<uint64_t>(short_by.to_double()), deferred);
     return false;  // retried when memory is released there
   }
   void *destination = backend_.allocate(to, data.size);
   if (!destination) {
-    if (owner) owner->ledger.discharge(gpu_memory_, bytes_amount(data.size));
+    if (owner) owner->ledger.discharge(gpu_memory_, FixedPoint::from_bytes(data.size));
     return false;
   }
   if (owner) spill(*owner, 0, deferred);

@@ -23,7 +23,8 @@ inline constexpr size_t kMaxArgLength = 128 * 1024;
 inline constexpr size_t kMaxNameLength = 4096;  // task, data, resource names; paths
 inline constexpr size_t kMaxMetadata = 4096;
 inline constexpr size_t kMaxMetadataValue = 1 << 20;
-inline constexpr uint64_t kMaxDataSize = uint64_t{1} << 50;
+// Declared sizes of data: what the ABI accepts (GF_MAX_DATA_SIZE), so gpu_memory never overflows.
+inline constexpr uint64_t kMaxDataSize = FixedPoint::kMaxBytes;
 
 // Throws gf::Error (GF_ERR_INVALID_ARGUMENT) naming the first task or data that cannot be
 // written: a C callback body, an opaque host value.

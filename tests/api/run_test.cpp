@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -788,6 +789,40 @@ TEST(Run, GraphDestroyedWhileRunIsAlive) {
   GF_EXPECT_OK(gf_run_wait(run.get(), kWaitMs));
   EXPECT_EQ(b.others_ran->load(), 6);
   for (gf_task t : b.others) EXPECT_EQ(task_state(run.get(), t), GF_TASK_SUCCEEDED);
+}
+
+TEST(Run, ThrowingBodyKeepsWhatInTheTaskError) {
+  // On both kinds of worker: a std::exception's what() reaches the task's error; anything else
+  // is reported generically. Both fail only their task.
+  Pool pool = make_pool(host_config(1, 1));
+  Graph g = make_graph();
+  TaskSpec s;
+  s.name = "thrower_cpu";
+  s.cpu = [](gf_task_ctx *) -> int { throw std::runtime_error("disk full on /scratch"); };
+  gf_task on_cpu = must_add_task(g.get(), s);
+  s.name = "thrower_gpu";
+  s.cpu = nullptr;
+  s.gpu = [](gf_task_ctx *) -> int { throw std::out_of_range("index 12 past 10"); };
+  gf_task on_gpu = must_add_task(g.get(), s);
+  s.name = "thrower_other";
+  s.gpu = nullptr;
+  s.cpu = [](gf_task_ctx *) -> int { throw 42; };
+  gf_task other = must_add_task(g.get(), s);
+  RunPtr run(submit(pool.get(), g.get()));
+  ASSERT_NE(run, nullptr);
+  EXPECT_EQ(gf_run_wait(run.get(), kWaitMs), GF_ERR_TASK_FAILED);
+  auto error = [&](gf_task t) {
+    const char *e = nullptr;
+    EXPECT_EQ(gf_run_task_error(&e, run.get(), t), GF_OK);
+    return std::string(e ? e : "");
+  };
+  EXPECT_NE(error(on_cpu).find("the body threw a C++ exception: disk full on /scratch"),
+            std::string::npos)
+      << error(on_cpu);
+  EXPECT_NE(error(on_gpu).find("the body threw a C++ exception: index 12 past 10"),
+            std::string::npos)
+      << error(on_gpu);
+  EXPECT_NE(error(other).find("the body threw a C++ exception"), std::string::npos) << error(other);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -30,6 +32,25 @@ std::string slurp(const std::string &path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
+}
+
+// The runs' log directories under a log dir (each run writes into its own), sorted.
+std::vector<std::string> run_dirs(const std::string &log_dir) {
+  std::vector<std::string> dirs;
+  for (const auto &entry : std::filesystem::directory_iterator(log_dir)) {
+    if (entry.is_directory() && entry.path().filename().string().rfind("run-", 0) == 0) {
+      dirs.push_back(entry.path().string());
+    }
+  }
+  std::sort(dirs.begin(), dirs.end());
+  return dirs;
+}
+
+// The one run's log directory under log_dir.
+std::string run_dir(const std::string &log_dir) {
+  std::vector<std::string> dirs = run_dirs(log_dir);
+  EXPECT_EQ(dirs.size(), 1u) << log_dir;
+  return dirs.empty() ? log_dir + "/<no run directory>" : dirs[0];
 }
 
 struct Cmd {
@@ -79,14 +100,15 @@ TEST(Commands, EnvironmentDevicesAndLogs) {
   RunPtr run(submit(pool.get(), g.get()));
   GF_ASSERT_OK(gf_run_wait(run.get(), 30000));
 
-  EXPECT_EQ(slurp(dir.path + "/on-cpu.out"), "cvd=[] dev=[] name=on-cpu extra=yes please pwd=/\n");
-  EXPECT_EQ(slurp(dir.path + "/on-cpu.err"), "to-stderr\n");
+  const std::string logs = run_dir(dir.path);
+  EXPECT_EQ(slurp(logs + "/on-cpu.out"), "cvd=[] dev=[] name=on-cpu extra=yes please pwd=/\n");
+  EXPECT_EQ(slurp(logs + "/on-cpu.err"), "to-stderr\n");
   uint32_t w = 0;
   GF_ASSERT_OK(gf_run_task_worker(&w, run.get(), on_gpu));
   gf_worker_info info = worker_info(pool.get(), w);
   ASSERT_EQ(info.kind, GF_WORKER_GPU);
   std::string d = std::to_string(info.device);
-  EXPECT_EQ(slurp(dir.path + "/on-gpu.out"), "cvd=" + d + " dev=" + d + "\n");
+  EXPECT_EQ(slurp(logs + "/on-gpu.out"), "cvd=" + d + " dev=" + d + "\n");
   GF_ASSERT_OK(gf_run_task_worker(&w, run.get(), on_cpu));
   EXPECT_EQ(worker_info(pool.get(), w).kind, GF_WORKER_CPU);
 }
@@ -101,12 +123,13 @@ TEST(Commands, FailureNamesTaskExitCodeAndLog) {
   std::string m = GF_EXPECT_STATUS(GF_ERR_TASK_FAILED, gf_run_wait(run.get(), 30000));
   std::string e = task_error(run.get(), t);
   EXPECT_NE(e.find("task 'step': command 'sh' exited with code 3"), std::string::npos) << e;
-  EXPECT_NE(e.find(dir.path + "/step.2.err"), std::string::npos) << e;  // the second attempt
+  const std::string logs = run_dir(dir.path);
+  EXPECT_NE(e.find(logs + "/step.2.err"), std::string::npos) << e;  // the second attempt
   EXPECT_NE(e.find("something broke"), std::string::npos) << e;
   uint32_t attempts = 0;
   GF_ASSERT_OK(gf_run_task_attempts(&attempts, run.get(), t));
   EXPECT_EQ(attempts, 2u);
-  EXPECT_EQ(slurp(dir.path + "/step.err"), "something broke\n");
+  EXPECT_EQ(slurp(logs + "/step.err"), "something broke\n");
 }
 
 TEST(Commands, SignalAndMissingProgram) {
@@ -186,4 +209,82 @@ TEST(Commands, InvalidDescriptionsAreRefusedNamingTheTask) {
   c.struct_size = 5;
   m = GF_EXPECT_STATUS(GF_ERR_STRUCT_SIZE, gf_graph_add_task(&out, g.get(), &t));
   EXPECT_NE(m.find("gf_command_desc"), std::string::npos) << m;
+}
+
+TEST(Commands, RunsOfOneGraphKeepTheirOwnLogs) {
+  // One graph, run twice one after another, then twice at once on two pools (the same run
+  // number in each), then twice at once on one pool: every run leaves its own logs, with its
+  // own output, and a failing task's error names its own run's log.
+  TempDir dir;
+  Graph g = make_graph();
+  // Each run prints something of its own: the shell's process id.
+  Cmd echo("echo \"pid=$$\"; echo \"err=$$\" >&2; exit 1", dir.path);
+  gf_task t = add_command(g.get(), "report", echo);
+  std::vector<std::string> errors;
+  auto finish = [&](gf_run *run) {
+    GF_EXPECT_STATUS(GF_ERR_TASK_FAILED, gf_run_wait(run, 30000));
+    errors.push_back(task_error(run, t));
+  };
+  {
+    Pool pool = make_pool(host_config(2, -1));
+    for (int i = 0; i < 2; ++i) {
+      RunPtr run(submit(pool.get(), g.get()));
+      finish(run.get());
+    }
+  }
+  {
+    Pool a = make_pool(host_config(1, -1)), b = make_pool(host_config(1, -1));
+    RunPtr ra(submit(a.get(), g.get())), rb(submit(b.get(), g.get()));
+    finish(ra.get());
+    finish(rb.get());
+  }
+  {
+    Pool pool = make_pool(host_config(2, -1));
+    RunPtr r1(submit(pool.get(), g.get())), r2(submit(pool.get(), g.get()));
+    finish(r1.get());
+    finish(r2.get());
+  }
+  std::vector<std::string> dirs = run_dirs(dir.path);
+  ASSERT_EQ(dirs.size(), 6u);
+  std::vector<std::string> outputs;
+  for (const std::string &d : dirs) {
+    std::string out = slurp(d + "/report.out");
+    ASSERT_EQ(out.rfind("pid=", 0), 0u) << d << ": '" << out << "'";
+    std::string pid = out.substr(4);
+    EXPECT_EQ(slurp(d + "/report.err"), "err=" + pid) << d;
+    outputs.push_back(out);
+    // Exactly one run's error names this log.
+    int named = 0;
+    for (const std::string &e : errors) named += e.find(d + "/report.err") != std::string::npos;
+    EXPECT_EQ(named, 1) << d;
+  }
+  std::sort(outputs.begin(), outputs.end());
+  EXPECT_EQ(std::unique(outputs.begin(), outputs.end()), outputs.end())
+      << "two runs wrote the same log";
+}
+
+TEST(Commands, TasksOfOneRunNeverShareALog) {
+  // Names that are not plain file names, an unnamed task, and a name that reads like a retry of
+  // another task ("step.2" next to "step" on its second attempt) each get their own files.
+  TempDir dir;
+  Pool pool = make_pool(host_config(2, -1));
+  Graph g = make_graph();
+  std::vector<std::unique_ptr<Cmd>> cmds;
+  std::vector<std::string> scripts;
+  const char *names[] = {"a b", "a_b", "a/b", "step", "step.2", nullptr};
+  for (int i = 0; i < 6; ++i) scripts.push_back("echo " + std::to_string(i));
+  scripts[3] = "if [ \"$GPUFLOW_ATTEMPT\" = 1 ]; then exit 1; fi; echo 3";  // step: retried
+  for (int i = 0; i < 6; ++i) {
+    cmds.push_back(std::make_unique<Cmd>(scripts[i].c_str(), dir.path));
+    add_command(g.get(), names[i], *cmds.back(), nullptr, 0, /*retries=*/i == 3 ? 1 : 0);
+  }
+  RunPtr run(submit(pool.get(), g.get()));
+  GF_ASSERT_OK(gf_run_wait(run.get(), 30000));
+  std::vector<std::string> seen;
+  for (const auto &entry : std::filesystem::directory_iterator(run_dir(dir.path))) {
+    if (entry.path().extension() == ".out") seen.push_back(slurp(entry.path().string()));
+  }
+  std::sort(seen.begin(), seen.end());
+  // Every task's output survived (step's first attempt printed nothing).
+  EXPECT_EQ(seen, (std::vector<std::string>{"", "0\n", "1\n", "2\n", "3\n", "4\n", "5\n"}));
 }

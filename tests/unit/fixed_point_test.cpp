@@ -29,4 +29,28 @@ TEST(FixedPoint, RoundTripsThroughDouble) {
   EXPECT_DOUBLE_EQ(FixedPoint::from_double(17179869184.0).to_double(), 17179869184.0);
 }
 
+TEST(FixedPoint, BytesConvertThroughOneFunction) {
+  EXPECT_EQ(FixedPoint::from_bytes(0), FixedPoint{});
+  EXPECT_EQ(FixedPoint::from_bytes(1 << 20).raw(), int64_t{1 << 20} * FixedPoint::kScale);
+  EXPECT_TRUE(FixedPoint::bytes_representable(FixedPoint::kMaxBytes));
+  EXPECT_FALSE(FixedPoint::bytes_representable(FixedPoint::kMaxBytes + 1));
+  EXPECT_EQ(FixedPoint::from_bytes(FixedPoint::kMaxBytes).raw(), FixedPoint::kMaxRaw);
+  // Beyond the maximum (refused at the ABI) the amount saturates just above any capacity.
+  for (uint64_t huge : {FixedPoint::kMaxBytes + 1, uint64_t{1} << 63, UINT64_MAX}) {
+    EXPECT_EQ(FixedPoint::from_bytes(huge).raw(), FixedPoint::kMaxRaw + 1) << huge;
+  }
+  // The largest amounts add up without overflow (request + outputs + in use, and more).
+  FixedPoint sum;
+  for (int i = 0; i < 9; ++i) sum += FixedPoint::from_bytes(FixedPoint::kMaxBytes);
+  EXPECT_EQ(sum.raw(), 9 * FixedPoint::kMaxRaw);
+}
+
+TEST(FixedPoint, PositiveAmountsThatRoundToZeroAreFlagged) {
+  EXPECT_TRUE(FixedPoint::rounds_to_zero(0.00001));
+  EXPECT_TRUE(FixedPoint::rounds_to_zero(std::numeric_limits<double>::denorm_min()));
+  EXPECT_FALSE(FixedPoint::rounds_to_zero(0));
+  EXPECT_FALSE(FixedPoint::rounds_to_zero(0.0001));
+  EXPECT_FALSE(FixedPoint::from_double(0.0001).is_zero());
+}
+
 }  // namespace gf
