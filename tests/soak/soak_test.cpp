@@ -701,7 +701,7 @@ enum class Fetched { Ok, NotAvailable, Bad };
 // Fetches `d` and checks every byte. GF_ERR_STATE is NotAvailable (the caller decides whether
 // that is acceptable; *why gets the message); anything else but GF_OK is a finding.
 Fetched fetch_and_check(gf_run *run, const GraphPlan &gp, const DataPlan &d, Rng &rng,
-                        std::string *why = nullptr) {
+                        std::string *why = nullptr, bool running = false) {
   constexpr uint64_t kCanary = 16;
   const bool roomy = rng.chance(0.5);  // a larger destination: the extra bytes must stay intact
   std::vector<unsigned char> buf(static_cast<size_t>(d.size + kCanary), 0xCD);
@@ -712,7 +712,8 @@ Fetched fetch_and_check(gf_run *run, const GraphPlan &gp, const DataPlan &d, Rng
     return Fetched::NotAvailable;
   }
   const std::string what = gp.label + ": gf_run_fetch(" + d.name + ", " + std::to_string(d.size) +
-                           " bytes" + (d.host ? ", a host input" : "") + ")";
+                           " bytes" + (d.host ? ", a host input" : "") + ")" +
+                           (running ? " while the run was running" : " after the run finished");
   if (s != GF_OK) {
     finding(std::string("gf_run_fetch -> ") + gf_status_name(s), what + " -> " + describe(s));
     return Fetched::Bad;
@@ -1008,7 +1009,7 @@ gf_status fetch_while_running(Round &r, gf_run *run, const GraphPlan &gp, Rng &r
       continue;
     }
     const int i = gp.fetchable[static_cast<size_t>(rng.below(gp.fetchable.size()))];
-    const Fetched f = fetch_and_check(run, gp, gp.data[static_cast<size_t>(i)], rng);
+    const Fetched f = fetch_and_check(run, gp, gp.data[static_cast<size_t>(i)], rng, nullptr, true);
     if (f == Fetched::Ok) r.totals->fetches_early_ok.fetch_add(1);
     if (f == Fetched::NotAvailable) r.totals->fetches_not_ready.fetch_add(1);
     if (f == Fetched::Bad) r.stop->store(true);
@@ -1082,7 +1083,8 @@ void execute_one(Round &r, GraphPlan &gp, Rng &rng) {
     if (rng.chance(0.5)) {
       while (Clock::now() < stop_at && !gp.fetchable.empty()) {
         const int i = gp.fetchable[static_cast<size_t>(rng.below(gp.fetchable.size()))];
-        if (fetch_and_check(run, gp, gp.data[static_cast<size_t>(i)], rng) == Fetched::Ok)
+        if (fetch_and_check(run, gp, gp.data[static_cast<size_t>(i)], rng, nullptr, true) ==
+            Fetched::Ok)
           r.totals->fetches_early_ok.fetch_add(1);
       }
     } else {
@@ -1358,7 +1360,7 @@ TEST_F(Soak, AdversarialFetchKeptBuffersWhileSpilling) {
     size_t next = 0;
     while ((s = gf_run_poll(run.get())) == GF_TIMEOUT && Clock::now() < until) {
       const DataPlan &d = gp.data[next++ % gp.data.size()];
-      const Fetched f = fetch_and_check(run.get(), gp, d, rng);
+      const Fetched f = fetch_and_check(run.get(), gp, d, rng, nullptr, true);
       ok_while_running += f == Fetched::Ok;
       not_ready += f == Fetched::NotAvailable;
       ASSERT_NE(f, Fetched::Bad) << "while the run was running (iteration " << iterations
