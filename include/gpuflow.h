@@ -454,8 +454,8 @@ typedef enum gf_task_state {
   GF_TASK_QUEUED = 2,  /* ready, placed on a worker, inputs moving or waiting for resources */
   GF_TASK_RUNNING = 3,
   GF_TASK_SUCCEEDED = 4,
-  GF_TASK_FAILED = 5, /* its body failed (after retries), or a dependency failed */
-  GF_TASK_CANCELLED = 6,
+  GF_TASK_FAILED = 5,    /* its body failed (after retries), or a dependency failed */
+  GF_TASK_CANCELLED = 6, /* cancelled before it started, or before the retry of a failed attempt */
   GF_TASK_STATE_FORCE32 = 0x7FFFFFFF
 } gf_task_state;
 

@@ -52,10 +52,20 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   }
   if (charged) discharge_space(worker.space, charged);
 
+  const bool retries_left = tr.attempts <= task.retries;
   if (done.skipped || run.cancel_requested.load(std::memory_order_relaxed)) {
-    run.errors[done.task] = done.skipped ? "cancelled before it started" : done.error;
-    settle(run, done.task, done.skipped ? GF_TASK_CANCELLED : GF_TASK_FAILED, deferred);
-  } else if (tr.attempts <= task.retries && !stopping_) {
+    // A failed attempt that would have been retried was cut short by the cancellation: the task
+    // is cancelled, not failed (it had not used up its retries).
+    if (done.skipped) {
+      run.errors[done.task] = "cancelled before it started";
+    } else if (retries_left) {
+      run.errors[done.task] = "cancelled before its retry; the last attempt failed: " + done.error;
+    } else {
+      run.errors[done.task] = done.error;
+    }
+    settle(run, done.task, done.skipped || retries_left ? GF_TASK_CANCELLED : GF_TASK_FAILED,
+           deferred);
+  } else if (retries_left && !stopping_) {
     run.errors[done.task] = done.error;  // kept in case the last attempt fails too
     tr.state = GF_TASK_WAITING;
     make_ready(run, done.task, worker.index, deferred);
