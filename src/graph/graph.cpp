@@ -197,14 +197,15 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
     }
     FixedPoint amount = FixedPoint::from_double(r.amount);
     if (amount.is_zero()) continue;
-    auto same = std::find_if(request.begin(), request.end(),
-                             [&](const auto &entry) { return entry.first == r.name; });
-    if (same != request.end()) {
-      fail(GF_ERR_INVALID_ARGUMENT, label() + " names resource '" + r.name + "' twice");
-    }
     request.emplace_back(r.name, amount);
   }
+  // Sorted by name, a repeated name is adjacent to itself: O(n log n) for any resource count.
   std::sort(request.begin(), request.end());
+  auto same = std::adjacent_find(request.begin(), request.end(),
+                                 [](const auto &a, const auto &b) { return a.first == b.first; });
+  if (same != request.end()) {
+    fail(GF_ERR_INVALID_ARGUMENT, label() + " names resource '" + same->first + "' twice");
+  }
 
   // Decode every reference before changing anything, so a failure leaves the graph untouched.
   auto bad_reference = [&](const char *kind, uint32_t i) {
@@ -217,9 +218,14 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   inputs.resize(desc.input_count);
   outputs.resize(desc.output_count);
   after.resize(desc.after_count);
+  // Each data object this task lists is stamped with the task's epoch, so "listed twice" is one
+  // comparison per entry, whatever the counts (no pairwise search).
+  const uint64_t epoch = ++mark_epoch_;
+  if (data_mark_.size() < data_.size()) data_mark_.resize(data_.size(), 0);
   for (uint32_t i = 0; i < desc.input_count; ++i) {
     inputs[i] = find_data(desc.inputs[i]);
     if (inputs[i] == kNoIndex) bad_reference("input", i);
+    data_mark_[inputs[i]] = epoch;
   }
   for (uint32_t i = 0; i < desc.output_count; ++i) {
     DataIndex d = find_data(desc.outputs[i]);
@@ -232,10 +238,10 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
       fail(GF_ERR_INVALID_GRAPH, label() + " and " + task_label(data.producer) + " both produce " +
                                      data_label(d) + "; a data object has exactly one producer");
     }
-    if (std::find(outputs.begin(), outputs.begin() + i, d) != outputs.begin() + i ||
-        std::find(inputs.begin(), inputs.end(), d) != inputs.end()) {
+    if (data_mark_[d] == epoch) {
       fail(GF_ERR_INVALID_GRAPH, label() + " lists " + data_label(d) + " twice among its data");
     }
+    data_mark_[d] = epoch;
     outputs[i] = d;
   }
   for (uint32_t i = 0; i < desc.after_count; ++i) {
@@ -291,13 +297,17 @@ void Graph::reserve(size_t tasks, size_t data, size_t inputs, size_t outputs, si
 void Graph::set_metadata(const char *key, const char *value) {
   if (!key || !*key) fail(GF_ERR_INVALID_ARGUMENT, "metadata key is NULL or empty");
   std::string v = optional_name(value);
-  for (auto &[k, existing] : metadata_) {
-    if (k == key) {
-      existing = std::move(v);
-      return;
-    }
+  auto [at, added] = metadata_index_.try_emplace(key, metadata_.size());
+  if (!added) {
+    metadata_[at->second].second = std::move(v);
+    return;
   }
-  metadata_.emplace_back(key, std::move(v));
+  try {
+    metadata_.emplace_back(key, std::move(v));
+  } catch (...) {
+    metadata_index_.erase(at);
+    throw;
+  }
 }
 
 void Graph::add_dependency(gf_task task, gf_task before) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "commands/command_spec.hpp"
@@ -134,10 +135,14 @@ class Graph {
   size_t named_kernels_ = 0;
   std::vector<std::unique_ptr<CommandSpec>> commands_;
   Metadata metadata_;
+  std::unordered_map<std::string, size_t> metadata_index_;  // key -> position in metadata_
   std::unique_ptr<GraphAnalysis> analysis_;
   // Scratch space for add_task, kept to avoid allocations per task.
   std::vector<DataIndex> scratch_inputs_, scratch_outputs_;
   std::vector<TaskIndex> scratch_after_;
+  // add_task's duplicate check: data_mark_[d] == mark_epoch_ when the task being added lists d.
+  std::vector<uint64_t> data_mark_;
+  uint64_t mark_epoch_ = 0;
 };
 
 }  // namespace gf
