@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
+#include "core/utf8.hpp"
 #include "kernels/kernel_name.hpp"
 
 namespace gf {
@@ -22,6 +23,16 @@ uint64_t encode(uint64_t serial, uint32_t index, bool is_data) {
 
 std::string optional_name(const char *name) {
   return name ? std::string(name) : std::string();
+}
+
+// Every string a graph keeps is UTF-8 (so the graph can be written as JSON): `what` names the
+// owner and field, e.g. "task #3 name".
+template <class What>
+void require_utf8(std::string_view text, What &&what) {
+  size_t at = utf8_error_at(text);
+  if (at != std::string_view::npos) {
+    fail(GF_ERR_INVALID_ARGUMENT, what() + " " + utf8_complaint(text, at));
+  }
 }
 
 }  // namespace
@@ -107,6 +118,7 @@ DataIndex Graph::new_data(const char *name, DataKind kind, DataOrigin origin, ui
   }
   DataDesc desc;
   desc.name = optional_name(name);
+  require_utf8(desc.name, [&] { return "data #" + std::to_string(data_.size()) + " name"; });
   desc.kind = kind;
   desc.origin = origin;
   desc.size = size;
@@ -154,6 +166,7 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   const auto t = static_cast<TaskIndex>(tasks_.size());
   TaskDesc task;
   task.name = optional_name(desc.name);
+  require_utf8(task.name, [&] { return "task #" + std::to_string(t) + " name"; });
   auto label = [&] {
     return task.name.empty() ? "task #" + std::to_string(t) : "task '" + task.name + "'";
   };
@@ -178,7 +191,20 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
                                       "[A-Za-z0-9_.:/-]");
   }
   std::unique_ptr<CommandSpec> spec;
-  if (command) spec = std::make_unique<CommandSpec>(make_command_spec(*desc.command, label()));
+  if (command) {
+    spec = std::make_unique<CommandSpec>(make_command_spec(*desc.command, label()));
+    auto each = [&](const std::vector<std::string> &list, const char *field) {
+      for (size_t i = 0; i < list.size(); ++i) {
+        require_utf8(list[i], [&] {
+          return label() + ": command " + field + "[" + std::to_string(i) + "]";
+        });
+      }
+    };
+    each(spec->argv, "argv");
+    each(spec->env, "env");
+    require_utf8(spec->working_dir, [&] { return label() + ": command working_dir"; });
+    require_utf8(spec->log_dir, [&] { return label() + ": command log_dir"; });
+  }
   if ((desc.input_count && !desc.inputs) || (desc.output_count && !desc.outputs) ||
       (desc.after_count && !desc.after) || (desc.resource_count && !desc.resources)) {
     fail(GF_ERR_INVALID_ARGUMENT, label() + " has a count without its array (NULL pointer)");
@@ -190,6 +216,7 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
     if (!r.name || !*r.name) {
       fail(GF_ERR_INVALID_ARGUMENT, label() + ": resource #" + std::to_string(i) + " has no name");
     }
+    require_utf8(r.name, [&] { return label() + ": resource #" + std::to_string(i) + " name"; });
     if (!FixedPoint::representable(r.amount)) {
       fail(GF_ERR_INVALID_ARGUMENT, label() + ": resource '" + r.name + "' amount " +
                                         std::to_string(r.amount) +
@@ -296,7 +323,9 @@ void Graph::reserve(size_t tasks, size_t data, size_t inputs, size_t outputs, si
 
 void Graph::set_metadata(const char *key, const char *value) {
   if (!key || !*key) fail(GF_ERR_INVALID_ARGUMENT, "metadata key is NULL or empty");
+  require_utf8(key, [] { return std::string("metadata key"); });
   std::string v = optional_name(value);
+  require_utf8(v, [&] { return "metadata value of key '" + std::string(key) + "'"; });
   auto [at, added] = metadata_index_.try_emplace(key, metadata_.size());
   if (!added) {
     metadata_[at->second].second = std::move(v);

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "core/error.hpp"
+#include "core/utf8.hpp"
 #include "serialize/graph_generated.h"
 #include "serialize/schema.hpp"
 #include "serialize/serialize.hpp"
@@ -92,6 +93,8 @@ std::string_view text_of(const flatbuffers::String *s, size_t max, Where &&where
         std::to_string(max) + " are allowed");
   }
   if (v.find('\0') != std::string_view::npos) bad(where() + " contains a NUL character");
+  size_t at = utf8_error_at(v);
+  if (at != std::string_view::npos) bad(where() + " " + utf8_complaint(v, at));
   return v;
 }
 
@@ -152,6 +155,13 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags) {
       const uint8_t *p = data.bytes() ? data.bytes()->data()
                                       : reinterpret_cast<const uint8_t *>(data.text()->c_str());
       uint64_t n = data.bytes() ? data.bytes()->size() : data.text()->size();
+      if (data.text()) {
+        std::string_view text(data.text()->c_str(), data.text()->size());
+        size_t at = utf8_error_at(text);
+        if (at != std::string_view::npos) {
+          bad(where() + " text " + utf8_complaint(text, at) + "; give binary content as bytes");
+        }
+      }
       if (data.size() != 0 && data.size() != n) {
         bad(where() + " declares size " + std::to_string(data.size()) + " but its literal has " +
             std::to_string(n) + " bytes");

@@ -157,7 +157,9 @@ std::string to_json(const Graph &graph) {
   load_schema(parser);
   std::string text;
   if (!flatbuffers::GenerateText(parser, b.GetBufferPointer(), &text)) {
-    fail(GF_ERR_INTERNAL, "cannot print the graph as JSON");
+    // Every string a graph holds was checked to be UTF-8 when it was added or read, and that is
+    // all flatbuffers' printer can refuse: reaching this is a gpuflow bug.
+    fail(GF_ERR_INTERNAL, "cannot print the graph as JSON (a string that is not UTF-8 got in)");
   }
   return text;
 }

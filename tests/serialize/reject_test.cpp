@@ -123,6 +123,87 @@ TEST(Reject, SemanticErrorsNameTheirPlace) {
                   GF_ERR_VERSION_MISMATCH);
 }
 
+TEST(Reject, TextThatIsNotUtf8IsRefusedNamingTheField) {
+  // Binary documents can hold any bytes in a string: each text field is checked, so that every
+  // graph read can be written as JSON (this used to fail later, as GF_ERR_INTERNAL).
+  const std::string bad = "caf\xe9";
+  auto doc = [&](auto &&make) {
+    flatbuffers::FlatBufferBuilder b;
+    return finish(b, make(b));
+  };
+  auto one_task = [&](flatbuffers::FlatBufferBuilder &b, flatbuffers::Offset<fb::Task> task) {
+    std::vector<flatbuffers::Offset<fb::Task>> tasks{task};
+    return fb::CreateGraphDirect(b, 1, nullptr, &tasks);
+  };
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    return one_task(b, fb::CreateTaskDirect(b, bad.c_str(), "k"));
+                  }),
+                  "task #0 name is not valid UTF-8 (byte 3 is 0xe9)");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    return one_task(b, fb::CreateTaskDirect(b, "t", bad.c_str()));
+                  }),
+                  "task #0 't' kernel is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    std::vector<flatbuffers::Offset<fb::Resource>> res{
+                        fb::CreateResourceDirect(b, bad.c_str(), 1)};
+                    return one_task(b, fb::CreateTaskDirect(b, "t", "k", 0, &res));
+                  }),
+                  "task #0 't' resource #0 name is not valid UTF-8");
+  auto command_task = [&](flatbuffers::FlatBufferBuilder &b, const char *arg, const char *env,
+                          const char *cwd, const char *log_dir) {
+    std::vector<std::string> argv{"echo", arg};
+    std::vector<std::string> envs{env};
+    auto c = fb::CreateCommand(b, b.CreateVectorOfStrings(argv), b.CreateVectorOfStrings(envs),
+                               b.CreateString(cwd), 0, b.CreateString(log_dir));
+    return one_task(b, fb::CreateTask(b, b.CreateString("c"), 0, c));
+  };
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    return command_task(b, bad.c_str(), "A=1", "/", "/");
+                  }),
+                  "task #0 'c' command argv[1] is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    return command_task(b, "x", ("A=" + bad).c_str(), "/", "/");
+                  }),
+                  "task #0 'c' command env[0] is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    return command_task(b, "x", "A=1", bad.c_str(), "/");
+                  }),
+                  "task #0 'c' working_dir is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    return command_task(b, "x", "A=1", "/", bad.c_str());
+                  }),
+                  "task #0 'c' log_dir is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    std::vector<flatbuffers::Offset<fb::Data>> data{
+                        fb::CreateDataDirect(b, bad.c_str(), fb::DataKind::Buffer, 8)};
+                    return fb::CreateGraphDirect(b, 1, &data);
+                  }),
+                  "data #0 name is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    std::vector<flatbuffers::Offset<fb::Data>> data{fb::CreateDataDirect(
+                        b, "lit", fb::DataKind::Buffer, 0, false, nullptr, bad.c_str())};
+                    return fb::CreateGraphDirect(b, 1, &data);
+                  }),
+                  "data #0 'lit' text is not valid UTF-8 (byte 3 is 0xe9); give binary content "
+                  "as bytes");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    std::vector<flatbuffers::Offset<fb::KeyValue>> meta{
+                        fb::CreateKeyValueDirect(b, bad.c_str(), "v")};
+                    return fb::CreateGraphDirect(b, 1, nullptr, nullptr, &meta);
+                  }),
+                  "metadata entry #0 key is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    std::vector<flatbuffers::Offset<fb::KeyValue>> meta{
+                        fb::CreateKeyValueDirect(b, "k", bad.c_str())};
+                    return fb::CreateGraphDirect(b, 1, nullptr, nullptr, &meta);
+                  }),
+                  "metadata entry #0 value is not valid UTF-8");
+  // In JSON the parser already refuses what is not text.
+  expect_rejected(R"({"tasks": [{"name": "a\udc00", "kernel": "k"}]})",
+                  "JSON: 1: 28: error: illegal Unicode sequence");
+  expect_rejected("{\"tasks\": [{\"name\": \"caf\xe9\", \"kernel\": \"k\"}]}", "JSON:");
+}
+
 TEST(Reject, OversizedCounts) {
   flatbuffers::FlatBufferBuilder b;
   std::vector<flatbuffers::Offset<fb::Data>> data{fb::CreateDataDirect(b, "d")};

@@ -174,6 +174,85 @@ TEST(Serialize, CallbackBodiesAndHostValuesCannotBeWritten) {
   EXPECT_NE(m.find("data 'pyobj' is an opaque host value"), std::string::npos) << m;
 }
 
+TEST(Serialize, TextThatIsNotUtf8IsRefusedAtTheAbiNamingTheField) {
+  // Every string a graph keeps must be UTF-8, so that every graph that is accepted can be
+  // written as JSON too (JSON printing used to fail with GF_ERR_INTERNAL).
+  const char *bad = "caf\xe9";             // Latin-1
+  const char *surrogate = "\xed\xa0\x80";  // U+D800, not a character
+  Graph g = make_graph();
+  gf_data d;
+  gf_buffer_desc b = GF_BUFFER_DESC_INIT;
+  b.name = bad;
+  std::string m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_buffer(&d, g.get(), &b));
+  EXPECT_NE(m.find("data #0 name is not valid UTF-8 (byte 3 is 0xe9)"), std::string::npos) << m;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_value(&d, g.get(), surrogate, 8, 0));
+  EXPECT_NE(m.find("data #0 name is not valid UTF-8 (byte 0 is 0xed)"), std::string::npos) << m;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT,
+                       gf_graph_add_host_buffer(&d, g.get(), bad, "x", 1, 0));
+  EXPECT_NE(m.find("data #0 name is not valid UTF-8"), std::string::npos) << m;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT,
+                       gf_graph_add_host_value(&d, g.get(), bad, nullptr, nullptr, 8));
+  EXPECT_NE(m.find("data #0 name is not valid UTF-8"), std::string::npos) << m;
+
+  gf_task t;
+  gf_task_desc k = GF_TASK_DESC_INIT;
+  k.kernel = "lib.k";
+  k.name = bad;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&t, g.get(), &k));
+  EXPECT_NE(m.find("task #0 name is not valid UTF-8 (byte 3 is 0xe9)"), std::string::npos) << m;
+  k.name = "good";
+  gf_resource r = {bad, 1};
+  k.resources = &r;
+  k.resource_count = 1;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&t, g.get(), &k));
+  EXPECT_NE(m.find("task 'good': resource #0 name is not valid UTF-8"), std::string::npos) << m;
+
+  const char *argv[] = {"echo", bad};
+  const char *env[] = {"A=\xff"};
+  gf_command_desc c = GF_COMMAND_DESC_INIT;
+  c.argv = argv;
+  c.argc = 2;
+  gf_task_desc ct = GF_TASK_DESC_INIT;
+  ct.name = "cmd";
+  ct.command = &c;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&t, g.get(), &ct));
+  EXPECT_NE(m.find("task 'cmd': command argv[1] is not valid UTF-8"), std::string::npos) << m;
+  argv[1] = "ok";
+  c.env = env;
+  c.env_count = 1;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&t, g.get(), &ct));
+  EXPECT_NE(m.find("task 'cmd': command env[0] is not valid UTF-8"), std::string::npos) << m;
+  c.env_count = 0;
+  c.working_dir = bad;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&t, g.get(), &ct));
+  EXPECT_NE(m.find("task 'cmd': command working_dir is not valid UTF-8"), std::string::npos) << m;
+  c.working_dir = nullptr;
+  c.log_dir = bad;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&t, g.get(), &ct));
+  EXPECT_NE(m.find("task 'cmd': command log_dir is not valid UTF-8"), std::string::npos) << m;
+
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_set_metadata(g.get(), bad, "v"));
+  EXPECT_NE(m.find("metadata key is not valid UTF-8"), std::string::npos) << m;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_set_metadata(g.get(), "k", bad));
+  EXPECT_NE(m.find("metadata value of key 'k' is not valid UTF-8"), std::string::npos) << m;
+
+  // Nothing was added, and what a graph does accept is written in both formats.
+  uint64_t count = 9;
+  GF_ASSERT_OK(gf_graph_task_count(&count, g.get()));
+  EXPECT_EQ(count, 0u);
+  GF_ASSERT_OK(gf_graph_data_count(&count, g.get()));
+  EXPECT_EQ(count, 0u);
+  k.name = "caf\xc3\xa9 \xf0\x9f\x9a\x80";  // café 🚀
+  k.resource_count = 0;
+  add(g.get(), k);
+  gf_data latin;
+  GF_ASSERT_OK(gf_graph_add_host_buffer(&latin, g.get(), "bytes", bad, 4, 0));  // bytes are bytes
+  std::string json = serialize(g.get(), GF_GRAPH_FORMAT_JSON);
+  Graph back = deserialize(json);
+  EXPECT_EQ(serialize(back.get(), GF_GRAPH_FORMAT_BINARY),
+            serialize(g.get(), GF_GRAPH_FORMAT_BINARY));
+}
+
 TEST(Serialize, BodyKindsAreExclusive) {
   Graph g = make_graph();
   gf_task_desc t = GF_TASK_DESC_INIT;
