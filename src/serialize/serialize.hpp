@@ -24,6 +24,14 @@ inline constexpr size_t kMaxNameLength = 4096;  // task, data, resource names; p
 inline constexpr size_t kMaxMetadata = 4096;
 inline constexpr size_t kMaxMetadataValue = 1 << 20;
 inline constexpr uint64_t kMaxDataSize = uint64_t{1} << 50;
+// What reading a document may allocate (docs/limits.md): its graph, counted with every shared
+// part once per use, is at most kMaxExpansionFactor times the document's size plus
+// kExpansionAllowance. Checked before anything is allocated.
+inline constexpr uint64_t kMaxExpansionFactor = 32;
+inline constexpr uint64_t kExpansionAllowance = uint64_t{16} << 20;
+inline constexpr uint64_t max_expansion(uint64_t document_size) {
+  return kMaxExpansionFactor * document_size + kExpansionAllowance;
+}
 
 // Throws gf::Error (GF_ERR_INVALID_ARGUMENT) naming the first task or data that cannot be
 // written: a C callback body, an opaque host value.

@@ -1,6 +1,7 @@
 // Untrusted documents: every rejection path says what is wrong and where, and nothing is built.
 #include <flatbuffers/flatbuffers.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -229,6 +230,135 @@ TEST(Reject, OversizedCounts) {
   std::vector<flatbuffers::Offset<fb::Task>> t3{fb::CreateTaskDirect(d, "greedy", "k", 0, &res)};
   expect_rejected(finish(d, fb::CreateGraphDirect(d, 1, nullptr, &t3)),
                   "resource list has 65 entries; at most 64");
+}
+
+// FlatBuffers lets many entries point at one table, list or string: a small document could
+// describe a huge graph. Reading refuses, before allocating, a document whose graph (each shared
+// part counted once per use) exceeds 32 x its size + 16 MiB, naming what is too big.
+TEST(Reject, SharedInputListAmplificationIsRefused) {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<flatbuffers::Offset<fb::Data>> data{
+      fb::CreateDataDirect(b, "x", fb::DataKind::Buffer, 0, false, nullptr, "x")};
+  std::vector<uint32_t> zeros(16384, 0);
+  auto shared = b.CreateVector(zeros);
+  auto kernel = b.CreateString("k");
+  std::vector<flatbuffers::Offset<fb::Task>> tasks;
+  for (int i = 0; i < 4000; ++i) {
+    fb::TaskBuilder t(b);
+    t.add_kernel(kernel);
+    t.add_inputs(shared);
+    tasks.push_back(t.Finish());
+  }
+  std::string doc = finish(b, fb::CreateGraphDirect(b, 1, &data, &tasks));
+  EXPECT_LT(doc.size(), 128u * 1024);
+  expect_rejected(doc, "document would allocate about");
+  expect_rejected(doc, "(tasks' input, output, after and resource lists: ");
+  expect_rejected(doc, "allowed (32 x the document's size + 16.0 MiB)");
+}
+
+TEST(Reject, SharedLiteralAmplificationIsRefused) {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<uint8_t> mib(1 << 20, 7);
+  auto shared = b.CreateVector(mib);
+  std::vector<flatbuffers::Offset<fb::Data>> data;
+  for (int i = 0; i < 300; ++i) {
+    fb::DataBuilder d(b);
+    d.add_bytes(shared);
+    data.push_back(d.Finish());
+  }
+  std::string doc = finish(b, fb::CreateGraphDirect(b, 1, &data));
+  EXPECT_LT(doc.size(), 1100u * 1024);
+  expect_rejected(doc, "(literal inputs (bytes and text): 300.0 MiB)");
+}
+
+TEST(Reject, SharedCommandAndMetadataAmplificationIsRefused) {
+  // One command with 4096 arguments, named by 20,000 tasks: each task would copy it.
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<std::string> args(4096, std::string(20, 'a'));
+  auto cmd = fb::CreateCommand(b, b.CreateVectorOfStrings(args));
+  std::vector<flatbuffers::Offset<fb::Task>> tasks;
+  for (int i = 0; i < 20000; ++i) {
+    fb::TaskBuilder t(b);
+    t.add_command(cmd);
+    t.add_priority(i + 1);  // distinct tables, so the verifier meets the command 20,000 times
+    tasks.push_back(t.Finish());
+  }
+  expect_rejected(finish(b, fb::CreateGraphDirect(b, 1, nullptr, &tasks)),
+                  "(commands' argv, env and paths: ");
+
+  // 4096 metadata entries sharing one 1 MiB value.
+  flatbuffers::FlatBufferBuilder c;
+  auto value = c.CreateString(std::string(1 << 20, 'v'));
+  std::vector<flatbuffers::Offset<fb::KeyValue>> meta;
+  for (int i = 0; i < 4096; ++i) {
+    meta.push_back(fb::CreateKeyValue(c, c.CreateString("k" + std::to_string(i)), value));
+  }
+  expect_rejected(finish(c, fb::CreateGraphDirect(c, 1, nullptr, nullptr, &meta)), "(metadata: ");
+}
+
+TEST(Reject, OrdinaryLargeDocumentsStillLoad) {
+  // The seed example as shipped, and the seed workload at 60,000 chunk tasks written by gpuflow
+  // itself in both formats, and a 4 MiB literal: all well under the expansion bound.
+  std::string seed;
+  {
+    FILE *f = std::fopen(GF_TEST_EXAMPLES_DIR "/json/seed.json", "rb");
+    ASSERT_NE(f, nullptr);
+    char chunk[4096];
+    size_t n;
+    while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) seed.append(chunk, n);
+    std::fclose(f);
+  }
+  gf_graph *g = nullptr;
+  GF_ASSERT_OK(gf_graph_deserialize(&g, seed.data(), seed.size(), GF_GRAPH_FORMAT_AUTO, 0));
+  gf_graph_destroy(g);
+
+  Graph big = make_graph();
+  std::vector<gf_data> partials;
+  gf_resource gpu = {"GPU", 1};
+  for (int i = 0; i < 60000; ++i) {
+    std::string params = std::to_string(i) + " 0 250 250 42";
+    gf_data in, out;
+    GF_ASSERT_OK(gf_graph_add_host_buffer(&in, big.get(), ("params." + std::to_string(i)).c_str(),
+                                          params.data(), params.size(), 0));
+    out = must_add_buffer(big.get(), ("partial." + std::to_string(i)).c_str(), 8);
+    gf_task_desc t = GF_TASK_DESC_INIT;
+    std::string name = "chunk." + std::to_string(i);
+    t.name = name.c_str();
+    t.kernel = "seed.chunk";
+    t.inputs = &in;
+    t.input_count = 1;
+    t.outputs = &out;
+    t.output_count = 1;
+    t.resources = &gpu;
+    t.resource_count = i % 2;
+    gf_task task;
+    GF_ASSERT_OK(gf_graph_add_task(&task, big.get(), &t));
+    partials.push_back(out);
+  }
+  std::vector<unsigned char> literal(4 << 20);
+  for (size_t i = 0; i < literal.size(); ++i) literal[i] = static_cast<unsigned char>(i * 7);
+  gf_data lit;
+  GF_ASSERT_OK(
+      gf_graph_add_host_buffer(&lit, big.get(), "blob", literal.data(), literal.size(), 0));
+  partials.push_back(lit);
+  gf_data total = must_add_buffer(big.get(), "total", 8, GF_DATA_KEEP);
+  gf_task_desc sum = GF_TASK_DESC_INIT;
+  sum.name = "sum";
+  sum.kernel = "seed.sum";
+  sum.inputs = partials.data();
+  sum.input_count = static_cast<uint32_t>(partials.size());
+  sum.outputs = &total;
+  sum.output_count = 1;
+  gf_task task;
+  GF_ASSERT_OK(gf_graph_add_task(&task, big.get(), &sum));
+  for (gf_graph_format format : {GF_GRAPH_FORMAT_BINARY, GF_GRAPH_FORMAT_JSON}) {
+    gf_bytes doc{nullptr, 0};
+    GF_ASSERT_OK(gf_graph_serialize(&doc, big.get(), format));
+    g = nullptr;
+    GF_EXPECT_OK(gf_graph_deserialize(&g, doc.data, doc.size, format, 0));
+    gf_graph_destroy(g);
+    gf_bytes_free(&doc);
+  }
 }
 
 TEST(Reject, CorruptOffsetsAreCaughtByTheVerifier) {
