@@ -135,7 +135,8 @@ gf_data Graph::add_value(const char *name, uint64_t size_estimate, uint32_t flag
   return data_ref(new_data(name, DataKind::kValue, DataOrigin::kProduced, size_estimate, flags));
 }
 
-gf_data Graph::add_host_buffer(const char *name, const void *bytes, uint64_t size, uint32_t flags) {
+gf_data Graph::add_host_buffer(const char *name, const void *bytes, uint64_t size, uint32_t flags,
+                               LiteralForm form) {
   require_mutable();
   if (flags & ~uint32_t{GF_HOST_BUFFER_BORROW}) {
     fail(GF_ERR_INVALID_ARGUMENT, "unknown flags for host buffer '" + optional_name(name) + "'");
@@ -150,6 +151,7 @@ gf_data Graph::add_host_buffer(const char *name, const void *bytes, uint64_t siz
   }
   DataIndex d = new_data(name, DataKind::kBuffer, DataOrigin::kHostBuffer, size, 0);
   data_[d].host_bytes = stored;
+  data_[d].literal = form;
   return data_ref(d);
 }
 

@@ -24,11 +24,15 @@ inline constexpr uint32_t kNoIndex = UINT32_MAX;
 
 enum class DataKind : uint8_t { kBuffer, kValue };
 enum class DataOrigin : uint8_t { kProduced, kHostBuffer, kHostValue };
+// How a host buffer's bytes were given: as text or as bytes (a document says which), or through
+// the ABI, which does not (the writer then picks text for bytes that read as text).
+enum class LiteralForm : uint8_t { kUnknown, kBytes, kText };
 
 struct DataDesc {
   std::string name;
   DataKind kind = DataKind::kBuffer;
   DataOrigin origin = DataOrigin::kProduced;
+  LiteralForm literal = LiteralForm::kUnknown;  // kHostBuffer
   uint32_t flags = 0;
   uint64_t size = 0;  // declared bytes (0: set by the producer), or a value's size estimate
   TaskIndex producer = kNoIndex;
@@ -72,7 +76,8 @@ class Graph {
 
   gf_data add_buffer(const char *name, uint64_t size, uint32_t flags);
   gf_data add_value(const char *name, uint64_t size_estimate, uint32_t flags);
-  gf_data add_host_buffer(const char *name, const void *bytes, uint64_t size, uint32_t flags);
+  gf_data add_host_buffer(const char *name, const void *bytes, uint64_t size, uint32_t flags,
+                          LiteralForm form = LiteralForm::kUnknown);
   gf_data add_host_value(const char *name, void *value, gf_destroy_fn destroy, uint64_t size);
   gf_task add_task(const gf_task_desc &desc);
   void add_dependency(gf_task task, gf_task before);

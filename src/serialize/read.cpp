@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/utf8.hpp"
+#include "serialize/base64.hpp"
 #include "serialize/graph_generated.h"
 #include "serialize/schema.hpp"
 #include "serialize/serialize.hpp"
@@ -253,7 +254,8 @@ Expansion measure(const fb::Graph &doc, size_t n_data, size_t n_tasks) {
     const fb::Data &data = *doc.data()->Get(d);
     e.structures.bytes += sizeof(DataDesc) + 16;  // plus the reader's reference and analysis
     e.names.bytes += heap_of(size_of(data.name()));
-    e.literals.bytes += size_of(data.bytes()) + size_of(data.text());
+    e.literals.bytes +=
+        size_of(data.bytes()) + size_of(data.text()) + size_of(data.base64()) / 4 * 3;
   }
   std::unordered_map<const fb::Command *, uint64_t> command_bytes;
   for (flatbuffers::uoffset_t t = 0; t < n_tasks; ++t) {
@@ -326,6 +328,7 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags, uint64_t
     g.reserve(n_tasks, n_data, inputs, outputs, edges);
   }
   std::vector<gf_data> refs(n_data);
+  std::string decoded;  // a base64 literal's bytes, until the graph has copied them
 
   for (flatbuffers::uoffset_t d = 0; d < n_data; ++d) {
     const fb::Data &data = *doc.data()->Get(d);
@@ -335,26 +338,43 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags, uint64_t
     if (data.kind() != fb::DataKind::Buffer && data.kind() != fb::DataKind::Value) {
       bad(where() + " has unknown kind " + std::to_string(static_cast<int>(data.kind())));
     }
-    const bool literal = data.bytes() || data.text();
-    if (data.bytes() && data.text()) bad(where() + " gives both bytes and text; give one");
-    if (literal) {
+    const int forms =
+        int{data.bytes() != nullptr} + int{data.text() != nullptr} + int{data.base64() != nullptr};
+    if (forms > 1) bad(where() + " gives more than one of bytes, text and base64; give one");
+    if (forms == 1) {
       if (data.kind() != fb::DataKind::Buffer) bad(where() + " is a value but has literal bytes");
       if (data.keep()) bad(where() + " is a literal input; keep applies to produced data only");
-      const uint8_t *p = data.bytes() ? data.bytes()->data()
-                                      : reinterpret_cast<const uint8_t *>(data.text()->c_str());
-      uint64_t n = data.bytes() ? data.bytes()->size() : data.text()->size();
-      if (data.text()) {
+      const uint8_t *p = nullptr;
+      uint64_t n = 0;
+      LiteralForm form = LiteralForm::kBytes;
+      if (data.bytes()) {
+        p = data.bytes()->data();
+        n = data.bytes()->size();
+      } else if (data.text()) {
         std::string_view text(data.text()->c_str(), data.text()->size());
         size_t at = utf8_error_at(text);
         if (at != std::string_view::npos) {
           bad(where() + " text " + utf8_complaint(text, at) + "; give binary content as bytes");
         }
+        p = reinterpret_cast<const uint8_t *>(text.data());
+        n = text.size();
+        form = LiteralForm::kText;
+      } else {
+        std::string_view text(data.base64()->c_str(), data.base64()->size());
+        size_t at = base64_decode(text, decoded);
+        if (at != std::string_view::npos) {
+          bad(where() + " base64 is not valid base64 (RFC 4648 with '=' padding) at character " +
+              std::to_string(at) + " of " + std::to_string(text.size()));
+        }
+        p = reinterpret_cast<const uint8_t *>(decoded.data());
+        n = decoded.size();
       }
       if (data.size() != 0 && data.size() != n) {
         bad(where() + " declares size " + std::to_string(data.size()) + " but its literal has " +
             std::to_string(n) + " bytes");
       }
-      refs[d] = g.add_host_buffer(name.c_str(), p, n, 0);
+      refs[d] = g.add_host_buffer(name.c_str(), p, n, 0, form);
+      if (!decoded.empty()) std::string().swap(decoded);
     } else {
       if (data.size() > kMaxDataSize) {
         bad(where() + " declares size " + std::to_string(data.size()) + " bytes; at most " +

@@ -11,7 +11,11 @@
 
 namespace gf::serialize {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// The newest format version this gpuflow reads. Writers emit the oldest version that holds the
+// document: 2 only when it uses `base64`.
+inline constexpr uint32_t kFormatVersion = 2;
+// JSON documents write binary literals longer than this as `base64`, shorter ones as `bytes`.
+inline constexpr uint64_t kMaxInlineBytes = 64;
 
 // Bounds on what a document may hold (beyond what the Verifier already bounds by its length).
 inline constexpr size_t kMaxTasks = size_t{1} << 28;

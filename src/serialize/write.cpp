@@ -9,6 +9,8 @@
 #include <unordered_set>
 
 #include "core/error.hpp"
+#include "core/utf8.hpp"
+#include "serialize/base64.hpp"
 #include "serialize/graph_generated.h"
 #include "serialize/schema.hpp"
 #include "serialize/serialize.hpp"
@@ -20,17 +22,22 @@ using flatbuffers::Offset;
 
 namespace {
 
-// Literal bytes that read as text are written as text, so JSON documents stay readable.
+// Bytes given through the ABI (which does not say whether they are text) are written as text when
+// they read as text: UTF-8 without control characters other than tab and line breaks. JSON
+// documents then stay readable. Literals read from a document keep the form they had there.
 bool is_text(const unsigned char *bytes, uint64_t size) {
-  if (size > 65536) return false;
   for (uint64_t i = 0; i < size; ++i) {
     unsigned char c = bytes[i];
-    if (!((c >= 0x20 && c < 0x7f) || c == '\n' || c == '\t' || c == '\r')) return false;
+    if ((c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f) return false;
   }
-  return true;
+  return utf8_error_at(std::string_view(reinterpret_cast<const char *>(bytes), size)) ==
+         std::string_view::npos;
 }
 
-void build(FlatBufferBuilder &b, const Graph &g) {
+// json: the document will be printed as JSON, where binary literals over kMaxInlineBytes are
+// written as base64 (one number per byte would take up to four times as much text).
+void build(FlatBufferBuilder &b, const Graph &g, bool json) {
+  bool uses_base64 = false;
   const size_t n_data = g.data_count(), n_tasks = g.task_count();
   std::vector<Offset<fb::Data>> data(n_data);
   for (DataIndex d = 0; d < n_data; ++d) {
@@ -42,11 +49,16 @@ void build(FlatBufferBuilder &b, const Graph &g) {
     }
     Offset<flatbuffers::String> name = desc.name.empty() ? 0 : b.CreateString(desc.name);
     Offset<flatbuffers::Vector<uint8_t>> bytes = 0;
-    Offset<flatbuffers::String> text = 0;
+    Offset<flatbuffers::String> text = 0, base64 = 0;
     if (desc.origin == DataOrigin::kHostBuffer) {
       auto *p = static_cast<const unsigned char *>(desc.host_bytes);
-      if (is_text(p, desc.size)) {
+      const bool as_text = desc.literal == LiteralForm::kText ||
+                           (desc.literal == LiteralForm::kUnknown && is_text(p, desc.size));
+      if (as_text) {
         text = b.CreateString(reinterpret_cast<const char *>(p), desc.size);
+      } else if (json && desc.size > kMaxInlineBytes) {
+        base64 = b.CreateString(base64_encode(p, desc.size));
+        uses_base64 = true;
       } else {
         bytes = b.CreateVector(p, desc.size);
       }
@@ -58,6 +70,7 @@ void build(FlatBufferBuilder &b, const Graph &g) {
     if (desc.flags & GF_DATA_KEEP) db.add_keep(true);
     if (!bytes.IsNull()) db.add_bytes(bytes);
     if (!text.IsNull()) db.add_text(text);
+    if (!base64.IsNull()) db.add_base64(base64);
     data[d] = db.Finish();
   }
 
@@ -139,20 +152,21 @@ void build(FlatBufferBuilder &b, const Graph &g) {
   auto data_vec = b.CreateVector(data);
   auto task_vec = b.CreateVector(tasks);
   auto meta_vec = metadata.empty() ? 0 : b.CreateVector(metadata);
-  b.Finish(fb::CreateGraph(b, kFormatVersion, data_vec, task_vec, meta_vec), fb::GraphIdentifier());
+  const uint32_t version = uses_base64 ? 2 : 1;
+  b.Finish(fb::CreateGraph(b, version, data_vec, task_vec, meta_vec), fb::GraphIdentifier());
 }
 
 }  // namespace
 
 std::string to_binary(const Graph &graph) {
   FlatBufferBuilder b(1024 + graph.task_count() * 64 + graph.data_count() * 32);
-  build(b, graph);
+  build(b, graph, false);
   return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize());
 }
 
 std::string to_json(const Graph &graph) {
   FlatBufferBuilder b(1024 + graph.task_count() * 64);
-  build(b, graph);
+  build(b, graph, true);
   flatbuffers::Parser parser(json_options());
   load_schema(parser);
   std::string text;

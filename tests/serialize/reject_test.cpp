@@ -111,7 +111,17 @@ TEST(Reject, SemanticErrorsNameTheirPlace) {
       "task 'r' reads data #0, which no task produces");
   expect_rejected(R"({"tasks": [{"name": "t", "kernel": "k"}, {"name": "t", "kernel": "k"}]})",
                   "duplicate task name 't'");
-  expect_rejected(R"({"data": [{"text": "ab", "bytes": [1]}]})", "gives both bytes and text");
+  expect_rejected(R"({"data": [{"text": "ab", "bytes": [1]}]})",
+                  "gives more than one of bytes, text and base64");
+  expect_rejected(R"({"data": [{"base64": "AAE=", "bytes": [1]}]})",
+                  "gives more than one of bytes, text and base64");
+  expect_rejected(R"({"data": [{"name": "b", "base64": "abc"}]})",
+                  "data #0 'b' base64 is not valid base64 (RFC 4648 with '=' padding) at "
+                  "character 3 of 3");
+  expect_rejected(R"({"data": [{"base64": "a=bc"}]})", "at character 1 of 4");
+  expect_rejected(R"({"data": [{"base64": "AAF="}]})", "at character 2 of 4");  // stray bits
+  expect_rejected(R"({"data": [{"base64": "AAE=", "size": 3}]})",
+                  "declares size 3 but its literal has 2 bytes");
   expect_rejected(R"({"data": [{"text": "abc", "size": 5}]})",
                   "declares size 5 but its literal has 3 bytes");
   expect_rejected(R"({"data": [{"size": 9007199254740993}]})", "data #0 declares size");

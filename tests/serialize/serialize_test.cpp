@@ -253,6 +253,73 @@ TEST(Serialize, TextThatIsNotUtf8IsRefusedAtTheAbiNamingTheField) {
             serialize(g.get(), GF_GRAPH_FORMAT_BINARY));
 }
 
+TEST(Serialize, LargeBinaryLiteralsAreBase64InJson) {
+  // 1 MiB of binary: one decimal number per byte made 4 MB of JSON; base64 takes 4/3.
+  std::string raw(1 << 20, '\0');
+  uint32_t x = 12345;
+  for (auto &c : raw) {
+    x = x * 1103515245u + 12345u;
+    c = static_cast<char>(x >> 24);
+  }
+  Graph g = make_graph();
+  gf_data d;
+  GF_ASSERT_OK(gf_graph_add_host_buffer(&d, g.get(), "blob", raw.data(), raw.size(), 0));
+  const unsigned char small[] = {0, 1, 255};
+  GF_ASSERT_OK(gf_graph_add_host_buffer(&d, g.get(), "small", small, sizeof small, 0));
+  std::string json = serialize(g.get(), GF_GRAPH_FORMAT_JSON);
+  EXPECT_LT(json.size(), raw.size() / 3 * 4 + 4096);
+  EXPECT_NE(json.find("\"format_version\": 2"), std::string::npos) << json.substr(0, 200);
+  EXPECT_NE(json.find("\"base64\": \""), std::string::npos);
+  EXPECT_NE(json.find("\"bytes\": [\n        0,\n        1,\n        255\n      ]"),
+            std::string::npos)
+      << "short binary literals stay readable as numbers";
+  std::string binary = serialize(g.get(), GF_GRAPH_FORMAT_BINARY);
+  EXPECT_EQ(binary.find("base64"), std::string::npos);
+  Graph back = deserialize(json);
+  EXPECT_EQ(serialize(back.get(), GF_GRAPH_FORMAT_BINARY), binary);
+  EXPECT_EQ(serialize(back.get(), GF_GRAPH_FORMAT_JSON), json);
+}
+
+TEST(Serialize, TextLiteralsStayTextThroughBothFormats) {
+  // Over 64 KiB, with non-ASCII characters, and with a control character: text given as text
+  // comes back as text from JSON and from binary (it used to come back as bytes).
+  std::string big;
+  while (big.size() < 100000) big += "line " + std::to_string(big.size()) + " caf\u00e9\n";
+  std::string json = "{\"data\": [{\"name\": \"big\", \"text\": \"" + big + "\"}, " +
+                     "{\"name\": \"accents\", \"text\": \"h\u00e9llo \u00fcn\u00efcode\"}, " +
+                     "{\"name\": \"bell\", \"text\": \"ding\\u0007\"}]}";
+  for (size_t at; (at = json.find('\n')) != std::string::npos;) json.replace(at, 1, "\\n");
+  Graph g = deserialize(json, GF_GRAPH_FORMAT_JSON, GF_DESERIALIZE_MUTABLE);
+  std::string binary = serialize(g.get(), GF_GRAPH_FORMAT_BINARY);
+  Graph from_binary = deserialize(binary, GF_GRAPH_FORMAT_BINARY, GF_DESERIALIZE_MUTABLE);
+  for (gf_graph *graph : {g.get(), from_binary.get()}) {
+    std::string out = serialize(graph, GF_GRAPH_FORMAT_JSON);
+    EXPECT_EQ(out.find("\"bytes\""), std::string::npos) << out.substr(0, 300);
+    EXPECT_NE(out.find("\"name\": \"big\",\n      \"text\": \"line 0 caf\\u00E9\\nline "),
+              std::string::npos)
+        << out.substr(0, 300);
+    EXPECT_NE(out.find("\"text\": \"ding\\u0007\""), std::string::npos);
+    EXPECT_EQ(serialize(graph, GF_GRAPH_FORMAT_BINARY), binary);
+  }
+}
+
+TEST(Serialize, VersionOneDocumentsWithByteArraysStillRead) {
+  std::string bytes;
+  std::string json = R"({"format_version": 1, "data": [{"name": "raw", "bytes": [)";
+  for (int i = 0; i < 300; ++i) {
+    bytes += static_cast<char>(i * 37);
+    json += (i ? ", " : "") + std::to_string(static_cast<unsigned char>(bytes.back()));
+  }
+  json += "]}]}";
+  Graph old = deserialize(json, GF_GRAPH_FORMAT_JSON, GF_DESERIALIZE_MUTABLE);
+  Graph abi = make_graph();
+  gf_data d;
+  GF_ASSERT_OK(gf_graph_add_host_buffer(&d, abi.get(), "raw", bytes.data(), bytes.size(), 0));
+  EXPECT_EQ(serialize(old.get(), GF_GRAPH_FORMAT_BINARY),
+            serialize(abi.get(), GF_GRAPH_FORMAT_BINARY));
+  EXPECT_EQ(serialize(old.get(), GF_GRAPH_FORMAT_JSON), serialize(abi.get(), GF_GRAPH_FORMAT_JSON));
+}
+
 TEST(Serialize, BodyKindsAreExclusive) {
   Graph g = make_graph();
   gf_task_desc t = GF_TASK_DESC_INIT;
