@@ -34,9 +34,58 @@ bool is_text(const unsigned char *bytes, uint64_t size) {
          std::string_view::npos;
 }
 
+// A FlatBuffers buffer is at most 2 GiB, and the builder does not check (it would write a corrupt
+// document): refuse a graph whose document would not fit, before building it. An upper bound on
+// the document's size, so it never lets through one that does not fit.
+void check_fits(const Graph &g, bool json) {
+  auto string = [](uint64_t n) { return n + 8; };  // length, NUL, padding
+  auto list = [](uint64_t n, uint64_t each) { return n * each + 8; };
+  uint64_t total = 1024, largest = 0;
+  DataIndex largest_at = kNoIndex;
+  for (DataIndex d = 0; d < g.data_count(); ++d) {
+    const DataDesc &desc = g.data(d);
+    uint64_t literal = 0;
+    if (desc.origin == DataOrigin::kHostBuffer) {
+      literal = json ? string((desc.size + 2) / 3 * 4) : list(desc.size, 1);
+    }
+    if (literal > largest) largest = literal, largest_at = d;
+    total += 48 + string(desc.name.size()) + literal;
+  }
+  for (TaskIndex t = 0; t < g.task_count(); ++t) {
+    const TaskDesc &task = g.task(t);
+    total += 64 + string(task.name.size()) + string(task.kernel.size()) +
+             list(task.input_count, 4) + list(task.output_count, 4) + list(0, 4) +
+             list(g.requests().get(task.request).size(), 4);
+    if (const CommandSpec *c = g.command(task)) {
+      total += 48 + list(c->argv.size() + c->env.size(), 4) + string(c->working_dir.size()) +
+               string(c->log_dir.size());
+      for (const auto &a : c->argv) total += string(a.size());
+      for (const auto &e : c->env) total += string(e.size());
+    }
+  }
+  total += list(g.edges().size(), 4);
+  for (RequestId r = 0; r < g.requests().size(); ++r) {
+    for (const auto &[name, amount] : g.requests().get(r)) total += 32 + string(name.size());
+  }
+  for (const auto &[key, value] : g.metadata()) {
+    total += 16 + string(key.size()) + string(value.size());
+  }
+  if (total >= FLATBUFFERS_MAX_BUFFER_SIZE) {
+    std::string why = largest_at == kNoIndex
+                          ? std::string()
+                          : "; its largest literal, " + g.data_label(largest_at) +
+                                ", alone takes " + std::to_string(largest) + " bytes";
+    fail(GF_ERR_INVALID_ARGUMENT,
+         std::string("the graph does not fit in one ") + (json ? "JSON" : "binary") +
+             " graph document: it would take up to " + std::to_string(total) +
+             " bytes, and a document holds at most 2 GiB (FlatBuffers)" + why);
+  }
+}
+
 // json: the document will be printed as JSON, where binary literals over kMaxInlineBytes are
 // written as base64 (one number per byte would take up to four times as much text).
 void build(FlatBufferBuilder &b, const Graph &g, bool json) {
+  check_fits(g, json);
   bool uses_base64 = false;
   const size_t n_data = g.data_count(), n_tasks = g.task_count();
   std::vector<Offset<fb::Data>> data(n_data);

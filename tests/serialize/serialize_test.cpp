@@ -320,6 +320,24 @@ TEST(Serialize, VersionOneDocumentsWithByteArraysStillRead) {
   EXPECT_EQ(serialize(old.get(), GF_GRAPH_FORMAT_JSON), serialize(abi.get(), GF_GRAPH_FORMAT_JSON));
 }
 
+TEST(Serialize, GraphsTooLargeForOneDocumentAreRefused) {
+  // FlatBuffers documents hold at most 2 GiB, and its builder does not check. The bytes are
+  // borrowed and never read: the writer refuses before it builds anything.
+  static const char tiny[1] = {0};
+  Graph g = make_graph();
+  gf_data d;
+  GF_ASSERT_OK(gf_graph_add_host_buffer(&d, g.get(), "huge", tiny, uint64_t{3} << 30,
+                                        GF_HOST_BUFFER_BORROW));
+  for (gf_graph_format format : {GF_GRAPH_FORMAT_BINARY, GF_GRAPH_FORMAT_JSON}) {
+    Bytes out;
+    std::string m =
+        GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_serialize(&out.b, g.get(), format));
+    EXPECT_NE(m.find("a document holds at most 2 GiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("its largest literal, data 'huge', alone takes"), std::string::npos) << m;
+    EXPECT_EQ(out.b.data, nullptr);
+  }
+}
+
 TEST(Serialize, BodyKindsAreExclusive) {
   Graph g = make_graph();
   gf_task_desc t = GF_TASK_DESC_INIT;
