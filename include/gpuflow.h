@@ -424,9 +424,9 @@ GF_API void gf_task_desc_init(gf_task_desc *desc, uint32_t struct_size);
 
 /* Adds a task. Checks what can be checked now (references belong to this graph, resource names are
  * given once each, amounts are valid gf_resource amounts, declared output buffers total at most
- * GF_MAX_DATA_SIZE, a body is given) and names the task and the culprit on error
- * (GF_ERR_INVALID_ARGUMENT); graph-wide checks happen at submit. On failure nothing is added and
- * user_data stays the caller's.
+ * GF_MAX_DATA_SIZE, a body is given, names and command strings are UTF-8) and names the task and
+ * the culprit on error (GF_ERR_INVALID_ARGUMENT); graph-wide checks happen at submit. Limits:
+ * docs/limits.md. On failure nothing is added and user_data stays the caller's.
  * Externally synchronized: graph. */
 GF_API gf_status gf_graph_add_task(gf_task *out, gf_graph *graph, const gf_task_desc *desc);
 
@@ -717,7 +717,8 @@ typedef struct gf_bytes {
 GF_API void gf_bytes_free(gf_bytes *bytes);
 
 /* Sets (or replaces) a metadata entry of the graph: free-form key/value strings kept with it and
- * written with it, for engines and people ("workflow", "snakemake rule"). Keys are non-empty.
+ * written with it, for engines and people ("workflow", "snakemake rule"). Keys are non-empty;
+ * keys and values are UTF-8.
  * Externally synchronized: graph. */
 GF_API gf_status gf_graph_set_metadata(gf_graph *graph, const char *key, const char *value);
 
@@ -731,7 +732,8 @@ GF_API gf_status gf_graph_metadata_get(const char **out_key, const char **out_va
 
 /* Writes the graph as `format` (not AUTO) into *out, a new library-owned allocation handed to the
  * caller (gf_bytes_free). Errors: GF_ERR_INVALID_ARGUMENT naming the first task with a C callback
- * body or the first opaque host value. The graph is not frozen. Externally synchronized: graph. */
+ * body or the first opaque host value, or a graph whose document would exceed 2 GiB. The graph
+ * is not frozen. Externally synchronized: graph. */
 GF_API gf_status gf_graph_serialize(gf_bytes *out, const gf_graph *graph, gf_graph_format format);
 
 enum {
@@ -741,12 +743,14 @@ enum {
 };
 
 /* Reads a graph from `size` bytes at `bytes` (untrusted input is fine: every buffer is verified,
- * then checked for indices in range, sane sizes and counts, valid names, and, unless
- * GF_DESERIALIZE_MUTABLE, for cycles and dangling inputs; the graph is then frozen, ready to
- * submit any number of times). `bytes` is not retained. Returns ownership of *out: destroy with
- * gf_graph_destroy; on failure *out is NULL. Errors: GF_ERR_INVALID_GRAPH with a message saying
- * what is wrong and where ("task #3 'b': input #0 refers to data #99; the graph has 4"),
- * GF_ERR_VERSION_MISMATCH for a newer format version. Thread-safe. */
+ * then checked for indices in range, sane sizes and counts, valid UTF-8 names, a bounded
+ * expansion (what it describes, shared parts counted once per use, at most 32 x its size +
+ * 16 MiB: docs/limits.md), and, unless GF_DESERIALIZE_MUTABLE, for cycles and dangling inputs;
+ * the graph is then frozen, ready to submit any number of times). `bytes` is not retained.
+ * Returns ownership of *out: destroy with gf_graph_destroy; on failure *out is NULL. Errors:
+ * GF_ERR_INVALID_GRAPH with a message saying what is wrong and where ("task #3 'b': input #0
+ * refers to data #99; the graph has 4"), GF_ERR_VERSION_MISMATCH for a newer format version.
+ * Thread-safe. */
 GF_API gf_status gf_graph_deserialize(gf_graph **out, const void *bytes, uint64_t size,
                                       gf_graph_format format, uint32_t flags);
 

@@ -25,9 +25,11 @@
  * is GF_ERR_VERSION_MISMATCH naming the library and both versions, and init is never called),
  * then calls desc->init once per pool that loads the library, on the thread calling
  * gf_pool_load_plugin. init registers kernels through the host table and returns GF_OK, or an
- * error after host->fail() said why. Kernel bodies are ordinary gf_task_fn bodies: they use the
- * gf_task_ctx_* functions of gpuflow.h (the plugin links against libgpuflow, or leaves those
- * symbols to be resolved from the process that loaded it). A plugin must not unload itself; the
+ * error after host->fail() said why. A C++ exception escaping init (or gf_plugin_describe) is a
+ * failed load too: the error names the library and the exception's what(). Kernel bodies are
+ * ordinary gf_task_fn bodies: they use the gf_task_ctx_* functions of gpuflow.h (the plugin
+ * links against libgpuflow, or leaves those symbols to be resolved from the process that loaded
+ * it). A plugin must not unload itself; the
  * library stays loaded until every pool that loaded it is destroyed.
  *
  * Stability promise (weaker than gpuflow.h's, and stated here so plugin authors can rely on it):

@@ -25,9 +25,11 @@ void check_inputs_have_sources(const Graph &g) {
 
 // Sorting beats a hash set here: no allocation per name, which matters for million-task graphs
 // read from documents. Reports the duplicate a scan in task order would meet first.
+// O(n log n) whatever the names: equal hashes are ordered by the names themselves, so equal names
+// end up adjacent and each run of them is looked at once (never pairwise).
 void check_unique_names(const Graph &g) {
-  // Sorting hashes rather than the names themselves: names often share long prefixes
-  // ("chunk-000123"), and comparing those dominated submit time for million-task graphs.
+  // Sorting hashes first: names often share long prefixes ("chunk-000123"), and comparing those
+  // dominated submit time for million-task graphs. Names are compared only when hashes collide.
   struct Named {
     size_t hash;
     TaskIndex task;
@@ -39,23 +41,24 @@ void check_unique_names(const Graph &g) {
     const std::string &name = g.task(t).name;
     if (!name.empty()) named.push_back({hasher(name), t});
   }
-  std::sort(named.begin(), named.end(), [](const Named &a, const Named &b) {
-    return a.hash != b.hash ? a.hash < b.hash : a.task < b.task;
+  std::sort(named.begin(), named.end(), [&](const Named &a, const Named &b) {
+    if (a.hash != b.hash) return a.hash < b.hash;
+    int order = g.task(a.task).name.compare(g.task(b.task).name);
+    return order != 0 ? order < 0 : a.task < b.task;
   });
-  // Among equal names, report the pair whose later task comes first in the graph.
+  // Each run of equal names is sorted by task: its first two entries are the pair a scan in task
+  // order meets first within it. Among runs, report the one whose second task comes first.
   TaskIndex first = kNoIndex, second = kNoIndex;
-  for (size_t i = 0; i < named.size();) {
+  for (size_t i = 0; i + 1 < named.size();) {
     size_t j = i + 1;
-    while (j < named.size() && named[j].hash == named[i].hash) ++j;
-    for (size_t a = i; a < j; ++a) {  // a run of equal hashes: compare the names themselves
-      for (size_t b = a + 1; b < j; ++b) {
-        if (g.task(named[a].task).name == g.task(named[b].task).name &&
-            (second == kNoIndex || named[b].task < second)) {
-          first = named[a].task;
-          second = named[b].task;
-          break;
-        }
-      }
+    const std::string &name = g.task(named[i].task).name;
+    while (j < named.size() && named[j].hash == named[i].hash &&
+           g.task(named[j].task).name == name) {
+      ++j;
+    }
+    if (j - i >= 2 && named[i + 1].task < second) {
+      first = named[i].task;
+      second = named[i + 1].task;
     }
     i = j;
   }

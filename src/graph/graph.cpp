@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
+#include "core/utf8.hpp"
 #include "kernels/kernel_name.hpp"
 
 namespace gf {
@@ -31,6 +32,16 @@ void check_size(uint64_t size, const char *field, const char *name) {
                                     std::to_string(size) + " bytes; at most " +
                                     std::to_string(FixedPoint::kMaxBytes) +
                                     " (GF_MAX_DATA_SIZE) are allowed");
+}
+
+// Every string a graph keeps is UTF-8 (so the graph can be written as JSON): `what` names the
+// owner and field, e.g. "task #3 name".
+template <class What>
+void require_utf8(std::string_view text, What &&what) {
+  size_t at = utf8_error_at(text);
+  if (at != std::string_view::npos) {
+    fail(GF_ERR_INVALID_ARGUMENT, what() + " " + utf8_complaint(text, at));
+  }
 }
 
 }  // namespace
@@ -116,6 +127,7 @@ DataIndex Graph::new_data(const char *name, DataKind kind, DataOrigin origin, ui
   }
   DataDesc desc;
   desc.name = optional_name(name);
+  require_utf8(desc.name, [&] { return "data #" + std::to_string(data_.size()) + " name"; });
   desc.kind = kind;
   desc.origin = origin;
   desc.size = size;
@@ -134,7 +146,8 @@ gf_data Graph::add_value(const char *name, uint64_t size_estimate, uint32_t flag
   return data_ref(new_data(name, DataKind::kValue, DataOrigin::kProduced, size_estimate, flags));
 }
 
-gf_data Graph::add_host_buffer(const char *name, const void *bytes, uint64_t size, uint32_t flags) {
+gf_data Graph::add_host_buffer(const char *name, const void *bytes, uint64_t size, uint32_t flags,
+                               LiteralForm form) {
   require_mutable();
   if (flags & ~uint32_t{GF_HOST_BUFFER_BORROW}) {
     fail(GF_ERR_INVALID_ARGUMENT, "unknown flags for host buffer '" + optional_name(name) + "'");
@@ -150,6 +163,7 @@ gf_data Graph::add_host_buffer(const char *name, const void *bytes, uint64_t siz
   }
   DataIndex d = new_data(name, DataKind::kBuffer, DataOrigin::kHostBuffer, size, 0);
   data_[d].host_bytes = stored;
+  data_[d].literal = form;
   return data_ref(d);
 }
 
@@ -167,6 +181,7 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   const auto t = static_cast<TaskIndex>(tasks_.size());
   TaskDesc task;
   task.name = optional_name(desc.name);
+  require_utf8(task.name, [&] { return "task #" + std::to_string(t) + " name"; });
   auto label = [&] {
     return task.name.empty() ? "task #" + std::to_string(t) : "task '" + task.name + "'";
   };
@@ -191,7 +206,20 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
                                       "[A-Za-z0-9_.:/-]");
   }
   std::unique_ptr<CommandSpec> spec;
-  if (command) spec = std::make_unique<CommandSpec>(make_command_spec(*desc.command, label()));
+  if (command) {
+    spec = std::make_unique<CommandSpec>(make_command_spec(*desc.command, label()));
+    auto each = [&](const std::vector<std::string> &list, const char *field) {
+      for (size_t i = 0; i < list.size(); ++i) {
+        require_utf8(list[i], [&] {
+          return label() + ": command " + field + "[" + std::to_string(i) + "]";
+        });
+      }
+    };
+    each(spec->argv, "argv");
+    each(spec->env, "env");
+    require_utf8(spec->working_dir, [&] { return label() + ": command working_dir"; });
+    require_utf8(spec->log_dir, [&] { return label() + ": command log_dir"; });
+  }
   if ((desc.input_count && !desc.inputs) || (desc.output_count && !desc.outputs) ||
       (desc.after_count && !desc.after) || (desc.resource_count && !desc.resources)) {
     fail(GF_ERR_INVALID_ARGUMENT, label() + " has a count without its array (NULL pointer)");
@@ -209,13 +237,7 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
     if (!r.name || !*r.name) {
       fail(GF_ERR_INVALID_ARGUMENT, label() + ": resource #" + std::to_string(i) + " has no name");
     }
-    for (uint32_t j = 0; j < i; ++j) {
-      if (desc.resources[j].name && std::strcmp(desc.resources[j].name, r.name) == 0) {
-        fail(GF_ERR_INVALID_ARGUMENT, label() + " names resource '" + r.name + "' twice (#" +
-                                          std::to_string(j) + " and #" + std::to_string(i) +
-                                          "); give each resource once");
-      }
-    }
+    require_utf8(r.name, [&] { return label() + ": resource #" + std::to_string(i) + " name"; });
     if (!FixedPoint::representable(r.amount)) {
       fail(GF_ERR_INVALID_ARGUMENT, label() + ": resource '" + r.name + "' amount " +
                                         std::to_string(r.amount) +
@@ -231,7 +253,16 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
     if (amount.is_zero()) continue;
     request.emplace_back(r.name, amount);
   }
-  std::sort(request.begin(), request.end());
+  // Sorted, a repeated name is adjacent to itself: O(n log n) for any resource count. Zero
+  // amounts count too: a name given twice is a mistake whatever the amounts.
+  std::vector<std::string_view> resource_names(desc.resource_count);
+  for (uint32_t i = 0; i < desc.resource_count; ++i) resource_names[i] = desc.resources[i].name;
+  std::sort(resource_names.begin(), resource_names.end());
+  auto same = std::adjacent_find(resource_names.begin(), resource_names.end());
+  if (same != resource_names.end()) {
+    fail(GF_ERR_INVALID_ARGUMENT,
+         label() + " names resource '" + std::string(*same) + "' twice; give each resource once");
+  }
 
   // Decode every reference before changing anything, so a failure leaves the graph untouched.
   auto bad_reference = [&](const char *kind, uint32_t i) {
@@ -244,9 +275,14 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   inputs.resize(desc.input_count);
   outputs.resize(desc.output_count);
   after.resize(desc.after_count);
+  // Each data object this task lists is stamped with the task's epoch, so "listed twice" is one
+  // comparison per entry, whatever the counts (no pairwise search).
+  const uint64_t epoch = ++mark_epoch_;
+  if (data_mark_.size() < data_.size()) data_mark_.resize(data_.size(), 0);
   for (uint32_t i = 0; i < desc.input_count; ++i) {
     inputs[i] = find_data(desc.inputs[i]);
     if (inputs[i] == kNoIndex) bad_reference("input", i);
+    data_mark_[inputs[i]] = epoch;
   }
   for (uint32_t i = 0; i < desc.output_count; ++i) {
     DataIndex d = find_data(desc.outputs[i]);
@@ -259,10 +295,10 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
       fail(GF_ERR_INVALID_GRAPH, label() + " and " + task_label(data.producer) + " both produce " +
                                      data_label(d) + "; a data object has exactly one producer");
     }
-    if (std::find(outputs.begin(), outputs.begin() + i, d) != outputs.begin() + i ||
-        std::find(inputs.begin(), inputs.end(), d) != inputs.end()) {
+    if (data_mark_[d] == epoch) {
       fail(GF_ERR_INVALID_GRAPH, label() + " lists " + data_label(d) + " twice among its data");
     }
+    data_mark_[d] = epoch;
     outputs[i] = d;
   }
   // Declared outputs are charged to gpu_memory together when the task starts on a device.
@@ -329,14 +365,20 @@ void Graph::reserve(size_t tasks, size_t data, size_t inputs, size_t outputs, si
 
 void Graph::set_metadata(const char *key, const char *value) {
   if (!key || !*key) fail(GF_ERR_INVALID_ARGUMENT, "metadata key is NULL or empty");
+  require_utf8(key, [] { return std::string("metadata key"); });
   std::string v = optional_name(value);
-  for (auto &[k, existing] : metadata_) {
-    if (k == key) {
-      existing = std::move(v);
-      return;
-    }
+  require_utf8(v, [&] { return "metadata value of key '" + std::string(key) + "'"; });
+  auto [at, added] = metadata_index_.try_emplace(key, metadata_.size());
+  if (!added) {
+    metadata_[at->second].second = std::move(v);
+    return;
   }
-  metadata_.emplace_back(key, std::move(v));
+  try {
+    metadata_.emplace_back(key, std::move(v));
+  } catch (...) {
+    metadata_index_.erase(at);
+    throw;
+  }
 }
 
 void Graph::add_dependency(gf_task task, gf_task before) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "commands/command_spec.hpp"
@@ -23,11 +24,15 @@ inline constexpr uint32_t kNoIndex = UINT32_MAX;
 
 enum class DataKind : uint8_t { kBuffer, kValue };
 enum class DataOrigin : uint8_t { kProduced, kHostBuffer, kHostValue };
+// How a host buffer's bytes were given: as text or as bytes (a document says which), or through
+// the ABI, which does not (the writer then picks text for bytes that read as text).
+enum class LiteralForm : uint8_t { kUnknown, kBytes, kText };
 
 struct DataDesc {
   std::string name;
   DataKind kind = DataKind::kBuffer;
   DataOrigin origin = DataOrigin::kProduced;
+  LiteralForm literal = LiteralForm::kUnknown;  // kHostBuffer
   uint32_t flags = 0;
   uint64_t size = 0;  // declared bytes (0: set by the producer), or a value's size estimate
   TaskIndex producer = kNoIndex;
@@ -71,7 +76,8 @@ class Graph {
 
   gf_data add_buffer(const char *name, uint64_t size, uint32_t flags);
   gf_data add_value(const char *name, uint64_t size_estimate, uint32_t flags);
-  gf_data add_host_buffer(const char *name, const void *bytes, uint64_t size, uint32_t flags);
+  gf_data add_host_buffer(const char *name, const void *bytes, uint64_t size, uint32_t flags,
+                          LiteralForm form = LiteralForm::kUnknown);
   gf_data add_host_value(const char *name, void *value, gf_destroy_fn destroy, uint64_t size);
   gf_task add_task(const gf_task_desc &desc);
   void add_dependency(gf_task task, gf_task before);
@@ -134,10 +140,14 @@ class Graph {
   size_t named_kernels_ = 0;
   std::vector<std::unique_ptr<CommandSpec>> commands_;
   Metadata metadata_;
+  std::unordered_map<std::string, size_t> metadata_index_;  // key -> position in metadata_
   std::unique_ptr<GraphAnalysis> analysis_;
   // Scratch space for add_task, kept to avoid allocations per task.
   std::vector<DataIndex> scratch_inputs_, scratch_outputs_;
   std::vector<TaskIndex> scratch_after_;
+  // add_task's duplicate check: data_mark_[d] == mark_epoch_ when the task being added lists d.
+  std::vector<uint64_t> data_mark_;
+  uint64_t mark_epoch_ = 0;
 };
 
 }  // namespace gf

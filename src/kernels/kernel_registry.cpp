@@ -134,7 +134,23 @@ void KernelRegistry::load_plugin(const std::string &path) {
   gf_plugin_describe_fn describe;
   static_assert(sizeof describe == sizeof symbol);
   std::memcpy(&describe, &symbol, sizeof describe);
-  const gf_plugin_desc *desc = describe();
+  // Plugins are C interfaces, but one written in C++ may let an exception escape: that is the
+  // plugin's failure to load, named with its path, never a gpuflow internal error.
+  auto thrown = [&](const std::string &step) {
+    try {
+      throw;
+    } catch (const std::exception &e) {
+      return where + step + " threw an exception: " + e.what();
+    } catch (...) {
+      return where + step + " threw an exception that is not a std::exception";
+    }
+  };
+  const gf_plugin_desc *desc = nullptr;
+  try {
+    desc = describe();
+  } catch (...) {
+    fail(GF_ERR_INVALID_ARGUMENT, thrown(": " GF_PLUGIN_ENTRY_POINT));
+  }
   if (!desc || !desc->init) {
     fail(GF_ERR_INVALID_ARGUMENT,
          where + ": " GF_PLUGIN_ENTRY_POINT " returned no description or no init function");
@@ -160,9 +176,14 @@ void KernelRegistry::load_plugin(const std::string &path) {
   host.register_kernel = host_register;
   host.fail = host_fail;
   host.internal = &ctx;
-  gf_status status = desc->init(&host);
+  std::string name = desc->name ? desc->name : "?";
+  gf_status status = GF_OK;
+  try {
+    status = desc->init(&host);
+  } catch (...) {
+    fail(GF_ERR_INVALID_ARGUMENT, thrown(" (" + name + ") failed to initialise: init"));
+  }
   if (status != GF_OK) {
-    std::string name = desc->name ? desc->name : "?";
     fail(status < 0 ? status : GF_ERR_INVALID_ARGUMENT,
          where + " (" + name + ") failed to initialise: " +
              (ctx.error.empty() ? std::string("init returned ") + gf_status_name(status)

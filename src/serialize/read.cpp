@@ -10,6 +10,8 @@
 #include <unordered_set>
 
 #include "core/error.hpp"
+#include "core/utf8.hpp"
+#include "serialize/base64.hpp"
 #include "serialize/graph_generated.h"
 #include "serialize/schema.hpp"
 #include "serialize/serialize.hpp"
@@ -46,6 +48,90 @@ flatbuffers::uoffset_t max_tables(size_t size) {
   return static_cast<flatbuffers::uoffset_t>(std::min<size_t>(size / 4 + 16, UINT32_MAX));
 }
 
+const flatbuffers::Table *table_of(const void *t) {
+  return static_cast<const flatbuffers::Table *>(t);
+}
+
+// The FlatBuffers Verifier for this schema, except that each shared table or vector is verified
+// once, however many entries point at it. (The generated Verify walks a shared command's argv,
+// or a shared resource list, once per task that names it: quadratic in the document's size.)
+class DocVerifier {
+ public:
+  DocVerifier(const uint8_t *buf, size_t size) : v_(buf, size, 64, max_tables(size)) {}
+
+  bool root(const uint8_t *buf) {
+    const flatbuffers::uoffset_t o = v_.VerifyOffset(0);
+    return o != 0 && graph(reinterpret_cast<const fb::Graph *>(buf + o));
+  }
+
+  bool graph(const fb::Graph *g) {
+    const auto *t = table_of(g);
+    return t->VerifyTableStart(v_) &&
+           t->VerifyField<uint32_t>(v_, fb::Graph::VT_FORMAT_VERSION, 4) &&
+           t->VerifyOffset(v_, fb::Graph::VT_DATA) && v_.VerifyVector(g->data()) &&
+           v_.VerifyVectorOfTables(g->data()) && t->VerifyOffset(v_, fb::Graph::VT_TASKS) &&
+           v_.VerifyVector(g->tasks()) && tasks(g->tasks()) &&
+           t->VerifyOffset(v_, fb::Graph::VT_METADATA) && v_.VerifyVector(g->metadata()) &&
+           v_.VerifyVectorOfTables(g->metadata()) && v_.EndTable();
+  }
+
+  // Data and KeyValue tables hold no lists of tables or strings: the generated Verify is O(1).
+  bool data(const fb::Data *d) { return d->Verify(v_); }
+  bool metadata(const fb::KeyValue *kv) { return kv->Verify(v_); }
+
+  bool task(const fb::Task *task) {
+    if (!tasks_.insert(task).second) return true;
+    const auto *t = table_of(task);
+    return t->VerifyTableStart(v_) && t->VerifyOffset(v_, fb::Task::VT_NAME) &&
+           v_.VerifyString(task->name()) && t->VerifyOffset(v_, fb::Task::VT_KERNEL) &&
+           v_.VerifyString(task->kernel()) && t->VerifyOffset(v_, fb::Task::VT_COMMAND) &&
+           command(task->command()) && t->VerifyOffset(v_, fb::Task::VT_RESOURCES) &&
+           v_.VerifyVector(task->resources()) && resources(task->resources()) &&
+           t->VerifyField<int32_t>(v_, fb::Task::VT_PRIORITY, 4) &&
+           t->VerifyField<uint32_t>(v_, fb::Task::VT_RETRIES, 4) &&
+           t->VerifyOffset(v_, fb::Task::VT_INPUTS) && v_.VerifyVector(task->inputs()) &&
+           t->VerifyOffset(v_, fb::Task::VT_OUTPUTS) && v_.VerifyVector(task->outputs()) &&
+           t->VerifyOffset(v_, fb::Task::VT_AFTER) && v_.VerifyVector(task->after()) &&
+           v_.EndTable();
+  }
+
+ private:
+  using Strings = flatbuffers::Vector<Offset<flatbuffers::String>>;
+  using Resources = flatbuffers::Vector<Offset<fb::Resource>>;
+
+  bool tasks(const flatbuffers::Vector<Offset<fb::Task>> *v) {
+    if (!v) return true;
+    for (flatbuffers::uoffset_t i = 0; i < v->size(); ++i) {
+      if (!task(v->Get(i))) return false;
+    }
+    return true;
+  }
+
+  bool command(const fb::Command *c) {
+    if (!c || !commands_.insert(c).second) return true;
+    const auto *t = table_of(c);
+    return t->VerifyTableStart(v_) && t->VerifyOffsetRequired(v_, fb::Command::VT_ARGV) &&
+           v_.VerifyVector(c->argv()) && strings(c->argv()) &&
+           t->VerifyOffset(v_, fb::Command::VT_ENV) && v_.VerifyVector(c->env()) &&
+           strings(c->env()) && t->VerifyOffset(v_, fb::Command::VT_WORKING_DIR) &&
+           v_.VerifyString(c->working_dir()) &&
+           t->VerifyField<double>(v_, fb::Command::VT_TIMEOUT_S, 8) &&
+           t->VerifyOffset(v_, fb::Command::VT_LOG_DIR) && v_.VerifyString(c->log_dir()) &&
+           v_.EndTable();
+  }
+
+  bool strings(const Strings *v) {
+    return !v || !string_lists_.insert(v).second || v_.VerifyVectorOfStrings(v);
+  }
+
+  bool resources(const Resources *v) {
+    return !v || !resource_lists_.insert(v).second || v_.VerifyVectorOfTables(v);
+  }
+
+  flatbuffers::Verifier v_;
+  std::unordered_set<const void *> tasks_, commands_, string_lists_, resource_lists_;
+};
+
 // Where a buffer that failed verification is broken: the root, or the first bad element.
 std::string locate_corruption(const uint8_t *buf, size_t size) {
   auto root_offset = flatbuffers::ReadScalar<flatbuffers::uoffset_t>(buf);
@@ -64,18 +150,20 @@ std::string locate_corruption(const uint8_t *buf, size_t size) {
       !shallow.VerifyVector(graph->metadata())) {
     return "the root table or one of its vectors is out of bounds (truncated?)";
   }
-  auto each = [&](auto *vec, const char *what) -> std::string {
+  DocVerifier deep(buf, size);
+  auto each = [&](auto *vec, const char *what, auto &&verify) -> std::string {
     if (!vec) return "";
     for (flatbuffers::uoffset_t i = 0; i < vec->size(); ++i) {
-      flatbuffers::Verifier ev(buf, size, 64, max_tables(size));
-      if (!vec->Get(i)->Verify(ev)) {
+      if (!verify(vec->Get(i))) {
         return std::string(what) + " #" + std::to_string(i) + " is out of bounds or corrupt";
       }
     }
     return "";
   };
-  for (auto &found : {each(graph->data(), "data"), each(graph->tasks(), "task"),
-                      each(graph->metadata(), "metadata entry")}) {
+  for (auto &found : {each(graph->data(), "data", [&](const fb::Data *d) { return deep.data(d); }),
+                      each(graph->tasks(), "task", [&](const fb::Task *t) { return deep.task(t); }),
+                      each(graph->metadata(), "metadata entry",
+                           [&](const fb::KeyValue *kv) { return deep.metadata(kv); })}) {
     if (!found.empty()) return found;
   }
   return "nesting too deep or too many tables";
@@ -92,6 +180,8 @@ std::string_view text_of(const flatbuffers::String *s, size_t max, Where &&where
         std::to_string(max) + " are allowed");
   }
   if (v.find('\0') != std::string_view::npos) bad(where() + " contains a NUL character");
+  size_t at = utf8_error_at(v);
+  if (at != std::string_view::npos) bad(where() + " " + utf8_complaint(v, at));
   return v;
 }
 
@@ -109,7 +199,101 @@ size_t count_of(const Vec *v, size_t max, What &&what) {
   return n;
 }
 
-std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags) {
+// Heap bytes a std::string of `n` characters takes beyond its own object (libstdc++ keeps up to
+// 15 characters inline).
+uint64_t heap_of(uint64_t n) {
+  return n > 15 ? n + 1 : 0;
+}
+
+std::string mib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return text;
+}
+
+// What reading `doc` will allocate, counted before anything is: FlatBuffers lets many entries
+// point at one table, list, string or literal, so a small document can describe a huge graph.
+// Each use of a shared part counts. Linear in the number of entries (shared commands are
+// measured once).
+struct Expansion {
+  struct Part {
+    const char *what;
+    uint64_t bytes = 0;
+  };
+  Part structures{"tasks and data objects themselves"};
+  Part names{"names and kernel names"};
+  Part lists{"tasks' input, output, after and resource lists"};
+  Part commands{"commands' argv, env and paths"};
+  Part literals{"literal inputs (bytes and text)"};
+  Part metadata{"metadata"};
+
+  uint64_t total() const {
+    return structures.bytes + names.bytes + lists.bytes + commands.bytes + literals.bytes +
+           metadata.bytes;
+  }
+  const Part &largest() const {
+    const Part *best = &structures;
+    for (const Part *p : {&names, &lists, &commands, &literals, &metadata}) {
+      if (p->bytes > best->bytes) best = p;
+    }
+    return *best;
+  }
+};
+
+uint64_t size_of(const flatbuffers::String *s) {
+  return s ? s->size() : 0;
+}
+template <class T>
+uint64_t size_of(const flatbuffers::Vector<T> *v) {
+  return v ? v->size() : 0;
+}
+
+Expansion measure(const fb::Graph &doc, size_t n_data, size_t n_tasks) {
+  Expansion e;
+  for (flatbuffers::uoffset_t d = 0; d < n_data; ++d) {
+    const fb::Data &data = *doc.data()->Get(d);
+    e.structures.bytes += sizeof(DataDesc) + 16;  // plus the reader's reference and analysis
+    e.names.bytes += heap_of(size_of(data.name()));
+    e.literals.bytes +=
+        size_of(data.bytes()) + size_of(data.text()) + size_of(data.base64()) / 4 * 3;
+  }
+  std::unordered_map<const fb::Command *, uint64_t> command_bytes;
+  for (flatbuffers::uoffset_t t = 0; t < n_tasks; ++t) {
+    const fb::Task &task = *doc.tasks()->Get(t);
+    e.structures.bytes += sizeof(TaskDesc) + 64;  // plus the analysis freeze makes
+    e.names.bytes += heap_of(size_of(task.name())) + heap_of(size_of(task.kernel()));
+    // An input is kept once and is an edge of the analysis twice; an `after` entry is kept,
+    // staged while reading, and an edge twice.
+    e.lists.bytes += 12 * size_of(task.inputs()) + 4 * size_of(task.outputs()) +
+                     32 * size_of(task.after()) +
+                     sizeof(std::pair<std::string, uint64_t>) * size_of(task.resources());
+    if (const fb::Command *c = task.command()) {
+      auto [at, added] = command_bytes.try_emplace(c, 0);
+      if (added) {
+        uint64_t bytes = sizeof(CommandSpec) + heap_of(size_of(c->working_dir())) +
+                         heap_of(size_of(c->log_dir()));
+        for (const auto *list : {c->argv(), c->env()}) {
+          if (!list) continue;
+          for (flatbuffers::uoffset_t i = 0; i < list->size(); ++i) {
+            bytes += sizeof(std::string) + heap_of(list->Get(i)->size());
+          }
+        }
+        at->second = bytes;
+      }
+      e.commands.bytes += at->second;
+    }
+  }
+  if (doc.metadata()) {
+    for (flatbuffers::uoffset_t i = 0; i < doc.metadata()->size(); ++i) {
+      const fb::KeyValue &kv = *doc.metadata()->Get(i);
+      e.metadata.bytes +=
+          2 * sizeof(std::string) + 2 * (size_of(kv.key()) + 1) + size_of(kv.value()) + 1;
+    }
+  }
+  return e;
+}
+
+std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags, uint64_t document_size) {
   uint32_t version = doc.format_version();
   if (version > kFormatVersion) {
     fail(GF_ERR_VERSION_MISMATCH, "graph document: format version " + std::to_string(version) +
@@ -120,11 +304,20 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags) {
       count_of(doc.data(), kMaxData, [] { return std::string("the graph's data list"); });
   const size_t n_tasks =
       count_of(doc.tasks(), kMaxTasks, [] { return std::string("the graph's task list"); });
+  const Expansion expansion = measure(doc, n_data, n_tasks);
+  const uint64_t allowed = max_expansion(document_size);
+  if (expansion.total() > allowed) {
+    const Expansion::Part &part = expansion.largest();
+    bad("reading this " + std::to_string(document_size) + "-byte document would allocate about " +
+        mib(expansion.total()) + " (" + part.what + ": " + mib(part.bytes) + "), more than the " +
+        mib(allowed) + " allowed (" + std::to_string(kMaxExpansionFactor) +
+        " x the document's size + " + mib(kExpansionAllowance) +
+        "); entries that point at one shared list, string or literal count once per use");
+  }
   auto graph = std::make_shared<Graph>();
   Graph &g = *graph;
   {
-    // Counts are bounded by the verified buffer's length, so this reserves at most a few times
-    // what the document itself occupies.
+    // Bounded by the expansion check above.
     size_t inputs = 0, outputs = 0, edges = 0;
     for (flatbuffers::uoffset_t t = 0; t < n_tasks; ++t) {
       const fb::Task &task = *doc.tasks()->Get(t);
@@ -135,6 +328,7 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags) {
     g.reserve(n_tasks, n_data, inputs, outputs, edges);
   }
   std::vector<gf_data> refs(n_data);
+  std::string decoded;  // a base64 literal's bytes, until the graph has copied them
 
   for (flatbuffers::uoffset_t d = 0; d < n_data; ++d) {
     const fb::Data &data = *doc.data()->Get(d);
@@ -144,19 +338,43 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags) {
     if (data.kind() != fb::DataKind::Buffer && data.kind() != fb::DataKind::Value) {
       bad(where() + " has unknown kind " + std::to_string(static_cast<int>(data.kind())));
     }
-    const bool literal = data.bytes() || data.text();
-    if (data.bytes() && data.text()) bad(where() + " gives both bytes and text; give one");
-    if (literal) {
+    const int forms =
+        int{data.bytes() != nullptr} + int{data.text() != nullptr} + int{data.base64() != nullptr};
+    if (forms > 1) bad(where() + " gives more than one of bytes, text and base64; give one");
+    if (forms == 1) {
       if (data.kind() != fb::DataKind::Buffer) bad(where() + " is a value but has literal bytes");
       if (data.keep()) bad(where() + " is a literal input; keep applies to produced data only");
-      const uint8_t *p = data.bytes() ? data.bytes()->data()
-                                      : reinterpret_cast<const uint8_t *>(data.text()->c_str());
-      uint64_t n = data.bytes() ? data.bytes()->size() : data.text()->size();
+      const uint8_t *p = nullptr;
+      uint64_t n = 0;
+      LiteralForm form = LiteralForm::kBytes;
+      if (data.bytes()) {
+        p = data.bytes()->data();
+        n = data.bytes()->size();
+      } else if (data.text()) {
+        std::string_view text(data.text()->c_str(), data.text()->size());
+        size_t at = utf8_error_at(text);
+        if (at != std::string_view::npos) {
+          bad(where() + " text " + utf8_complaint(text, at) + "; give binary content as bytes");
+        }
+        p = reinterpret_cast<const uint8_t *>(text.data());
+        n = text.size();
+        form = LiteralForm::kText;
+      } else {
+        std::string_view text(data.base64()->c_str(), data.base64()->size());
+        size_t at = base64_decode(text, decoded);
+        if (at != std::string_view::npos) {
+          bad(where() + " base64 is not valid base64 (RFC 4648 with '=' padding) at character " +
+              std::to_string(at) + " of " + std::to_string(text.size()));
+        }
+        p = reinterpret_cast<const uint8_t *>(decoded.data());
+        n = decoded.size();
+      }
       if (data.size() != 0 && data.size() != n) {
         bad(where() + " declares size " + std::to_string(data.size()) + " but its literal has " +
             std::to_string(n) + " bytes");
       }
-      refs[d] = g.add_host_buffer(name.c_str(), p, n, 0);
+      refs[d] = g.add_host_buffer(name.c_str(), p, n, 0, form);
+      if (!decoded.empty()) std::string().swap(decoded);
     } else {
       if (data.size() > kMaxDataSize) {
         bad(where() + " declares size " + std::to_string(data.size()) + " bytes; at most " +
@@ -302,7 +520,10 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags) {
   return graph;
 }
 
-std::shared_ptr<Graph> from_binary(const uint8_t *buf, uint64_t size, uint32_t flags) {
+// document_size: what the caller handed in (the JSON text, for JSON), which bounds what reading
+// may allocate.
+std::shared_ptr<Graph> from_binary(const uint8_t *buf, uint64_t size, uint32_t flags,
+                                   uint64_t document_size) {
   if (size < 8) {
     bad("truncated: " + std::to_string(size) +
         " bytes is shorter than a FlatBuffers header (8 bytes)");
@@ -322,12 +543,12 @@ std::shared_ptr<Graph> from_binary(const uint8_t *buf, uint64_t size, uint32_t f
     buf = reinterpret_cast<const uint8_t *>(aligned.get());
   }
   const auto n = static_cast<size_t>(size);
-  flatbuffers::Verifier verifier(buf, n, 64, max_tables(n));
-  if (!fb::VerifyGraphBuffer(verifier)) {
+  DocVerifier verifier(buf, n);
+  if (!verifier.root(buf)) {
     bad("the " + std::to_string(size) +
         "-byte buffer fails FlatBuffers verification: " + locate_corruption(buf, n));
   }
-  return read_graph(*fb::GetGraph(buf), flags);
+  return read_graph(*fb::GetGraph(buf), flags, std::max(document_size, size));
 }
 
 }  // namespace
@@ -353,7 +574,7 @@ std::shared_ptr<Graph> from_bytes(const void *bytes, uint64_t size, int format, 
           "' at byte 4) nor JSON (text starting with '{')");
     }
   }
-  if (format == GF_GRAPH_FORMAT_BINARY) return from_binary(p, size, flags);
+  if (format == GF_GRAPH_FORMAT_BINARY) return from_binary(p, size, flags, size);
   if (format != GF_GRAPH_FORMAT_JSON) {
     fail(GF_ERR_INVALID_ARGUMENT, "unknown gf_graph_format " + std::to_string(format));
   }
@@ -362,7 +583,7 @@ std::shared_ptr<Graph> from_bytes(const void *bytes, uint64_t size, int format, 
   flatbuffers::Parser parser(json_options());
   load_schema(parser);
   if (!parser.ParseJson(text.c_str())) bad("JSON: " + parser.error_);
-  return from_binary(parser.builder_.GetBufferPointer(), parser.builder_.GetSize(), flags);
+  return from_binary(parser.builder_.GetBufferPointer(), parser.builder_.GetSize(), flags, size);
 }
 
 }  // namespace gf::serialize

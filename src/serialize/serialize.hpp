@@ -11,7 +11,11 @@
 
 namespace gf::serialize {
 
-inline constexpr uint32_t kFormatVersion = 1;
+// The newest format version this gpuflow reads. Writers emit the oldest version that holds the
+// document: 2 only when it uses `base64`.
+inline constexpr uint32_t kFormatVersion = 2;
+// JSON documents write binary literals longer than this as `base64`, shorter ones as `bytes`.
+inline constexpr uint64_t kMaxInlineBytes = 64;
 
 // Bounds on what a document may hold (beyond what the Verifier already bounds by its length).
 inline constexpr size_t kMaxTasks = size_t{1} << 28;
@@ -25,6 +29,14 @@ inline constexpr size_t kMaxMetadata = 4096;
 inline constexpr size_t kMaxMetadataValue = 1 << 20;
 // Declared sizes of data: what the ABI accepts (GF_MAX_DATA_SIZE), so gpu_memory never overflows.
 inline constexpr uint64_t kMaxDataSize = FixedPoint::kMaxBytes;
+// What reading a document may allocate (docs/limits.md): its graph, counted with every shared
+// part once per use, is at most kMaxExpansionFactor times the document's size plus
+// kExpansionAllowance. Checked before anything is allocated.
+inline constexpr uint64_t kMaxExpansionFactor = 32;
+inline constexpr uint64_t kExpansionAllowance = uint64_t{16} << 20;
+inline constexpr uint64_t max_expansion(uint64_t document_size) {
+  return kMaxExpansionFactor * document_size + kExpansionAllowance;
+}
 
 // Throws gf::Error (GF_ERR_INVALID_ARGUMENT) naming the first task or data that cannot be
 // written: a C callback body, an opaque host value.

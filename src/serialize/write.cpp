@@ -9,6 +9,8 @@
 #include <unordered_set>
 
 #include "core/error.hpp"
+#include "core/utf8.hpp"
+#include "serialize/base64.hpp"
 #include "serialize/graph_generated.h"
 #include "serialize/schema.hpp"
 #include "serialize/serialize.hpp"
@@ -20,17 +22,71 @@ using flatbuffers::Offset;
 
 namespace {
 
-// Literal bytes that read as text are written as text, so JSON documents stay readable.
+// Bytes given through the ABI (which does not say whether they are text) are written as text when
+// they read as text: UTF-8 without control characters other than tab and line breaks. JSON
+// documents then stay readable. Literals read from a document keep the form they had there.
 bool is_text(const unsigned char *bytes, uint64_t size) {
-  if (size > 65536) return false;
   for (uint64_t i = 0; i < size; ++i) {
     unsigned char c = bytes[i];
-    if (!((c >= 0x20 && c < 0x7f) || c == '\n' || c == '\t' || c == '\r')) return false;
+    if ((c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f) return false;
   }
-  return true;
+  return utf8_error_at(std::string_view(reinterpret_cast<const char *>(bytes), size)) ==
+         std::string_view::npos;
 }
 
-void build(FlatBufferBuilder &b, const Graph &g) {
+// A FlatBuffers buffer is at most 2 GiB, and the builder does not check (it would write a corrupt
+// document): refuse a graph whose document would not fit, before building it. An upper bound on
+// the document's size, so it never lets through one that does not fit.
+void check_fits(const Graph &g, bool json) {
+  auto string = [](uint64_t n) { return n + 8; };  // length, NUL, padding
+  auto list = [](uint64_t n, uint64_t each) { return n * each + 8; };
+  uint64_t total = 1024, largest = 0;
+  DataIndex largest_at = kNoIndex;
+  for (DataIndex d = 0; d < g.data_count(); ++d) {
+    const DataDesc &desc = g.data(d);
+    uint64_t literal = 0;
+    if (desc.origin == DataOrigin::kHostBuffer) {
+      literal = json ? string((desc.size + 2) / 3 * 4) : list(desc.size, 1);
+    }
+    if (literal > largest) largest = literal, largest_at = d;
+    total += 48 + string(desc.name.size()) + literal;
+  }
+  for (TaskIndex t = 0; t < g.task_count(); ++t) {
+    const TaskDesc &task = g.task(t);
+    total += 64 + string(task.name.size()) + string(task.kernel.size()) +
+             list(task.input_count, 4) + list(task.output_count, 4) + list(0, 4) +
+             list(g.requests().get(task.request).size(), 4);
+    if (const CommandSpec *c = g.command(task)) {
+      total += 48 + list(c->argv.size() + c->env.size(), 4) + string(c->working_dir.size()) +
+               string(c->log_dir.size());
+      for (const auto &a : c->argv) total += string(a.size());
+      for (const auto &e : c->env) total += string(e.size());
+    }
+  }
+  total += list(g.edges().size(), 4);
+  for (RequestId r = 0; r < g.requests().size(); ++r) {
+    for (const auto &[name, amount] : g.requests().get(r)) total += 32 + string(name.size());
+  }
+  for (const auto &[key, value] : g.metadata()) {
+    total += 16 + string(key.size()) + string(value.size());
+  }
+  if (total >= FLATBUFFERS_MAX_BUFFER_SIZE) {
+    std::string why = largest_at == kNoIndex
+                          ? std::string()
+                          : "; its largest literal, " + g.data_label(largest_at) +
+                                ", alone takes " + std::to_string(largest) + " bytes";
+    fail(GF_ERR_INVALID_ARGUMENT,
+         std::string("the graph does not fit in one ") + (json ? "JSON" : "binary") +
+             " graph document: it would take up to " + std::to_string(total) +
+             " bytes, and a document holds at most 2 GiB (FlatBuffers)" + why);
+  }
+}
+
+// json: the document will be printed as JSON, where binary literals over kMaxInlineBytes are
+// written as base64 (one number per byte would take up to four times as much text).
+void build(FlatBufferBuilder &b, const Graph &g, bool json) {
+  check_fits(g, json);
+  bool uses_base64 = false;
   const size_t n_data = g.data_count(), n_tasks = g.task_count();
   std::vector<Offset<fb::Data>> data(n_data);
   for (DataIndex d = 0; d < n_data; ++d) {
@@ -42,11 +98,16 @@ void build(FlatBufferBuilder &b, const Graph &g) {
     }
     Offset<flatbuffers::String> name = desc.name.empty() ? 0 : b.CreateString(desc.name);
     Offset<flatbuffers::Vector<uint8_t>> bytes = 0;
-    Offset<flatbuffers::String> text = 0;
+    Offset<flatbuffers::String> text = 0, base64 = 0;
     if (desc.origin == DataOrigin::kHostBuffer) {
       auto *p = static_cast<const unsigned char *>(desc.host_bytes);
-      if (is_text(p, desc.size)) {
+      const bool as_text = desc.literal == LiteralForm::kText ||
+                           (desc.literal == LiteralForm::kUnknown && is_text(p, desc.size));
+      if (as_text) {
         text = b.CreateString(reinterpret_cast<const char *>(p), desc.size);
+      } else if (json && desc.size > kMaxInlineBytes) {
+        base64 = b.CreateString(base64_encode(p, desc.size));
+        uses_base64 = true;
       } else {
         bytes = b.CreateVector(p, desc.size);
       }
@@ -58,6 +119,7 @@ void build(FlatBufferBuilder &b, const Graph &g) {
     if (desc.flags & GF_DATA_KEEP) db.add_keep(true);
     if (!bytes.IsNull()) db.add_bytes(bytes);
     if (!text.IsNull()) db.add_text(text);
+    if (!base64.IsNull()) db.add_base64(base64);
     data[d] = db.Finish();
   }
 
@@ -139,25 +201,28 @@ void build(FlatBufferBuilder &b, const Graph &g) {
   auto data_vec = b.CreateVector(data);
   auto task_vec = b.CreateVector(tasks);
   auto meta_vec = metadata.empty() ? 0 : b.CreateVector(metadata);
-  b.Finish(fb::CreateGraph(b, kFormatVersion, data_vec, task_vec, meta_vec), fb::GraphIdentifier());
+  const uint32_t version = uses_base64 ? 2 : 1;
+  b.Finish(fb::CreateGraph(b, version, data_vec, task_vec, meta_vec), fb::GraphIdentifier());
 }
 
 }  // namespace
 
 std::string to_binary(const Graph &graph) {
   FlatBufferBuilder b(1024 + graph.task_count() * 64 + graph.data_count() * 32);
-  build(b, graph);
+  build(b, graph, false);
   return std::string(reinterpret_cast<const char *>(b.GetBufferPointer()), b.GetSize());
 }
 
 std::string to_json(const Graph &graph) {
   FlatBufferBuilder b(1024 + graph.task_count() * 64);
-  build(b, graph);
+  build(b, graph, true);
   flatbuffers::Parser parser(json_options());
   load_schema(parser);
   std::string text;
   if (!flatbuffers::GenerateText(parser, b.GetBufferPointer(), &text)) {
-    fail(GF_ERR_INTERNAL, "cannot print the graph as JSON");
+    // Every string a graph holds was checked to be UTF-8 when it was added or read, and that is
+    // all flatbuffers' printer can refuse: reaching this is a gpuflow bug.
+    fail(GF_ERR_INTERNAL, "cannot print the graph as JSON (a string that is not UTF-8 got in)");
   }
   return text;
 }

@@ -75,6 +75,16 @@ TEST(Kernels, PluginLoadErrorsNameThePath) {
                        gf_pool_load_plugin(pool.get(), plugin("failinit").c_str()));
   EXPECT_NE(m.find("no license for this kernel"), std::string::npos) << m;
 
+  // A C++ plugin whose init throws: a load error naming the path and what() (the kernel it
+  // registered before throwing stays registered, as with any init that fails part way).
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT,
+                       gf_pool_load_plugin(pool.get(), plugin("throwinit").c_str()));
+  EXPECT_NE(m.find("plugin '" + plugin("throwinit") + "' (test-throwinit) failed to initialise"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("plugin exploded"), std::string::npos) << m;
+  EXPECT_EQ(m.find("internal error"), std::string::npos) << m;
+
   // Not a shared library at all.
   m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_pool_load_plugin(pool.get(), "/etc/hostname"));
   EXPECT_NE(m.find("plugin '/etc/hostname': cannot be loaded"), std::string::npos) << m;
@@ -82,7 +92,7 @@ TEST(Kernels, PluginLoadErrorsNameThePath) {
 
   uint32_t count = 99;
   GF_ASSERT_OK(gf_pool_kernel_count(&count, pool.get()));
-  EXPECT_EQ(count, 0u);
+  EXPECT_EQ(count, 1u);  // throwinit.before
 }
 
 TEST(Kernels, LoadingTwiceIntoOnePoolIsRefusedButTwoPoolsAreIndependent) {

@@ -1,6 +1,7 @@
 // Untrusted documents: every rejection path says what is wrong and where, and nothing is built.
 #include <flatbuffers/flatbuffers.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -110,7 +111,17 @@ TEST(Reject, SemanticErrorsNameTheirPlace) {
       "task 'r' reads data #0, which no task produces");
   expect_rejected(R"({"tasks": [{"name": "t", "kernel": "k"}, {"name": "t", "kernel": "k"}]})",
                   "duplicate task name 't'");
-  expect_rejected(R"({"data": [{"text": "ab", "bytes": [1]}]})", "gives both bytes and text");
+  expect_rejected(R"({"data": [{"text": "ab", "bytes": [1]}]})",
+                  "gives more than one of bytes, text and base64");
+  expect_rejected(R"({"data": [{"base64": "AAE=", "bytes": [1]}]})",
+                  "gives more than one of bytes, text and base64");
+  expect_rejected(R"({"data": [{"name": "b", "base64": "abc"}]})",
+                  "data #0 'b' base64 is not valid base64 (RFC 4648 with '=' padding) at "
+                  "character 3 of 3");
+  expect_rejected(R"({"data": [{"base64": "a=bc"}]})", "at character 1 of 4");
+  expect_rejected(R"({"data": [{"base64": "AAF="}]})", "at character 2 of 4");  // stray bits
+  expect_rejected(R"({"data": [{"base64": "AAE=", "size": 3}]})",
+                  "declares size 3 but its literal has 2 bytes");
   expect_rejected(R"({"data": [{"text": "abc", "size": 5}]})",
                   "declares size 5 but its literal has 3 bytes");
   expect_rejected(R"({"data": [{"size": 9007199254740993}]})", "data #0 declares size");
@@ -121,6 +132,87 @@ TEST(Reject, SemanticErrorsNameTheirPlace) {
   expect_rejected(R"({"tasks": [ {"kernel": "k", "unknown_field": 1} ]})", "JSON:");
   expect_rejected(R"({"format_version": 99})", "format version 99 is newer",
                   GF_ERR_VERSION_MISMATCH);
+}
+
+TEST(Reject, TextThatIsNotUtf8IsRefusedNamingTheField) {
+  // Binary documents can hold any bytes in a string: each text field is checked, so that every
+  // graph read can be written as JSON (this used to fail later, as GF_ERR_INTERNAL).
+  const std::string bad = "caf\xe9";
+  auto doc = [&](auto &&make) {
+    flatbuffers::FlatBufferBuilder b;
+    return finish(b, make(b));
+  };
+  auto one_task = [&](flatbuffers::FlatBufferBuilder &b, flatbuffers::Offset<fb::Task> task) {
+    std::vector<flatbuffers::Offset<fb::Task>> tasks{task};
+    return fb::CreateGraphDirect(b, 1, nullptr, &tasks);
+  };
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    return one_task(b, fb::CreateTaskDirect(b, bad.c_str(), "k"));
+                  }),
+                  "task #0 name is not valid UTF-8 (byte 3 is 0xe9)");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    return one_task(b, fb::CreateTaskDirect(b, "t", bad.c_str()));
+                  }),
+                  "task #0 't' kernel is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    std::vector<flatbuffers::Offset<fb::Resource>> res{
+                        fb::CreateResourceDirect(b, bad.c_str(), 1)};
+                    return one_task(b, fb::CreateTaskDirect(b, "t", "k", 0, &res));
+                  }),
+                  "task #0 't' resource #0 name is not valid UTF-8");
+  auto command_task = [&](flatbuffers::FlatBufferBuilder &b, const char *arg, const char *env,
+                          const char *cwd, const char *log_dir) {
+    std::vector<std::string> argv{"echo", arg};
+    std::vector<std::string> envs{env};
+    auto c = fb::CreateCommand(b, b.CreateVectorOfStrings(argv), b.CreateVectorOfStrings(envs),
+                               b.CreateString(cwd), 0, b.CreateString(log_dir));
+    return one_task(b, fb::CreateTask(b, b.CreateString("c"), 0, c));
+  };
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    return command_task(b, bad.c_str(), "A=1", "/", "/");
+                  }),
+                  "task #0 'c' command argv[1] is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    return command_task(b, "x", ("A=" + bad).c_str(), "/", "/");
+                  }),
+                  "task #0 'c' command env[0] is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    return command_task(b, "x", "A=1", bad.c_str(), "/");
+                  }),
+                  "task #0 'c' working_dir is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    return command_task(b, "x", "A=1", "/", bad.c_str());
+                  }),
+                  "task #0 'c' log_dir is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    std::vector<flatbuffers::Offset<fb::Data>> data{
+                        fb::CreateDataDirect(b, bad.c_str(), fb::DataKind::Buffer, 8)};
+                    return fb::CreateGraphDirect(b, 1, &data);
+                  }),
+                  "data #0 name is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    std::vector<flatbuffers::Offset<fb::Data>> data{fb::CreateDataDirect(
+                        b, "lit", fb::DataKind::Buffer, 0, false, nullptr, bad.c_str())};
+                    return fb::CreateGraphDirect(b, 1, &data);
+                  }),
+                  "data #0 'lit' text is not valid UTF-8 (byte 3 is 0xe9); give binary content "
+                  "as bytes");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    std::vector<flatbuffers::Offset<fb::KeyValue>> meta{
+                        fb::CreateKeyValueDirect(b, bad.c_str(), "v")};
+                    return fb::CreateGraphDirect(b, 1, nullptr, nullptr, &meta);
+                  }),
+                  "metadata entry #0 key is not valid UTF-8");
+  expect_rejected(doc([&](flatbuffers::FlatBufferBuilder &b) {
+                    std::vector<flatbuffers::Offset<fb::KeyValue>> meta{
+                        fb::CreateKeyValueDirect(b, "k", bad.c_str())};
+                    return fb::CreateGraphDirect(b, 1, nullptr, nullptr, &meta);
+                  }),
+                  "metadata entry #0 value is not valid UTF-8");
+  // In JSON the parser already refuses what is not text.
+  expect_rejected(R"({"tasks": [{"name": "a\udc00", "kernel": "k"}]})",
+                  "JSON: 1: 28: error: illegal Unicode sequence");
+  expect_rejected("{\"tasks\": [{\"name\": \"caf\xe9\", \"kernel\": \"k\"}]}", "JSON:");
 }
 
 TEST(Reject, OversizedCounts) {
@@ -148,6 +240,135 @@ TEST(Reject, OversizedCounts) {
   std::vector<flatbuffers::Offset<fb::Task>> t3{fb::CreateTaskDirect(d, "greedy", "k", 0, &res)};
   expect_rejected(finish(d, fb::CreateGraphDirect(d, 1, nullptr, &t3)),
                   "resource list has 65 entries; at most 64");
+}
+
+// FlatBuffers lets many entries point at one table, list or string: a small document could
+// describe a huge graph. Reading refuses, before allocating, a document whose graph (each shared
+// part counted once per use) exceeds 32 x its size + 16 MiB, naming what is too big.
+TEST(Reject, SharedInputListAmplificationIsRefused) {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<flatbuffers::Offset<fb::Data>> data{
+      fb::CreateDataDirect(b, "x", fb::DataKind::Buffer, 0, false, nullptr, "x")};
+  std::vector<uint32_t> zeros(16384, 0);
+  auto shared = b.CreateVector(zeros);
+  auto kernel = b.CreateString("k");
+  std::vector<flatbuffers::Offset<fb::Task>> tasks;
+  for (int i = 0; i < 4000; ++i) {
+    fb::TaskBuilder t(b);
+    t.add_kernel(kernel);
+    t.add_inputs(shared);
+    tasks.push_back(t.Finish());
+  }
+  std::string doc = finish(b, fb::CreateGraphDirect(b, 1, &data, &tasks));
+  EXPECT_LT(doc.size(), 128u * 1024);
+  expect_rejected(doc, "document would allocate about");
+  expect_rejected(doc, "(tasks' input, output, after and resource lists: ");
+  expect_rejected(doc, "allowed (32 x the document's size + 16.0 MiB)");
+}
+
+TEST(Reject, SharedLiteralAmplificationIsRefused) {
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<uint8_t> mib(1 << 20, 7);
+  auto shared = b.CreateVector(mib);
+  std::vector<flatbuffers::Offset<fb::Data>> data;
+  for (int i = 0; i < 300; ++i) {
+    fb::DataBuilder d(b);
+    d.add_bytes(shared);
+    data.push_back(d.Finish());
+  }
+  std::string doc = finish(b, fb::CreateGraphDirect(b, 1, &data));
+  EXPECT_LT(doc.size(), 1100u * 1024);
+  expect_rejected(doc, "(literal inputs (bytes and text): 300.0 MiB)");
+}
+
+TEST(Reject, SharedCommandAndMetadataAmplificationIsRefused) {
+  // One command with 4096 arguments, named by 20,000 tasks: each task would copy it.
+  flatbuffers::FlatBufferBuilder b;
+  std::vector<std::string> args(4096, std::string(20, 'a'));
+  auto cmd = fb::CreateCommand(b, b.CreateVectorOfStrings(args));
+  std::vector<flatbuffers::Offset<fb::Task>> tasks;
+  for (int i = 0; i < 20000; ++i) {
+    fb::TaskBuilder t(b);
+    t.add_command(cmd);
+    t.add_priority(i + 1);  // distinct tables, so the verifier meets the command 20,000 times
+    tasks.push_back(t.Finish());
+  }
+  expect_rejected(finish(b, fb::CreateGraphDirect(b, 1, nullptr, &tasks)),
+                  "(commands' argv, env and paths: ");
+
+  // 4096 metadata entries sharing one 1 MiB value.
+  flatbuffers::FlatBufferBuilder c;
+  auto value = c.CreateString(std::string(1 << 20, 'v'));
+  std::vector<flatbuffers::Offset<fb::KeyValue>> meta;
+  for (int i = 0; i < 4096; ++i) {
+    meta.push_back(fb::CreateKeyValue(c, c.CreateString("k" + std::to_string(i)), value));
+  }
+  expect_rejected(finish(c, fb::CreateGraphDirect(c, 1, nullptr, nullptr, &meta)), "(metadata: ");
+}
+
+TEST(Reject, OrdinaryLargeDocumentsStillLoad) {
+  // The seed example as shipped, and the seed workload at 60,000 chunk tasks written by gpuflow
+  // itself in both formats, and a 4 MiB literal: all well under the expansion bound.
+  std::string seed;
+  {
+    FILE *f = std::fopen(GF_TEST_EXAMPLES_DIR "/json/seed.json", "rb");
+    ASSERT_NE(f, nullptr);
+    char chunk[4096];
+    size_t n;
+    while ((n = std::fread(chunk, 1, sizeof chunk, f)) > 0) seed.append(chunk, n);
+    std::fclose(f);
+  }
+  gf_graph *g = nullptr;
+  GF_ASSERT_OK(gf_graph_deserialize(&g, seed.data(), seed.size(), GF_GRAPH_FORMAT_AUTO, 0));
+  gf_graph_destroy(g);
+
+  Graph big = make_graph();
+  std::vector<gf_data> partials;
+  gf_resource gpu = {"GPU", 1};
+  for (int i = 0; i < 60000; ++i) {
+    std::string params = std::to_string(i) + " 0 250 250 42";
+    gf_data in, out;
+    GF_ASSERT_OK(gf_graph_add_host_buffer(&in, big.get(), ("params." + std::to_string(i)).c_str(),
+                                          params.data(), params.size(), 0));
+    out = must_add_buffer(big.get(), ("partial." + std::to_string(i)).c_str(), 8);
+    gf_task_desc t = GF_TASK_DESC_INIT;
+    std::string name = "chunk." + std::to_string(i);
+    t.name = name.c_str();
+    t.kernel = "seed.chunk";
+    t.inputs = &in;
+    t.input_count = 1;
+    t.outputs = &out;
+    t.output_count = 1;
+    t.resources = &gpu;
+    t.resource_count = i % 2;
+    gf_task task;
+    GF_ASSERT_OK(gf_graph_add_task(&task, big.get(), &t));
+    partials.push_back(out);
+  }
+  std::vector<unsigned char> literal(4 << 20);
+  for (size_t i = 0; i < literal.size(); ++i) literal[i] = static_cast<unsigned char>(i * 7);
+  gf_data lit;
+  GF_ASSERT_OK(
+      gf_graph_add_host_buffer(&lit, big.get(), "blob", literal.data(), literal.size(), 0));
+  partials.push_back(lit);
+  gf_data total = must_add_buffer(big.get(), "total", 8, GF_DATA_KEEP);
+  gf_task_desc sum = GF_TASK_DESC_INIT;
+  sum.name = "sum";
+  sum.kernel = "seed.sum";
+  sum.inputs = partials.data();
+  sum.input_count = static_cast<uint32_t>(partials.size());
+  sum.outputs = &total;
+  sum.output_count = 1;
+  gf_task task;
+  GF_ASSERT_OK(gf_graph_add_task(&task, big.get(), &sum));
+  for (gf_graph_format format : {GF_GRAPH_FORMAT_BINARY, GF_GRAPH_FORMAT_JSON}) {
+    gf_bytes doc{nullptr, 0};
+    GF_ASSERT_OK(gf_graph_serialize(&doc, big.get(), format));
+    g = nullptr;
+    GF_EXPECT_OK(gf_graph_deserialize(&g, doc.data, doc.size, format, 0));
+    gf_graph_destroy(g);
+    gf_bytes_free(&doc);
+  }
 }
 
 TEST(Reject, CorruptOffsetsAreCaughtByTheVerifier) {

@@ -174,6 +174,170 @@ TEST(Serialize, CallbackBodiesAndHostValuesCannotBeWritten) {
   EXPECT_NE(m.find("data 'pyobj' is an opaque host value"), std::string::npos) << m;
 }
 
+TEST(Serialize, TextThatIsNotUtf8IsRefusedAtTheAbiNamingTheField) {
+  // Every string a graph keeps must be UTF-8, so that every graph that is accepted can be
+  // written as JSON too (JSON printing used to fail with GF_ERR_INTERNAL).
+  const char *bad = "caf\xe9";             // Latin-1
+  const char *surrogate = "\xed\xa0\x80";  // U+D800, not a character
+  Graph g = make_graph();
+  gf_data d;
+  gf_buffer_desc b = GF_BUFFER_DESC_INIT;
+  b.name = bad;
+  std::string m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_buffer(&d, g.get(), &b));
+  EXPECT_NE(m.find("data #0 name is not valid UTF-8 (byte 3 is 0xe9)"), std::string::npos) << m;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_value(&d, g.get(), surrogate, 8, 0));
+  EXPECT_NE(m.find("data #0 name is not valid UTF-8 (byte 0 is 0xed)"), std::string::npos) << m;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT,
+                       gf_graph_add_host_buffer(&d, g.get(), bad, "x", 1, 0));
+  EXPECT_NE(m.find("data #0 name is not valid UTF-8"), std::string::npos) << m;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT,
+                       gf_graph_add_host_value(&d, g.get(), bad, nullptr, nullptr, 8));
+  EXPECT_NE(m.find("data #0 name is not valid UTF-8"), std::string::npos) << m;
+
+  gf_task t;
+  gf_task_desc k = GF_TASK_DESC_INIT;
+  k.kernel = "lib.k";
+  k.name = bad;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&t, g.get(), &k));
+  EXPECT_NE(m.find("task #0 name is not valid UTF-8 (byte 3 is 0xe9)"), std::string::npos) << m;
+  k.name = "good";
+  gf_resource r = {bad, 1};
+  k.resources = &r;
+  k.resource_count = 1;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&t, g.get(), &k));
+  EXPECT_NE(m.find("task 'good': resource #0 name is not valid UTF-8"), std::string::npos) << m;
+
+  const char *argv[] = {"echo", bad};
+  const char *env[] = {"A=\xff"};
+  gf_command_desc c = GF_COMMAND_DESC_INIT;
+  c.argv = argv;
+  c.argc = 2;
+  gf_task_desc ct = GF_TASK_DESC_INIT;
+  ct.name = "cmd";
+  ct.command = &c;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&t, g.get(), &ct));
+  EXPECT_NE(m.find("task 'cmd': command argv[1] is not valid UTF-8"), std::string::npos) << m;
+  argv[1] = "ok";
+  c.env = env;
+  c.env_count = 1;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&t, g.get(), &ct));
+  EXPECT_NE(m.find("task 'cmd': command env[0] is not valid UTF-8"), std::string::npos) << m;
+  c.env_count = 0;
+  c.working_dir = bad;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&t, g.get(), &ct));
+  EXPECT_NE(m.find("task 'cmd': command working_dir is not valid UTF-8"), std::string::npos) << m;
+  c.working_dir = nullptr;
+  c.log_dir = bad;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_add_task(&t, g.get(), &ct));
+  EXPECT_NE(m.find("task 'cmd': command log_dir is not valid UTF-8"), std::string::npos) << m;
+
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_set_metadata(g.get(), bad, "v"));
+  EXPECT_NE(m.find("metadata key is not valid UTF-8"), std::string::npos) << m;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_set_metadata(g.get(), "k", bad));
+  EXPECT_NE(m.find("metadata value of key 'k' is not valid UTF-8"), std::string::npos) << m;
+
+  // Nothing was added, and what a graph does accept is written in both formats.
+  uint64_t count = 9;
+  GF_ASSERT_OK(gf_graph_task_count(&count, g.get()));
+  EXPECT_EQ(count, 0u);
+  GF_ASSERT_OK(gf_graph_data_count(&count, g.get()));
+  EXPECT_EQ(count, 0u);
+  k.name = "caf\xc3\xa9 \xf0\x9f\x9a\x80";  // café 🚀
+  k.resource_count = 0;
+  add(g.get(), k);
+  gf_data latin;
+  GF_ASSERT_OK(gf_graph_add_host_buffer(&latin, g.get(), "bytes", bad, 4, 0));  // bytes are bytes
+  std::string json = serialize(g.get(), GF_GRAPH_FORMAT_JSON);
+  Graph back = deserialize(json);
+  EXPECT_EQ(serialize(back.get(), GF_GRAPH_FORMAT_BINARY),
+            serialize(g.get(), GF_GRAPH_FORMAT_BINARY));
+}
+
+TEST(Serialize, LargeBinaryLiteralsAreBase64InJson) {
+  // 1 MiB of binary: one decimal number per byte made 4 MB of JSON; base64 takes 4/3.
+  std::string raw(1 << 20, '\0');
+  uint32_t x = 12345;
+  for (auto &c : raw) {
+    x = x * 1103515245u + 12345u;
+    c = static_cast<char>(x >> 24);
+  }
+  Graph g = make_graph();
+  gf_data d;
+  GF_ASSERT_OK(gf_graph_add_host_buffer(&d, g.get(), "blob", raw.data(), raw.size(), 0));
+  const unsigned char small[] = {0, 1, 255};
+  GF_ASSERT_OK(gf_graph_add_host_buffer(&d, g.get(), "small", small, sizeof small, 0));
+  std::string json = serialize(g.get(), GF_GRAPH_FORMAT_JSON);
+  EXPECT_LT(json.size(), raw.size() / 3 * 4 + 4096);
+  EXPECT_NE(json.find("\"format_version\": 2"), std::string::npos) << json.substr(0, 200);
+  EXPECT_NE(json.find("\"base64\": \""), std::string::npos);
+  EXPECT_NE(json.find("\"bytes\": [\n        0,\n        1,\n        255\n      ]"),
+            std::string::npos)
+      << "short binary literals stay readable as numbers";
+  std::string binary = serialize(g.get(), GF_GRAPH_FORMAT_BINARY);
+  EXPECT_EQ(binary.find("base64"), std::string::npos);
+  Graph back = deserialize(json);
+  EXPECT_EQ(serialize(back.get(), GF_GRAPH_FORMAT_BINARY), binary);
+  EXPECT_EQ(serialize(back.get(), GF_GRAPH_FORMAT_JSON), json);
+}
+
+TEST(Serialize, TextLiteralsStayTextThroughBothFormats) {
+  // Over 64 KiB, with non-ASCII characters, and with a control character: text given as text
+  // comes back as text from JSON and from binary (it used to come back as bytes).
+  std::string big;
+  while (big.size() < 100000) big += "line " + std::to_string(big.size()) + " caf\u00e9\n";
+  std::string json = "{\"data\": [{\"name\": \"big\", \"text\": \"" + big + "\"}, " +
+                     "{\"name\": \"accents\", \"text\": \"h\u00e9llo \u00fcn\u00efcode\"}, " +
+                     "{\"name\": \"bell\", \"text\": \"ding\\u0007\"}]}";
+  for (size_t at; (at = json.find('\n')) != std::string::npos;) json.replace(at, 1, "\\n");
+  Graph g = deserialize(json, GF_GRAPH_FORMAT_JSON, GF_DESERIALIZE_MUTABLE);
+  std::string binary = serialize(g.get(), GF_GRAPH_FORMAT_BINARY);
+  Graph from_binary = deserialize(binary, GF_GRAPH_FORMAT_BINARY, GF_DESERIALIZE_MUTABLE);
+  for (gf_graph *graph : {g.get(), from_binary.get()}) {
+    std::string out = serialize(graph, GF_GRAPH_FORMAT_JSON);
+    EXPECT_EQ(out.find("\"bytes\""), std::string::npos) << out.substr(0, 300);
+    EXPECT_NE(out.find("\"name\": \"big\",\n      \"text\": \"line 0 caf\\u00E9\\nline "),
+              std::string::npos)
+        << out.substr(0, 300);
+    EXPECT_NE(out.find("\"text\": \"ding\\u0007\""), std::string::npos);
+    EXPECT_EQ(serialize(graph, GF_GRAPH_FORMAT_BINARY), binary);
+  }
+}
+
+TEST(Serialize, VersionOneDocumentsWithByteArraysStillRead) {
+  std::string bytes;
+  std::string json = R"({"format_version": 1, "data": [{"name": "raw", "bytes": [)";
+  for (int i = 0; i < 300; ++i) {
+    bytes += static_cast<char>(i * 37);
+    json += (i ? ", " : "") + std::to_string(static_cast<unsigned char>(bytes.back()));
+  }
+  json += "]}]}";
+  Graph old = deserialize(json, GF_GRAPH_FORMAT_JSON, GF_DESERIALIZE_MUTABLE);
+  Graph abi = make_graph();
+  gf_data d;
+  GF_ASSERT_OK(gf_graph_add_host_buffer(&d, abi.get(), "raw", bytes.data(), bytes.size(), 0));
+  EXPECT_EQ(serialize(old.get(), GF_GRAPH_FORMAT_BINARY),
+            serialize(abi.get(), GF_GRAPH_FORMAT_BINARY));
+  EXPECT_EQ(serialize(old.get(), GF_GRAPH_FORMAT_JSON), serialize(abi.get(), GF_GRAPH_FORMAT_JSON));
+}
+
+TEST(Serialize, GraphsTooLargeForOneDocumentAreRefused) {
+  // FlatBuffers documents hold at most 2 GiB, and its builder does not check. The bytes are
+  // borrowed and never read: the writer refuses before it builds anything.
+  static const char tiny[1] = {0};
+  Graph g = make_graph();
+  gf_data d;
+  GF_ASSERT_OK(gf_graph_add_host_buffer(&d, g.get(), "huge", tiny, uint64_t{3} << 30,
+                                        GF_HOST_BUFFER_BORROW));
+  for (gf_graph_format format : {GF_GRAPH_FORMAT_BINARY, GF_GRAPH_FORMAT_JSON}) {
+    Bytes out;
+    std::string m =
+        GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_graph_serialize(&out.b, g.get(), format));
+    EXPECT_NE(m.find("a document holds at most 2 GiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("its largest literal, data 'huge', alone takes"), std::string::npos) << m;
+    EXPECT_EQ(out.b.data, nullptr);
+  }
+}
+
 TEST(Serialize, BodyKindsAreExclusive) {
   Graph g = make_graph();
   gf_task_desc t = GF_TASK_DESC_INIT;
