@@ -16,18 +16,18 @@ TaskIndex task_of(Run &run, gf_task task) {
 
 Scheduler::TaskSnapshot task_snapshot(gf_run *run, gf_task task) {
   Run &r = run_of(run);
-  return r.pool().scheduler().task_snapshot(r, task_of(r, task));
+  return r.scheduler().task_snapshot(r.state(), task_of(r, task));
 }
 
 // The outcome of a finished run as a status, with a message naming the first failure.
 gf_status outcome(Run &run) {
-  switch (run.state()) {
+  switch (run.state().state()) {
     case GF_RUN_SUCCEEDED:
       return GF_OK;
     case GF_RUN_CANCELLED:
       fail(GF_ERR_CANCELLED, "the run was cancelled");
     case GF_RUN_FAILED:
-      fail(GF_ERR_TASK_FAILED, run.pool().scheduler().failure_summary(run));
+      fail(GF_ERR_TASK_FAILED, run.scheduler().failure_summary(run.state()));
     default:
       break;
   }
@@ -53,12 +53,12 @@ GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,
     PoolCore &core = pool_of(pool);
     std::shared_ptr<Graph> g = graphs().find_shared(handle_bits(graph));
     if (!g) fail(GF_ERR_INVALID_HANDLE, "gf_graph is not a live handle (NULL or destroyed)");
-    std::shared_ptr<Run> run = core.prepare(std::move(g), o);
+    std::shared_ptr<Run> run = core.prepare(std::move(g));
     // The handle exists before the run starts: its completion callback may fire at once.
     uint64_t bits = runs().insert(run);
-    run->set_handle(handle_from_bits<gf_run>(bits));
+    run->attach(handle_from_bits<gf_run>(bits), o);
     try {
-      core.scheduler().start(run);
+      core.scheduler().start(run->state().shared_from_this());
     } catch (...) {
       runs().remove(bits);
       throw;
@@ -71,7 +71,7 @@ GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,
 GF_API gf_status gf_run_wait(gf_run *run, int64_t timeout_ms) {
   return guard([&] {
     Run &r = run_of(run);
-    if (!r.wait_published(timeout_ms)) return GF_TIMEOUT;
+    if (!r.wait(timeout_ms)) return GF_TIMEOUT;
     return outcome(r);
   });
 }
@@ -83,7 +83,7 @@ GF_API gf_status gf_run_poll(gf_run *run) {
 GF_API gf_status gf_run_state_get(gf_run_state *out, gf_run *run) {
   return guard([&] {
     require_out(out, "out");
-    *out = run_of(run).state();
+    *out = run_of(run).state().state();
     return GF_OK;
   });
 }
@@ -91,7 +91,7 @@ GF_API gf_status gf_run_state_get(gf_run_state *out, gf_run *run) {
 GF_API gf_status gf_run_fd(int *out, gf_run *run) {
   return guard([&] {
     require_out(out, "out");
-    *out = run_of(run).completion_fd();
+    *out = run_of(run).state().completion.fd();
     return GF_OK;
   });
 }
@@ -99,7 +99,7 @@ GF_API gf_status gf_run_fd(int *out, gf_run *run) {
 GF_API gf_status gf_run_cancel(gf_run *run) {
   return guard([&] {
     Run &r = run_of(run);
-    r.pool().scheduler().cancel(r);
+    r.scheduler().cancel(r.state());
     return GF_OK;
   });
 }
@@ -109,15 +109,7 @@ GF_API void gf_run_destroy(gf_run *run) {
     const uint64_t bits = handle_bits(run);
     std::shared_ptr<Run> r = runs().find_shared(bits);
     if (!r) return;
-    r->pool().scheduler().release_run(*r);
-    // A completion callback may still be due (bodies that were running finish first): the handle
-    // stays valid until it has returned, so the callback can use its run as documented. Without
-    // a callback the handle goes at once.
-    if (r->has_callback()) {
-      r->when_published([bits] { runs().remove(bits); });
-    } else {
-      runs().remove(bits);
-    }
+    r->release([bits] { runs().remove(bits); });
   });
 }
 
@@ -168,7 +160,7 @@ GF_API gf_status gf_run_fetch(uint64_t *out_size, gf_run *run, gf_data data, voi
       fail(GF_ERR_INVALID_ARGUMENT,
            r.graph().data_label(d) + " is an opaque value: read it with gf_run_value");
     }
-    *out_size = r.pool().scheduler().read_buffer(r, d, dst, dst_capacity);
+    *out_size = r.scheduler().read_buffer(r.state(), d, dst, dst_capacity);
     return GF_OK;
   });
 }
@@ -182,7 +174,7 @@ GF_API gf_status gf_run_value(void **out, gf_run *run, gf_data data) {
       fail(GF_ERR_INVALID_ARGUMENT,
            r.graph().data_label(d) + " is a buffer: read it with gf_run_fetch");
     }
-    *out = r.pool().scheduler().read_value(r, d);
+    *out = r.scheduler().read_value(r.state(), d);
     return GF_OK;
   });
 }
@@ -191,7 +183,7 @@ GF_API gf_status gf_run_stats_get(gf_run_stats *out, gf_run *run) {
   return guard([&] {
     check_struct_size(out, "gf_run_stats");
     Run &r = run_of(run);
-    Scheduler::RunSnapshot snapshot = r.pool().scheduler().run_snapshot(r);
+    Scheduler::RunSnapshot snapshot = r.scheduler().run_snapshot(r.state());
     out->tasks = snapshot.tasks;
     out->succeeded = snapshot.succeeded;
     out->failed = snapshot.failed;

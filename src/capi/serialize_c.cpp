@@ -90,8 +90,7 @@ GF_API gf_status gf_graph_check(gf_graph *graph, gf_pool *pool) {
     PoolCore &core = pool_of(pool);
     std::shared_ptr<Graph> g = graphs().find_shared(handle_bits(graph));
     if (!g) fail(GF_ERR_INVALID_HANDLE, "gf_graph is not a live handle (NULL or destroyed)");
-    gf_submit_options options = GF_SUBMIT_OPTIONS_INIT;
-    core.prepare(std::move(g), options);  // the run is never started, and dropped here
+    core.prepare(std::move(g));  // the run is never started, and dropped here
     return GF_OK;
   });
 }

@@ -18,8 +18,8 @@
 #include "commands/command_spec.hpp"
 #include "core/clock.hpp"
 #include "core/error.hpp"
-#include "pool/pool_core.hpp"
 #include "runtime/task_context.hpp"
+#include "scheduler/scheduler.hpp"
 
 extern char **environ;
 
@@ -58,20 +58,6 @@ std::string log_stem(const gf_task_ctx &ctx) {
                       stem.find_first_not_of("0123456789", dot + 1) == std::string::npos;
   if (stem != name || attempt_like) stem += "@" + index;
   return stem;
-}
-
-// The run's own directory under the log directory, so that runs of one graph (one after
-// another, or at once, in one pool, several pools or several processes) never share log files:
-// run-<submit time, UTC>-<process id>-<pool number>.<run number in the pool>.
-std::string run_log_subdir(Run &run) {
-  PoolCore &pool = run.pool();
-  std::time_t t = std::chrono::system_clock::to_time_t(pool.wall_time(run.submitted_at));
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char when[32];
-  std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", &utc);
-  return std::string("run-") + when + "-" + std::to_string(::getpid()) + "-" +
-         std::to_string(pool.serial()) + "." + std::to_string(run.sequence());
 }
 
 std::string resolve_log_dir(const CommandSpec &spec) {
@@ -223,7 +209,7 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
   gf_task_ctx_env(&env, ctx);
 
   // Where its output goes.
-  std::string dir = resolve_log_dir(spec) + "/" + run_log_subdir(*ctx->dispatch->run);
+  std::string dir = resolve_log_dir(spec) + "/" + ctx->dispatch->run->name;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::string stem = dir + "/" + log_stem(*ctx);
@@ -240,9 +226,7 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
   std::string visible, ordinal;
   if (env.kind == GF_WORKER_GPU && env.device >= 0) {
     ordinal = std::to_string(env.device);
-    const auto &devices = ctx->dispatch->run->pool().devices();
-    auto d = static_cast<size_t>(env.device);
-    std::string uuid = d < devices.size() ? devices[d].uuid : std::string();
+    std::string uuid = ctx->scheduler->backend().describe(env.device).uuid;
     visible = uuid.empty() ? ordinal : uuid;
   }
   std::vector<std::string> entries = spec.env;

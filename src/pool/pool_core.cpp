@@ -1,7 +1,10 @@
 #include "pool/pool_core.hpp"
 
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
+
+#include <ctime>
 #include <thread>
 
 #include "core/error.hpp"
@@ -96,9 +99,16 @@ PoolCore::~PoolCore() {
   shutdown();
 }
 
-std::shared_ptr<Run> PoolCore::prepare(std::shared_ptr<Graph> graph,
-                                       const gf_submit_options &options) {
-  return scheduler_->prepare(shared_from_this(), std::move(graph), options, &kernels_);
+std::shared_ptr<Run> PoolCore::prepare(std::shared_ptr<Graph> graph) {
+  std::shared_ptr<RunState> state = scheduler_->prepare(std::move(graph), &kernels_);
+  std::time_t t = std::chrono::system_clock::to_time_t(wall_time(state->submitted_at));
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", &utc);
+  state->name = std::string("run-") + when + "-" + std::to_string(::getpid()) + "-" +
+                std::to_string(serial_) + "." + std::to_string(runs_prepared_.fetch_add(1) + 1);
+  return std::make_shared<Run>(shared_from_this(), *scheduler_, std::move(state));
 }
 
 void PoolCore::shutdown() {

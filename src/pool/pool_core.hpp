@@ -16,6 +16,7 @@
 #include "kernels/kernel_registry.hpp"
 #include "pool/pool_options.hpp"
 #include "runtime/events.hpp"
+#include "runtime/run.hpp"
 #include "runtime/worker.hpp"
 #include "scheduler/scheduler.hpp"
 
@@ -29,7 +30,9 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   PoolCore(const PoolCore &) = delete;
   PoolCore &operator=(const PoolCore &) = delete;
 
-  std::shared_ptr<Run> prepare(std::shared_ptr<Graph> graph, const gf_submit_options &options);
+  // Checks the graph against the pool and builds its run; nothing runs until the scheduler's
+  // start().
+  std::shared_ptr<Run> prepare(std::shared_ptr<Graph> graph);
   // Cancels every run, waits for running bodies, joins threads. Idempotent. Called by one of the
   // pool's own task bodies, it stops the pool and hands the joining to a thread of its own.
   void shutdown();
@@ -62,6 +65,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   void join_threads();
   std::atomic<bool> shut_down_{false};
   uint64_t serial_;
+  std::atomic<uint64_t> runs_prepared_{0};
   Clock::time_point created_steady_ = Clock::now();
   std::chrono::system_clock::time_point created_wall_ = std::chrono::system_clock::now();
 };

@@ -1,7 +1,6 @@
 #include "runtime/worker.hpp"
 
 #include "core/clock.hpp"
-#include "runtime/run.hpp"
 #include "runtime/task_context.hpp"
 
 namespace gf {
@@ -9,7 +8,7 @@ namespace {
 
 thread_local Worker *current_worker = nullptr;
 thread_local const Scheduler *current_scheduler = nullptr;
-thread_local const Run *current_run = nullptr;
+thread_local const RunState *current_run = nullptr;
 
 }  // namespace
 
@@ -17,7 +16,7 @@ bool Worker::on_thread_of(const Scheduler &scheduler) {
   return current_scheduler == &scheduler;
 }
 
-const Run *Worker::running_run() {
+const RunState *Worker::running_run() {
   return current_run;
 }
 
@@ -67,19 +66,16 @@ void Worker::thread_main(uint32_t thread) {
                      : nullptr;
   Batch batch;
   Deferred deferred;
-  std::unique_lock lock(scheduler_.mu);
   for (;;) {
     if (take_retirement()) {  // a wait that stepped aside is over: one thread too many
       scheduler_.retire_thread(state_, batch, deferred);
       break;
     }
-    if (!scheduler_.next_batch(lock, state_, batch, deferred)) break;
-    lock.unlock();
+    bool more = scheduler_.next_batch(state_, batch, deferred);
     deferred.flush(scheduler_.backend());
+    if (!more) break;
     for (size_t i = 0; i < batch.count; ++i) execute(batch.items[i], stream);
-    lock.lock();
   }
-  lock.unlock();
   deferred.flush(scheduler_.backend());
   std::lock_guard threads_lock(threads_mu_);
   for (Thread &t : threads_) {
@@ -157,10 +153,10 @@ void Worker::execute(Dispatch &dispatch, void *stream) {
 }
 
 void Worker::emit_task_event(const Dispatch &dispatch, gf_event_kind kind, EventHub &events) {
-  const Run &run = *dispatch.run;
+  const RunState &run = *dispatch.run;
   gf_event event{};
   event.kind = kind;
-  event.run = run.handle();
+  event.run = run.handle;
   event.task = run.graph().task_ref(dispatch.task);
   event.worker = state_.index;
   event.attempt = dispatch.attempt;

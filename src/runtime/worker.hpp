@@ -30,7 +30,7 @@ class Worker {
   // True on a thread of any worker driven by `scheduler` (a task body, or code it calls).
   static bool on_thread_of(const Scheduler &scheduler);
   // The run whose body is executing on this thread, or null.
-  static const Run *running_run();
+  static const RunState *running_run();
 
  private:
   friend class StepAside;

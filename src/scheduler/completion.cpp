@@ -7,7 +7,7 @@
 namespace gf {
 
 void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) {
-  Run &run = *done.run;
+  RunState &run = *done.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(done.task);
   TaskRun &tr = run.tasks[done.task];
@@ -77,7 +77,7 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
 void Scheduler::finish_async(WorkerState &worker, Dispatch &done, const std::string &device_error) {
   Deferred deferred;
   {
-    Lock lock(mu);
+    Lock lock(mu_);
     if (!device_error.empty() && done.ok) {
       done.ok = false;
       done.error = "the device reported an error after the body returned: " + device_error;
@@ -90,7 +90,7 @@ void Scheduler::finish_async(WorkerState &worker, Dispatch &done, const std::str
 }
 
 void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred) {
-  Run &run = *done.run;
+  RunState &run = *done.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(done.task);
   const DataIndex *out = graph.outputs(task);
@@ -124,7 +124,7 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
   maybe_finish_run(run, deferred);
 }
 
-void Scheduler::fail_task(Run &run, TaskIndex t, std::string error, Deferred &deferred) {
+void Scheduler::fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred) {
   if (run.first_failure == kNoIndex) run.first_failure = t;
   run.errors[t] = std::move(error);
   settle(run, t, GF_TASK_FAILED, deferred);
@@ -144,7 +144,7 @@ void Scheduler::fail_task(Run &run, TaskIndex t, std::string error, Deferred &de
   }
 }
 
-void Scheduler::settle(Run &run, TaskIndex t, gf_task_state state, Deferred &deferred) {
+void Scheduler::settle(RunState &run, TaskIndex t, gf_task_state state, Deferred &deferred) {
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(t);
   run.tasks[t].state = state;
@@ -159,14 +159,14 @@ void Scheduler::settle(Run &run, TaskIndex t, gf_task_state state, Deferred &def
   maybe_finish_run(run, deferred);
 }
 
-void Scheduler::consumed(Run &run, DataIndex d, Deferred &deferred) {
+void Scheduler::consumed(RunState &run, DataIndex d, Deferred &deferred) {
   DataRun &data = run.data[d];
   if (--data.consumers_left == 0 && !data.keep && data.phase == DataRun::Phase::kReady) {
     free_data(run, d, deferred);
   }
 }
 
-void Scheduler::free_data(Run &run, DataIndex d, Deferred &deferred) {
+void Scheduler::free_data(RunState &run, DataIndex d, Deferred &deferred) {
   DataRun &data = run.data[d];
   if (data.pins > 0) {  // a copy reads it right now; the copy's completion frees it
     data.free_when_unpinned = true;
@@ -196,16 +196,16 @@ void Scheduler::free_data(Run &run, DataIndex d, Deferred &deferred) {
   }
 }
 
-void Scheduler::cancel(Run &run) {
+void Scheduler::cancel(RunState &run) {
   Deferred deferred;
   {
-    Lock lock(mu);
+    Lock lock(mu_);
     cancel_locked(run, "cancelled", deferred);
   }
   deferred.flush(backend_);
 }
 
-void Scheduler::cancel_locked(Run &run, const char *reason, Deferred &deferred) {
+void Scheduler::cancel_locked(RunState &run, const char *reason, Deferred &deferred) {
   if (run.finished) return;
   run.cancel_requested.store(true, std::memory_order_relaxed);
   for (auto &w : workers_) {
@@ -225,23 +225,22 @@ void Scheduler::cancel_locked(Run &run, const char *reason, Deferred &deferred) 
   }
 }
 
-void Scheduler::maybe_finish_run(Run &run, Deferred &deferred) {
+void Scheduler::maybe_finish_run(RunState &run, Deferred &deferred) {
   if (run.tasks_left != 0 || run.finished) return;
   run.finished = true;
   run.finished_at = Clock::now();
-  run.final_state = run.cancel_requested.load(std::memory_order_relaxed) ? GF_RUN_CANCELLED
-                    : run.failed > 0                                     ? GF_RUN_FAILED
-                                                                         : GF_RUN_SUCCEEDED;
-  run.set_state(run.final_state);
+  run.set_state(run.cancel_requested.load(std::memory_order_relaxed) ? GF_RUN_CANCELLED
+                : run.failed > 0                                     ? GF_RUN_FAILED
+                                                                     : GF_RUN_SUCCEEDED);
   auto it = runs_.find(&run);
   deferred.finished_runs.push_back(it->second);  // published after the mutex is released
   if (run.released) retire(run, deferred);
 }
 
-void Scheduler::release_run(Run &run) {
+void Scheduler::release_run(RunState &run) {
   Deferred deferred;
   {
-    Lock lock(mu);
+    Lock lock(mu_);
     if (!run.released && runs_.count(&run)) {
       run.released = true;
       cancel_locked(run, "cancelled", deferred);  // may finish, and so retire, the run
@@ -251,7 +250,7 @@ void Scheduler::release_run(Run &run) {
   deferred.flush(backend_);
 }
 
-void Scheduler::retire(Run &run, Deferred &deferred) {
+void Scheduler::retire(RunState &run, Deferred &deferred) {
   auto it = runs_.find(&run);
   if (it == runs_.end()) return;
   for (DataIndex d = 0; d < run.data.size(); ++d) {
@@ -262,13 +261,13 @@ void Scheduler::retire(Run &run, Deferred &deferred) {
 }
 
 void Scheduler::discharge_output(WorkerState &worker, uint64_t bytes) {
-  Lock lock(mu);
+  Lock lock(mu_);
   discharge_space(worker.space, bytes);
 }
 
 bool Scheduler::charge_output(WorkerState &worker, uint64_t bytes) {
   if (worker.space == kHostSpace) return true;
-  Lock lock(mu);
+  Lock lock(mu_);
   return worker.ledger.try_charge(gpu_memory_, FixedPoint::from_bytes(bytes));
 }
 

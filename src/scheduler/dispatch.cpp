@@ -42,11 +42,13 @@ void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &defe
 }
 
 void Scheduler::retire_thread(WorkerState &worker, Batch &batch, Deferred &deferred) {
+  Lock lock(mu_);
   complete_batch(worker, batch, deferred);
   if (!worker.ready.empty() || !worker.fetching.empty()) worker.wake.notify_all();
 }
 
-bool Scheduler::next_batch(Lock &lock, WorkerState &worker, Batch &batch, Deferred &deferred) {
+bool Scheduler::next_batch(WorkerState &worker, Batch &batch, Deferred &deferred) {
+  Lock lock(mu_);
   complete_batch(worker, batch, deferred);
   for (;;) {
     if (stopping_) return false;
@@ -74,7 +76,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
   bool cheap_only = false;
   for (int scanned = 0; !worker.ready.empty() && batch.count < kMaxBatch;) {
     const QueuedTask &top = worker.ready.top();
-    const Run &run = *top.run;
+    const RunState &run = *top.run;
     const TaskDesc &task = run.graph().task(top.task);
     bool cheap = task.request == kEmptyRequest &&
                  (worker.space == kHostSpace || declared_output_bytes(run.graph(), task) == 0);
@@ -109,7 +111,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
 
 bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out,
                              Deferred &deferred, bool first_in_line) {
-  Run &run = *entry.run;
+  RunState &run = *entry.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(entry.task);
   const ResolvedRequest &r = run.requests[task.request];
@@ -180,7 +182,7 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   }
   if (!victim) return false;
   const QueuedTask entry = victim->ready.top();
-  Run &run = *entry.run;
+  RunState &run = *entry.run;
   const TaskDesc &task = run.graph().task(entry.task);
   const ResolvedRequest &r = run.requests[task.request];
   gf_task_fn fn = run.body(entry.task).for_kind(thief.kind);
@@ -218,7 +220,7 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
     if (w->space == kHostSpace) continue;  // without running tasks, host resources are all free
     while (!w->ready.empty()) {
       const QueuedTask entry = w->ready.top();
-      Run &run = *entry.run;
+      RunState &run = *entry.run;
       const TaskDesc &task = run.graph().task(entry.task);
       const ResolvedRequest &r = run.requests[task.request];
       uint64_t outputs = declared_output_bytes(run.graph(), task);

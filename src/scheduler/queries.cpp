@@ -5,8 +5,8 @@
 
 namespace gf {
 
-Scheduler::TaskSnapshot Scheduler::task_snapshot(Run &run, TaskIndex t) {
-  Lock lock(mu);
+Scheduler::TaskSnapshot Scheduler::task_snapshot(RunState &run, TaskIndex t) {
+  Lock lock(mu_);
   const TaskRun &tr = run.tasks[t];
   TaskSnapshot out{tr.state, tr.attempts, tr.worker, ""};
   bool settled = tr.state == GF_TASK_FAILED || tr.state == GF_TASK_CANCELLED;
@@ -16,8 +16,8 @@ Scheduler::TaskSnapshot Scheduler::task_snapshot(Run &run, TaskIndex t) {
   return out;
 }
 
-Scheduler::RunSnapshot Scheduler::run_snapshot(Run &run) {
-  Lock lock(mu);
+Scheduler::RunSnapshot Scheduler::run_snapshot(RunState &run) {
+  Lock lock(mu_);
   return RunSnapshot{
       run.tasks.size(),
       run.succeeded,
@@ -29,8 +29,8 @@ Scheduler::RunSnapshot Scheduler::run_snapshot(Run &run) {
       seconds_between(run.submitted_at, run.finished ? run.finished_at : Clock::now())};
 }
 
-std::string Scheduler::failure_summary(Run &run) {
-  Lock lock(mu);
+std::string Scheduler::failure_summary(RunState &run) {
+  Lock lock(mu_);
   TaskIndex t = run.first_failure;
   if (t == kNoIndex) return "no task failed";
   auto it = run.errors.find(t);
@@ -39,7 +39,7 @@ std::string Scheduler::failure_summary(Run &run) {
          std::to_string(run.failed) + " task(s) failed in all)";
 }
 
-DataRun &Scheduler::readable(Run &run, DataIndex d) {
+DataRun &Scheduler::readable(RunState &run, DataIndex d) {
   DataRun &data = run.data[d];
   const Graph &graph = run.graph();
   switch (data.phase) {
@@ -58,8 +58,8 @@ DataRun &Scheduler::readable(Run &run, DataIndex d) {
                          "read it back");
 }
 
-uint64_t Scheduler::read_buffer(Run &run, DataIndex d, void *dst, uint64_t capacity) {
-  Lock lock(mu);
+uint64_t Scheduler::read_buffer(RunState &run, DataIndex d, void *dst, uint64_t capacity) {
+  Lock lock(mu_);
   DataRun &data = readable(run, d);
   const uint64_t size = data.size;
   if (!dst) return size;
@@ -89,7 +89,7 @@ uint64_t Scheduler::read_buffer(Run &run, DataIndex d, void *dst, uint64_t capac
   return size;
 }
 
-void Scheduler::unpin(Run &run, DataIndex d, Deferred &deferred) {
+void Scheduler::unpin(RunState &run, DataIndex d, Deferred &deferred) {
   DataRun &data = run.data[d];
   data.pins--;
   if (data.pins == 0 && data.free_when_unpinned) {
@@ -98,13 +98,13 @@ void Scheduler::unpin(Run &run, DataIndex d, Deferred &deferred) {
   }
 }
 
-void *Scheduler::read_value(Run &run, DataIndex d) {
-  Lock lock(mu);
+void *Scheduler::read_value(RunState &run, DataIndex d) {
+  Lock lock(mu_);
   return readable(run, d).value;
 }
 
 std::vector<Ledger::Line> Scheduler::ledger_lines(uint32_t worker) {
-  Lock lock(mu);
+  Lock lock(mu_);
   return workers_.at(worker)->ledger.lines();
 }
 

@@ -10,13 +10,13 @@
 
 namespace gf {
 
-class Run;
+class RunState;
 
 struct QueuedTask {
   int32_t priority;
   uint32_t rank;
   uint64_t run_sequence;
-  Run *run;
+  RunState *run;
   TaskIndex task;
 };
 
@@ -44,7 +44,7 @@ class ReadyQueue {
   size_t size() const { return heap_.size(); }
   // Drops every entry of one run (cancellation), calling removed(task) for each; O(size).
   template <class Removed>
-  void remove_run(const Run *run, Removed removed) {
+  void remove_run(const RunState *run, Removed removed) {
     auto end = std::partition(heap_.begin(), heap_.end(),
                               [run](const QueuedTask &e) { return e.run != run; });
     if (end == heap_.end()) return;
@@ -52,7 +52,7 @@ class ReadyQueue {
     heap_.erase(end, heap_.end());
     std::make_heap(heap_.begin(), heap_.end(), runs_later);
   }
-  void remove_run(const Run *run) {
+  void remove_run(const RunState *run) {
     remove_run(run, [](TaskIndex) {});
   }
 

@@ -55,7 +55,7 @@ std::vector<ResolvedRequest> Scheduler::resolve_requests(const Graph &graph) {
   return resolved;
 }
 
-void Scheduler::check_feasible(const Run &run) {
+void Scheduler::check_feasible(const RunState &run) {
   const Graph &graph = run.graph();
   for (TaskIndex t = 0; t < graph.task_count(); ++t) {
     const TaskDesc &task = graph.task(t);
@@ -75,7 +75,7 @@ void Scheduler::check_feasible(const Run &run) {
   }
 }
 
-void Scheduler::resolve_kernels(Run &run, const KernelResolver *kernels) {
+void Scheduler::resolve_kernels(RunState &run, const KernelResolver *kernels) {
   const Graph &graph = run.graph();
   run.resolved_bodies.resize(graph.task_count());
   for (TaskIndex t = 0; t < graph.task_count(); ++t) {
@@ -89,12 +89,10 @@ void Scheduler::resolve_kernels(Run &run, const KernelResolver *kernels) {
   }
 }
 
-std::shared_ptr<Run> Scheduler::prepare(std::shared_ptr<PoolCore> pool,
-                                        std::shared_ptr<Graph> graph,
-                                        const gf_submit_options &options,
-                                        const KernelResolver *kernels) {
+std::shared_ptr<RunState> Scheduler::prepare(std::shared_ptr<Graph> graph,
+                                             const KernelResolver *kernels) {
   const GraphAnalysis &analysis = graph->freeze();
-  auto run = std::make_shared<Run>(std::move(pool), *this, graph, options);
+  auto run = std::make_shared<RunState>(graph);
   run->requests = resolve_requests(*graph);
   if (graph->has_named_kernels()) resolve_kernels(*run, kernels);
   check_feasible(*run);
@@ -121,13 +119,13 @@ std::shared_ptr<Run> Scheduler::prepare(std::shared_ptr<PoolCore> pool,
   return run;
 }
 
-void Scheduler::start(const std::shared_ptr<Run> &run) {
+void Scheduler::start(const std::shared_ptr<RunState> &run) {
   const Graph *graph = &run->graph();
   const GraphAnalysis &analysis = graph->analysis();
   Deferred deferred;
-  Lock lock(mu);
+  Lock lock(mu_);
   if (stopping_) fail(GF_ERR_SHUT_DOWN, "the pool is shutting down; the graph was not submitted");
-  run->set_sequence(next_run_sequence_++);
+  run->sequence = next_run_sequence_++;
   runs_.emplace(run.get(), run);
   maybe_finish_run(*run, deferred);
   // Roots are placed in slices, releasing the mutex between them, so that workers start on a
@@ -174,8 +172,8 @@ void Scheduler::learn(gf_task_fn fn, double seconds) {
   e = e < 0 ? seconds : 0.8 * e + 0.2 * seconds;
 }
 
-uint32_t Scheduler::make_ready(Run &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred,
-                               double tolerance_s) {
+uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_worker,
+                               Deferred &deferred, double tolerance_s) {
   const TaskDesc &task = run.graph().task(t);
   const ResolvedRequest &r = run.requests[task.request];
   thread_local std::vector<PlacementOption> options;
@@ -217,7 +215,8 @@ uint32_t Scheduler::make_ready(Run &run, TaskIndex t, uint32_t preferred_worker,
   return chosen.worker;
 }
 
-void Scheduler::place(Run &run, TaskIndex t, uint32_t w, double estimate_s, Deferred &deferred) {
+void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
+                      Deferred &deferred) {
   WorkerState &worker = *workers_[w];
   TaskRun &tr = run.tasks[t];
   tr.state = GF_TASK_QUEUED;
@@ -234,14 +233,14 @@ void Scheduler::place(Run &run, TaskIndex t, uint32_t w, double estimate_s, Defe
   }
 }
 
-void Scheduler::enqueue_ready(WorkerState &worker, Run &run, TaskIndex t) {
+void Scheduler::enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t) {
   const TaskDesc &task = run.graph().task(t);
   worker.ready.push(
-      QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence(), &run, t});
+      QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence, &run, t});
   wake_for(worker, run, t);
 }
 
-uint64_t Scheduler::task_device_bytes(const Run &run, TaskIndex t) const {
+uint64_t Scheduler::task_device_bytes(const RunState &run, TaskIndex t) const {
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(t);
   // Each size is at most FixedPoint::kMaxBytes; the sum saturates just past it (never fits).
@@ -258,7 +257,7 @@ uint64_t Scheduler::task_device_bytes(const Run &run, TaskIndex t) const {
   return bytes;
 }
 
-void Scheduler::count_inputs(Run &run, TaskIndex t, uint32_t DataRun::*counter, int delta) {
+void Scheduler::count_inputs(RunState &run, TaskIndex t, uint32_t DataRun::*counter, int delta) {
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(t);
   const DataIndex *in = graph.inputs(task);
@@ -270,11 +269,11 @@ void Scheduler::count_inputs(Run &run, TaskIndex t, uint32_t DataRun::*counter, 
   }
 }
 
-void Scheduler::unqueue(WorkerState &worker, Run &run, TaskIndex t) {
+void Scheduler::unqueue(WorkerState &worker, RunState &run, TaskIndex t) {
   if (worker.space != kHostSpace) hold_inputs(run, t, -1);
 }
 
-void Scheduler::wake_for(WorkerState &worker, Run &run, TaskIndex t) {
+void Scheduler::wake_for(WorkerState &worker, RunState &run, TaskIndex t) {
   if (worker.idle_threads > 0) worker.wake.notify_one();
   if (worker.index == completing_worker_ && worker.ready.size() <= 1) return;
   // More queued there than it has idle threads: wake an idle worker that may run the task, so
@@ -301,11 +300,11 @@ void Scheduler::wake_for(WorkerState &worker, Run &run, TaskIndex t) {
 void Scheduler::shutdown() {
   Deferred deferred;
   {
-    Lock lock(mu);
+    Lock lock(mu_);
     stopping_ = true;
-    std::vector<Run *> runs;
+    std::vector<RunState *> runs;
     for (auto &[raw, run] : runs_) runs.push_back(raw);
-    for (Run *run : runs) cancel_locked(*run, "the pool was shut down", deferred);
+    for (RunState *run : runs) cancel_locked(*run, "the pool was shut down", deferred);
     for (auto &w : workers_) w->wake.notify_all();
   }
   deferred.flush(backend_);

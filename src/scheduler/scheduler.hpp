@@ -13,16 +13,16 @@
 #include <vector>
 
 #include "devices/backend.hpp"
-#include "runtime/deferred.hpp"
-#include "runtime/run.hpp"
+#include "scheduler/deferred.hpp"
 #include "scheduler/resource_registry.hpp"
+#include "scheduler/run_state.hpp"
 #include "scheduler/worker_state.hpp"
 
 namespace gf {
 
 // A task handed to a worker thread, with what its body may touch resolved under the lock.
 struct Dispatch {
-  Run *run = nullptr;
+  RunState *run = nullptr;
   TaskIndex task = kNoIndex;
   uint32_t attempt = 0;
   std::vector<std::pair<const void *, uint64_t>> inputs;  // pointer (or value), size
@@ -61,15 +61,14 @@ class Scheduler {
   // ---- callers (any thread) ----
   // Checks the graph against the pool and builds the run's state; nothing runs yet.
   // `kernels` resolves tasks that name their body (may be null when the pool has none).
-  std::shared_ptr<Run> prepare(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph,
-                               const gf_submit_options &options, const KernelResolver *kernels);
+  std::shared_ptr<RunState> prepare(std::shared_ptr<Graph> graph, const KernelResolver *kernels);
   // Starts a prepared run (its completion may be published before this returns).
-  void start(const std::shared_ptr<Run> &run);
-  void cancel(Run &run);
+  void start(const std::shared_ptr<RunState> &run);
+  void cancel(RunState &run);
   void shutdown();  // cancel everything, wake workers so they exit once their bodies return
   // The caller dropped the run: cancel it if still running, and once it has finished free what
   // it holds and let go of it. Idempotent.
-  void release_run(Run &run);
+  void release_run(RunState &run);
 
   // ---- queries (any thread): plain snapshots taken under the lock ----
   struct TaskSnapshot {
@@ -78,25 +77,25 @@ class Scheduler {
     uint32_t worker;
     const char *error;  // "" unless settled failed or cancelled; stable for the run's life
   };
-  TaskSnapshot task_snapshot(Run &run, TaskIndex t);
+  TaskSnapshot task_snapshot(RunState &run, TaskIndex t);
   struct RunSnapshot {
     uint64_t tasks, succeeded, failed, cancelled, attempts, transfers, bytes_transferred;
     double elapsed_s;
   };
-  RunSnapshot run_snapshot(Run &run);
+  RunSnapshot run_snapshot(RunState &run);
   // "<first failed task> failed: <its error> (N task(s) failed in all)".
-  std::string failure_summary(Run &run);
+  std::string failure_summary(RunState &run);
   // Copies buffer `d` to host memory at dst (size only when dst is null) and returns its size.
   // The data is pinned while its bytes are read, so no spill or free can move it meanwhile.
-  uint64_t read_buffer(Run &run, DataIndex d, void *dst, uint64_t capacity);
-  void *read_value(Run &run, DataIndex d);
+  uint64_t read_buffer(RunState &run, DataIndex d, void *dst, uint64_t capacity);
+  void *read_value(RunState &run, DataIndex d);
   std::vector<Ledger::Line> ledger_lines(uint32_t worker);
 
-  // ---- worker threads (called with `mu` held) ----
-  // Completes `batch` (if any), then fills it with the next tasks for `worker`. Returns false
-  // when the worker should exit. Sleeps on worker.wake while there is nothing to do.
-  bool next_batch(std::unique_lock<std::mutex> &lock, WorkerState &worker, Batch &batch,
-                  Deferred &deferred);
+  // ---- worker threads ----
+  // Completes `batch` (if any), then fills it with the next tasks for `worker`, taking the mutex
+  // once for both. Returns false when the worker should exit. Sleeps while there is nothing to
+  // do. `deferred` must be flushed by the caller afterwards.
+  bool next_batch(WorkerState &worker, Batch &batch, Deferred &deferred);
   // Completes `batch` for a thread that exits instead of picking again (a spare thread is no
   // longer needed), waking another thread for whatever became ready.
   void retire_thread(WorkerState &worker, Batch &batch, Deferred &deferred);
@@ -113,34 +112,32 @@ class Scheduler {
   std::vector<std::unique_ptr<WorkerState>> &workers() { return workers_; }
   ResourceId gpu_memory_resource() const { return gpu_memory_; }
 
-  std::mutex mu;
-
  private:
   using Lock = std::unique_lock<std::mutex>;
 
   std::vector<ResolvedRequest> resolve_requests(const Graph &graph);
-  void check_feasible(const Run &run);
-  void resolve_kernels(Run &run, const KernelResolver *kernels);
+  void check_feasible(const RunState &run);
+  void resolve_kernels(RunState &run, const KernelResolver *kernels);
   // Places a task whose dependencies are done; returns the worker chosen.
-  uint32_t make_ready(Run &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred,
+  uint32_t make_ready(RunState &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred,
                       double tolerance_s = 0);
-  void place(Run &run, TaskIndex t, uint32_t worker, double estimate_s, Deferred &deferred);
-  void enqueue_ready(WorkerState &worker, Run &run, TaskIndex t);
-  void wake_for(WorkerState &worker, Run &run, TaskIndex t);
+  void place(RunState &run, TaskIndex t, uint32_t worker, double estimate_s, Deferred &deferred);
+  void enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t);
+  void wake_for(WorkerState &worker, RunState &run, TaskIndex t);
   // A task placed on a device holds its inputs there (spilled only as a last resort, for the
   // task first in line) from placement until it starts (its inputs are then in use) or leaves
   // the worker without running (unqueue): inputs that arrived early are not pushed out again
   // while the rest are still moving. Tasks on CPU workers read host copies, which are never
   // spilled, so they count nothing: the CPU hot path stays free of this bookkeeping.
-  void hold_inputs(Run &run, TaskIndex t, int delta) {
+  void hold_inputs(RunState &run, TaskIndex t, int delta) {
     count_inputs(run, t, &DataRun::holds, delta);
   }
   // Bytes of buffer inputs and declared buffer outputs a task needs on a device at once.
-  uint64_t task_device_bytes(const Run &run, TaskIndex t) const;
+  uint64_t task_device_bytes(const RunState &run, TaskIndex t) const;
   // Adds delta to one counter of each buffer input of a task.
-  void count_inputs(Run &run, TaskIndex t, uint32_t DataRun::*counter, int delta);
+  void count_inputs(RunState &run, TaskIndex t, uint32_t DataRun::*counter, int delta);
   // The task leaves `worker` without running (stolen, cancelled, failed while queued or fetching).
-  void unqueue(WorkerState &worker, Run &run, TaskIndex t);
+  void unqueue(WorkerState &worker, RunState &run, TaskIndex t);
 
   // Dispatch (scheduler/dispatch.cpp).
   void complete_batch(WorkerState &worker, Batch &batch, Deferred &deferred);
@@ -153,30 +150,30 @@ class Scheduler {
   // Completion (scheduler/completion.cpp).
   void finish(WorkerState &worker, Dispatch &done, Deferred &deferred);
   void succeed(WorkerState &worker, Dispatch &done, Deferred &deferred);
-  void fail_task(Run &run, TaskIndex t, std::string error, Deferred &deferred);
-  void settle(Run &run, TaskIndex t, gf_task_state state, Deferred &deferred);
-  void consumed(Run &run, DataIndex d, Deferred &deferred);
-  void free_data(Run &run, DataIndex d, Deferred &deferred);
-  void cancel_locked(Run &run, const char *reason, Deferred &deferred);
-  void maybe_finish_run(Run &run, Deferred &deferred);
+  void fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred);
+  void settle(RunState &run, TaskIndex t, gf_task_state state, Deferred &deferred);
+  void consumed(RunState &run, DataIndex d, Deferred &deferred);
+  void free_data(RunState &run, DataIndex d, Deferred &deferred);
+  void cancel_locked(RunState &run, const char *reason, Deferred &deferred);
+  void maybe_finish_run(RunState &run, Deferred &deferred);
   // A finished, released run: free its data and drop the scheduler's reference.
-  void retire(Run &run, Deferred &deferred);
+  void retire(RunState &run, Deferred &deferred);
   // The data, checked available for reading back (fails naming it otherwise).
-  DataRun &readable(Run &run, DataIndex d);
-  void unpin(Run &run, DataIndex d, Deferred &deferred);
+  DataRun &readable(RunState &run, DataIndex d);
+  void unpin(RunState &run, DataIndex d, Deferred &deferred);
   void discharge_space(SpaceId space, uint64_t bytes);
 
   // Data movement (scheduler/transfers.cpp).
-  double transfer_seconds(const Run &run, TaskIndex t, SpaceId space) const;
-  void fetch_inputs(WorkerState &worker, Run &run, TaskIndex t, Deferred &deferred);
-  bool start_transfer(Run &run, DataIndex d, SpaceId to, Deferred &deferred);
-  void transfer_done(const std::shared_ptr<Run> &run, DataIndex d, SpaceId to, void *ptr,
+  double transfer_seconds(const RunState &run, TaskIndex t, SpaceId space) const;
+  void fetch_inputs(WorkerState &worker, RunState &run, TaskIndex t, Deferred &deferred);
+  bool start_transfer(RunState &run, DataIndex d, SpaceId to, Deferred &deferred);
+  void transfer_done(const std::shared_ptr<RunState> &run, DataIndex d, SpaceId to, void *ptr,
                      const std::string &error);
   void retry_memory_blocked(WorkerState &worker, Deferred &deferred);
   WorkerState *owner_of(SpaceId space);
 
   // Spilling (scheduler/spill.cpp).
-  void note_resident(Run &run, DataIndex d, SpaceId space);  // used now: last to be spilled
+  void note_resident(RunState &run, DataIndex d, SpaceId space);  // used now: last to be spilled
   void forget_resident(Replica &replica);
   // Starts moving data off `worker`'s device until it is under its threshold and `shortfall`
   // more bytes are free; returns the bytes released or on their way (0: nothing can go). Inputs
@@ -187,11 +184,11 @@ class Scheduler {
   // Bytes on `w`'s device that spill() could move now.
   uint64_t spillable_bytes(WorkerState &w, bool include_held);
   // Starts moving one device copy to host; false when host memory is refused.
-  bool start_spill(WorkerState &worker, Run &run, DataIndex d, Replica &replica,
+  bool start_spill(WorkerState &worker, RunState &run, DataIndex d, Replica &replica,
                    Deferred &deferred);
   // Frees one device copy of data that lives elsewhere too, and takes it off the spill list.
   void drop_device_replica(DataRun &data, Replica &replica, Deferred &deferred);
-  void spill_done(const std::shared_ptr<Run> &run, DataIndex d, SpaceId space, void *host,
+  void spill_done(const std::shared_ptr<RunState> &run, DataIndex d, SpaceId space, void *host,
                   const std::string &error);
   void unspilled(DataRun &data, SpaceId to);  // spilled data is back on a device
 
@@ -199,13 +196,16 @@ class Scheduler {
   double estimate(gf_task_fn fn);
   void learn(gf_task_fn fn, double seconds);
 
+  // Guards every run's state, the workers' ledgers and queues, and everything below. Private: no
+  // caller outside the scheduler takes it (queries return snapshots).
+  std::mutex mu_;
   DeviceBackend &backend_;
   ResourceRegistry registry_;
   std::vector<std::unique_ptr<WorkerState>> workers_;
   ResourceId gpu_memory_;
   std::vector<WorkerState *> space_owner_;  // device space -> its GPU worker
   // Every started run until it has both finished and been released by its caller.
-  std::unordered_map<Run *, std::shared_ptr<Run>> runs_;
+  std::unordered_map<RunState *, std::shared_ptr<RunState>> runs_;
   uint64_t next_run_sequence_ = 1;
   bool stopping_ = false;
   uint64_t transfers_in_flight_ = 0;

@@ -7,7 +7,7 @@
 
 namespace gf {
 
-void Scheduler::note_resident(Run &run, DataIndex d, SpaceId space) {
+void Scheduler::note_resident(RunState &run, DataIndex d, SpaceId space) {
   WorkerState *w = owner_of(space);
   Replica *r = run.data[d].replicas.find(space);
   if (!w || !r) return;
@@ -84,7 +84,7 @@ void Scheduler::drop_device_replica(DataRun &data, Replica &replica, Deferred &d
   discharge_space(space, data.size);
 }
 
-bool Scheduler::start_spill(WorkerState &w, Run &run, DataIndex d, Replica &replica,
+bool Scheduler::start_spill(WorkerState &w, RunState &run, DataIndex d, Replica &replica,
                             Deferred &deferred) {
   DataRun &data = run.data[d];
   const uint64_t size = data.size;
@@ -99,7 +99,7 @@ bool Scheduler::start_spill(WorkerState &w, Run &run, DataIndex d, Replica &repl
   data.pins++;
   w.spilling_bytes += size;
   transfers_in_flight_++;
-  std::shared_ptr<Run> keep_alive = run.shared_from_this();
+  std::shared_ptr<RunState> keep_alive = run.shared_from_this();
   SpaceId space = w.space;
   backend_.copy_async(CopyRequest{space, replica.ptr, kHostSpace, host, size},
                       [this, keep_alive, d, space, host](const std::string &error) {
@@ -108,12 +108,12 @@ bool Scheduler::start_spill(WorkerState &w, Run &run, DataIndex d, Replica &repl
   return true;
 }
 
-void Scheduler::spill_done(const std::shared_ptr<Run> &run_ptr, DataIndex d, SpaceId space,
+void Scheduler::spill_done(const std::shared_ptr<RunState> &run_ptr, DataIndex d, SpaceId space,
                            void *host, const std::string &error) {
   Deferred deferred;
   {
-    Lock lock(mu);
-    Run &run = *run_ptr;
+    Lock lock(mu_);
+    RunState &run = *run_ptr;
     DataRun &data = run.data[d];
     WorkerState &w = *owner_of(space);
     transfers_in_flight_--;
@@ -148,7 +148,7 @@ void Scheduler::spill_done(const std::shared_ptr<Run> &run_ptr, DataIndex d, Spa
 
 gf_device_memory Scheduler::device_memory(int device) {
   gf_device_memory out = GF_DEVICE_MEMORY_INIT;
-  Lock lock(mu);
+  Lock lock(mu_);
   WorkerState *w = owner_of(device_space(device));
   if (!w) return out;
   for (const auto &line : w->ledger.lines()) {

@@ -16,7 +16,7 @@ uint64_t space_bit(SpaceId space) {
 
 }  // namespace
 
-double Scheduler::transfer_seconds(const Run &run, TaskIndex t, SpaceId space) const {
+double Scheduler::transfer_seconds(const RunState &run, TaskIndex t, SpaceId space) const {
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(t);
   const DataIndex *in = graph.inputs(task);
@@ -30,7 +30,7 @@ double Scheduler::transfer_seconds(const Run &run, TaskIndex t, SpaceId space) c
   return seconds;
 }
 
-void Scheduler::fetch_inputs(WorkerState &worker, Run &run, TaskIndex t, Deferred &deferred) {
+void Scheduler::fetch_inputs(WorkerState &worker, RunState &run, TaskIndex t, Deferred &deferred) {
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(t);
   TaskRun &tr = run.tasks[t];
@@ -48,11 +48,12 @@ void Scheduler::fetch_inputs(WorkerState &worker, Run &run, TaskIndex t, Deferre
       tr.memory_blocked = true;  // retried when memory is released on that device
       continue;
     }
-    run.transfer_waiters.emplace(waiter_key(d, worker.space), Run::Waiter{t, tr.placement_epoch});
+    run.transfer_waiters.emplace(waiter_key(d, worker.space),
+                                 RunState::Waiter{t, tr.placement_epoch});
   }
 }
 
-bool Scheduler::start_transfer(Run &run, DataIndex d, SpaceId to, Deferred &deferred) {
+bool Scheduler::start_transfer(RunState &run, DataIndex d, SpaceId to, Deferred &deferred) {
   DataRun &data = run.data[d];
   if (data.replicas.empty()) fail(GF_ERR_INTERNAL, "no replica to copy from");
   const Replica source = data.replicas.front();
@@ -75,7 +76,7 @@ bool Scheduler::start_transfer(Run &run, DataIndex d, SpaceId to, Deferred &defe
   transfers_in_flight_++;
   run.transfers++;
   run.bytes_transferred += data.size;
-  std::shared_ptr<Run> keep_alive = run.shared_from_this();
+  std::shared_ptr<RunState> keep_alive = run.shared_from_this();
   backend_.copy_async(CopyRequest{source.space, source.ptr, to, destination, data.size},
                       [this, keep_alive, d, to, destination](const std::string &error) {
                         transfer_done(keep_alive, d, to, destination, error);
@@ -83,12 +84,12 @@ bool Scheduler::start_transfer(Run &run, DataIndex d, SpaceId to, Deferred &defe
   return true;
 }
 
-void Scheduler::transfer_done(const std::shared_ptr<Run> &run_ptr, DataIndex d, SpaceId to,
+void Scheduler::transfer_done(const std::shared_ptr<RunState> &run_ptr, DataIndex d, SpaceId to,
                               void *ptr, const std::string &error) {
   Deferred deferred;
   {
-    Lock lock(mu);
-    Run &run = *run_ptr;
+    Lock lock(mu_);
+    RunState &run = *run_ptr;
     DataRun &data = run.data[d];
     WorkerState *owner = owner_of(to);
     if (owner) owner->transfers_in--;
@@ -107,10 +108,10 @@ void Scheduler::transfer_done(const std::shared_ptr<Run> &run_ptr, DataIndex d, 
       if (owner) discharge_space(to, data.size);
     }
     auto [begin, end] = run.transfer_waiters.equal_range(waiter_key(d, to));
-    std::vector<Run::Waiter> waiters;
+    std::vector<RunState::Waiter> waiters;
     for (auto it = begin; it != end; ++it) waiters.push_back(it->second);
     run.transfer_waiters.erase(begin, end);
-    for (const Run::Waiter &waiter : waiters) {
+    for (const RunState::Waiter &waiter : waiters) {
       TaskRun &tr = run.tasks[waiter.task];
       if (tr.state != GF_TASK_QUEUED || tr.placement_epoch != waiter.epoch) continue;
       WorkerState &worker = *workers_[tr.worker];

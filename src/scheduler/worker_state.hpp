@@ -15,7 +15,7 @@
 namespace gf {
 
 struct TaskRef {
-  Run *run;
+  RunState *run;
   TaskIndex task;
 };
 
@@ -38,7 +38,7 @@ struct WorkerState {
   bool memory_released = false;   // device memory was freed: retry tasks blocked on it
 
   // Spilling (device workers): resident data by last use, oldest first.
-  std::map<uint64_t, std::pair<Run *, DataIndex>> lru;
+  std::map<uint64_t, std::pair<RunState *, DataIndex>> lru;
   uint64_t spilling_bytes = 0;  // copies to host under way
   uint64_t spilled_now = 0;     // bytes of its data that live only on host after a spill
   uint64_t spilled_total = 0;

@@ -6,7 +6,7 @@ namespace gf {
 
 TEST(ReadyQueue, PriorityThenOlderRunThenRank) {
   ReadyQueue q;
-  gf::Run *r1 = nullptr;
+  gf::RunState *r1 = nullptr;
   q.push({0, 5, 2, r1, 0});    // low priority, newer run
   q.push({0, 1, 2, r1, 1});    // same run, better rank
   q.push({0, 9, 1, r1, 2});    // older run wins over rank
@@ -20,8 +20,8 @@ TEST(ReadyQueue, PriorityThenOlderRunThenRank) {
 
 TEST(ReadyQueue, RemoveRunKeepsOrderOfTheRest) {
   ReadyQueue q;
-  auto *a = reinterpret_cast<gf::Run *>(0x10);
-  auto *b = reinterpret_cast<gf::Run *>(0x20);
+  auto *a = reinterpret_cast<gf::RunState *>(0x10);
+  auto *b = reinterpret_cast<gf::RunState *>(0x20);
   for (uint32_t i = 0; i < 10; ++i) q.push({static_cast<int32_t>(i), i, 1, i % 2 ? a : b, i});
   q.remove_run(a);
   ASSERT_EQ(q.size(), 5u);

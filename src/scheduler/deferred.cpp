@@ -1,6 +1,6 @@
-#include "runtime/deferred.hpp"
+#include "scheduler/deferred.hpp"
 
-#include "runtime/run.hpp"
+#include "scheduler/run_state.hpp"
 
 namespace gf {
 
@@ -9,7 +9,7 @@ void Deferred::flush(DeviceBackend &backend) {
   frees.clear();
   for (auto &[object, destroy] : destroys) destroy(object);
   destroys.clear();
-  for (auto &run : finished_runs) run->publish_completion();
+  for (auto &run : finished_runs) run->completion.publish();
   finished_runs.clear();  // may destroy runs, and with the last of them their pool
   dropped_runs.clear();
 }

@@ -11,7 +11,7 @@
 
 namespace gf {
 
-class Run;
+class RunState;
 
 struct Deferred {
   struct Free {
@@ -21,8 +21,8 @@ struct Deferred {
   };
   std::vector<Free> frees;
   std::vector<std::pair<void *, gf_destroy_fn>> destroys;
-  std::vector<std::shared_ptr<Run>> finished_runs;  // publish completion, then drop
-  std::vector<std::shared_ptr<Run>> dropped_runs;   // the scheduler is done with them
+  std::vector<std::shared_ptr<RunState>> finished_runs;  // publish completion, then drop
+  std::vector<std::shared_ptr<RunState>> dropped_runs;   // the scheduler is done with them
 
   bool empty() const {
     return frees.empty() && destroys.empty() && finished_runs.empty() && dropped_runs.empty();

@@ -1,0 +1,117 @@
+// One execution of a frozen graph, as the scheduler sees it: per-task and per-data state, errors,
+// transfer waiters and counters, all guarded by the scheduler's mutex and changed only by the
+// scheduler; and the completion the caller's Run handle waits on, published once the scheduler
+// has finished the run. The scheduler keeps every run it started until the run has both finished
+// and been released by its caller, so nothing it lists can point at a run being destroyed.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/clock.hpp"
+#include "core/completion.hpp"
+#include "devices/backend.hpp"
+#include "graph/graph.hpp"
+#include "scheduler/replica_set.hpp"
+#include "scheduler/resource_registry.hpp"
+
+namespace gf {
+
+struct TaskRun {
+  gf_task_state state = GF_TASK_WAITING;
+  uint32_t remaining_deps = 0;
+  uint32_t attempts = 0;
+  uint32_t worker = kNoIndex;    // placed on / ran on
+  uint32_t missing_inputs = 0;   // inputs still moving to the worker's memory space
+  uint32_t placement_epoch = 0;  // bumped on every placement; stale transfer waiters ignored
+  bool memory_blocked = false;   // an input transfer waits for device memory
+  float estimate_s = 0;          // counted in its worker's backlog while queued or running
+};
+
+struct DataRun {
+  enum class Phase : uint8_t { kPending, kReady, kFreed, kNeverProduced };
+  Phase phase = Phase::kPending;
+  bool keep = false;
+  uint32_t consumers_left = 0;
+  uint64_t size = 0;
+  uint64_t arriving = 0;  // bit per memory space with a copy of this data in flight
+  uint32_t pins = 0;      // copies (and caller reads) reading this data right now
+  uint32_t uses = 0;      // tasks running on a device that read it: never spilled
+  uint32_t holds = 0;     // tasks placed on a device to read it: spilled only as a last resort
+  bool free_when_unpinned = false;
+  SpaceId spilled_from = kNoSpace;  // the device it was spilled from, while only on host
+  ReplicaSet replicas;
+  void *value = nullptr;
+  gf_destroy_fn value_destroy = nullptr;  // set when the run owns the value
+
+  const Replica *replica_in(SpaceId space) const {
+    for (const Replica &r : replicas) {
+      if (r.space == space) return &r;
+    }
+    return nullptr;
+  }
+};
+
+// A request resolved against the pool, shared by all tasks of the run that use it.
+struct ResolvedRequest {
+  PoolRequest request;
+  FixedPoint gpu_memory;              // the gpu_memory part, also inside `request`
+  std::vector<uint32_t> cpu_workers;  // workers that could ever run a cpu_fn with it
+  std::vector<uint32_t> gpu_workers;  // workers that could ever run a gpu_fn with it
+};
+
+class RunState : public std::enable_shared_from_this<RunState> {
+ public:
+  explicit RunState(std::shared_ptr<Graph> graph) : graph_(std::move(graph)) {}
+  RunState(const RunState &) = delete;
+  RunState &operator=(const RunState &) = delete;
+
+  const Graph &graph() const { return *graph_; }
+  // The task's body: the graph's own, or its named kernel as resolved for this run.
+  const TaskBody &body(TaskIndex t) const {
+    return resolved_bodies.empty() ? graph_->task(t).body : resolved_bodies[t];
+  }
+  uint64_t sequence = 0;
+  gf_run *handle = nullptr;  // the caller's handle, for events; set before the run starts
+  // Unique among every run of every pool and process ("run-<UTC time>-<pid>-<pool>.<n>"): names
+  // the run's own log directory, so runs of one graph never share log files.
+  std::string name;
+
+  std::vector<TaskRun> tasks;
+  std::vector<DataRun> data;
+  std::vector<ResolvedRequest> requests;  // by graph RequestId
+  std::vector<TaskBody> resolved_bodies;  // by task, only when the graph names kernels
+  std::unordered_map<TaskIndex, std::string> errors;
+  struct Waiter {
+    TaskIndex task;
+    uint32_t epoch;
+  };
+  std::unordered_multimap<uint64_t, Waiter> transfer_waiters;  // key: data << 8 | space
+  uint64_t tasks_left = 0;
+  uint64_t succeeded = 0, failed = 0, cancelled = 0, attempts = 0;
+  uint64_t transfers = 0, bytes_transferred = 0;
+  TaskIndex first_failure = kNoIndex;
+  bool finished = false;
+  // The caller dropped the run: once finished, the scheduler frees everything it still holds
+  // and lets go of it.
+  bool released = false;
+  Clock::time_point submitted_at = Clock::now();
+  Clock::time_point finished_at;
+
+  // Set by cancel (any thread); bodies and dispatched batches check it without the lock.
+  std::atomic<bool> cancel_requested{false};
+  // The final state, readable without the lock once set (GF_RUN_RUNNING until then).
+  gf_run_state state() const { return state_.load(std::memory_order_acquire); }
+  void set_state(gf_run_state state) { state_.store(state, std::memory_order_release); }
+
+  Completion completion;  // published by the scheduler after the run finished
+
+ private:
+  std::shared_ptr<Graph> graph_;
+  std::atomic<gf_run_state> state_{GF_RUN_RUNNING};
+};
+
+}  // namespace gf
