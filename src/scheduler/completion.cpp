@@ -15,7 +15,9 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   running_total_--;
   if (worker.space != kHostSpace) count_inputs(run, done.task, &DataRun::uses, -1);
   worker.backlog_s -= tr.estimate_s;
-  worker.ledger.release(run.requests[task.request].request);
+  const ResolvedRequest &request = run.requests[task.request];
+  worker.ledger.release(request.request);
+  if (worker.space != kHostSpace) worker.memory.requested_bytes -= whole_bytes(request.gpu_memory);
   if (!done.skipped) learn(run.body(done.task).for_kind(worker.kind), done.seconds);
 
   if (done.ok) {
@@ -179,7 +181,7 @@ void Scheduler::free_data(RunState &run, DataIndex d, Deferred &deferred) {
     if (r.space != kHostSpace) discharge_space(r.space, data.size);
   }
   if (data.spilled_from != kNoSpace) {
-    if (WorkerState *from = owner_of(data.spilled_from)) from->spilled_now -= data.size;
+    if (WorkerState *from = owner_of(data.spilled_from)) from->memory.spilled_now -= data.size;
     data.spilled_from = kNoSpace;
   }
   data.replicas.remove_owned();
@@ -268,16 +270,15 @@ void Scheduler::discharge_output(WorkerState &worker, uint64_t bytes) {
 bool Scheduler::charge_output(WorkerState &worker, uint64_t bytes) {
   if (worker.space == kHostSpace) return true;
   Lock lock(mu_);
-  return worker.ledger.try_charge(gpu_memory_, FixedPoint::from_bytes(bytes));
+  return worker.memory.reserve(bytes);
 }
 
 void Scheduler::discharge_space(SpaceId space, uint64_t bytes) {
   WorkerState *owner = owner_of(space);
   if (!owner || bytes == 0) return;
-  owner->ledger.discharge(gpu_memory_, FixedPoint::from_bytes(bytes));
   // Tasks waiting for memory there retry from the worker's own loop, not from inside whatever
   // freed the memory (which may be walking the same queues).
-  owner->memory_released = true;
+  owner->memory.release(bytes);
   if (owner->idle_threads > 0) owner->wake.notify_one();
 }
 

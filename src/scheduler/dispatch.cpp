@@ -52,10 +52,7 @@ bool Scheduler::next_batch(WorkerState &worker, Batch &batch, Deferred &deferred
   complete_batch(worker, batch, deferred);
   for (;;) {
     if (stopping_) return false;
-    if (worker.memory_released) {
-      worker.memory_released = false;
-      retry_memory_blocked(worker, deferred);
-    }
+    if (worker.memory.take_released()) retry_memory_blocked(worker, deferred);
     if (pick(worker, batch, deferred)) return true;
     if (steal(worker, deferred)) continue;
     if (!deferred.empty()) return true;  // flush outside the mutex before sleeping
@@ -115,30 +112,32 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(entry.task);
   const ResolvedRequest &r = run.requests[task.request];
-  uint64_t output_bytes = worker.space == kHostSpace ? 0 : declared_output_bytes(graph, task);
-  FixedPoint output_charge = FixedPoint::from_bytes(output_bytes);
+  const bool device = worker.space != kHostSpace;
+  uint64_t output_bytes = device ? declared_output_bytes(graph, task) : 0;
   if (!r.request.empty() || output_bytes) {
-    if (!worker.ledger.fits_now(r.request, output_charge, gpu_memory_)) {
-      if (worker.space != kHostSpace) {  // make room: spill what no running task reads
-        FixedPoint need = r.gpu_memory + output_charge;
-        FixedPoint free = worker.ledger.free_amount(gpu_memory_);
-        if (need > free) {
+    if (device ? !worker.memory.fits_now(r.request, output_bytes)
+               : !worker.ledger.fits_now(r.request)) {
+      if (device) {  // make room: spill what no running task reads
+        if (uint64_t short_by = worker.memory.shortfall(r.gpu_memory, output_bytes)) {
           // The first task in line may push out data that later queued tasks hold, but never
           // its own inputs (counted as in use while the victims are chosen). Nothing moves
           // unless that makes room: a task that must wait for running tasks to end anyway
           // would only push out what the tasks behind it are about to use.
           count_inputs(run, entry.task, &DataRun::uses, +1);
-          spill(worker, static_cast<uint64_t>((need - free).to_double()), deferred, first_in_line);
+          spill(worker, short_by, deferred, first_in_line);
           count_inputs(run, entry.task, &DataRun::uses, -1);
         }
       }
       return false;
     }
     worker.ledger.acquire(r.request);
-    if (output_bytes && !worker.ledger.try_charge(gpu_memory_, output_charge)) {
-      fail(GF_ERR_INTERNAL, "ledger refused a charge it had just admitted");
+    if (device) worker.memory.requested_bytes += whole_bytes(r.gpu_memory);
+    if (output_bytes) {
+      if (!worker.memory.reserve(output_bytes)) {
+        fail(GF_ERR_INTERNAL, "device memory refused outputs it had just admitted");
+      }
+      spill(worker, 0, deferred);
     }
-    if (output_bytes) spill(worker, 0, deferred);
   }
   TaskRun &tr = run.tasks[entry.task];
   tr.state = GF_TASK_RUNNING;
@@ -191,8 +190,7 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
     return false;
   }
   if (thief.space != kHostSpace &&
-      !thief.ledger.could_fit(r.request, FixedPoint::from_bytes(task_device_bytes(run, entry.task)),
-                              gpu_memory_)) {
+      !thief.memory.could_fit(r.request, task_device_bytes(run, entry.task))) {
     return false;
   }
   // Moving the inputs must cost less than waiting for the victim to get to the task.
@@ -210,10 +208,7 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
   // head of a device's queue that does not fit now, even after spilling, never will. Fail it
   // rather than hang.
   for (auto &w : workers_) {  // memory freed since a worker last looked may unblock its tasks
-    if (w->memory_released) {
-      w->memory_released = false;
-      retry_memory_blocked(*w, deferred);
-    }
+    if (w->memory.take_released()) retry_memory_blocked(*w, deferred);
   }
   if (transfers_in_flight_ > 0) return;  // those copies will change the picture
   for (auto &w : workers_) {
@@ -224,23 +219,21 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
       const TaskDesc &task = run.graph().task(entry.task);
       const ResolvedRequest &r = run.requests[task.request];
       uint64_t outputs = declared_output_bytes(run.graph(), task);
-      FixedPoint output_charge = FixedPoint::from_bytes(outputs);
-      if (w->ledger.fits_now(r.request, output_charge, gpu_memory_)) break;
-      FixedPoint short_by = r.gpu_memory + output_charge - w->ledger.free_amount(gpu_memory_);
+      if (w->memory.fits_now(r.request, outputs)) break;
+      uint64_t short_by = w->memory.shortfall(r.gpu_memory, outputs);
       count_inputs(run, entry.task, &DataRun::uses, +1);
-      uint64_t moving = spill(*w, static_cast<uint64_t>(short_by.to_double()), deferred, true);
+      uint64_t moving = spill(*w, short_by, deferred, true);
       count_inputs(run, entry.task, &DataRun::uses, -1);
       if (moving > 0) break;
       w->ready.pop();
       unqueue(*w, run, entry.task);
       w->backlog_s -= run.tasks[entry.task].estimate_s;
-      FixedPoint free = w->ledger.free_amount(gpu_memory_);
+      uint64_t free = w->memory.free();
       fail_task(run, entry.task,
                 "out of memory: " + run.graph().task_label(entry.task) + " needs " +
                     std::to_string(static_cast<uint64_t>(r.gpu_memory.to_double())) +
                     " bytes of gpu_memory plus " + std::to_string(outputs) +
-                    " bytes of outputs on " + w->name + ", which has " +
-                    std::to_string(static_cast<uint64_t>(free.to_double())) +
+                    " bytes of outputs on " + w->name + ", which has " + std::to_string(free) +
                     " bytes free; the rest is held by data no running task will release",
                 deferred);
     }
@@ -263,7 +256,7 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
           missing = std::min(missing + data.size, FixedPoint::kMaxBytes + 1);
         }
       }
-      auto free = static_cast<uint64_t>(w->ledger.free_amount(gpu_memory_).to_double());
+      uint64_t free = w->memory.free();
       uint64_t short_by = missing > free ? missing - free : 0;
       if (short_by == 0 || spilling_for_one) {
         retry = retry || short_by == 0;
@@ -287,10 +280,7 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
                     " do not fit on " + w->name + " next to the data held there",
                 deferred);
     }
-    if (retry || w->memory_released) {
-      w->memory_released = false;
-      retry_memory_blocked(*w, deferred);
-    }
+    if (w->memory.take_released() || retry) retry_memory_blocked(*w, deferred);
   }
 }
 

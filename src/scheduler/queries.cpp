@@ -1,5 +1,7 @@
 // What callers may read about runs and workers: plain snapshots taken under the scheduler's
 // mutex, so that no caller ever touches scheduling state or the lock itself.
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "scheduler/scheduler.hpp"
 
@@ -101,6 +103,22 @@ void Scheduler::unpin(RunState &run, DataIndex d, Deferred &deferred) {
 void *Scheduler::read_value(RunState &run, DataIndex d) {
   Lock lock(mu_);
   return readable(run, d).value;
+}
+
+gf_device_memory Scheduler::device_memory(int device) {
+  gf_device_memory out = GF_DEVICE_MEMORY_INIT;
+  Lock lock(mu_);
+  WorkerState *w = owner_of(device_space(device));
+  if (!w) return out;
+  const DeviceMemory &m = w->memory;
+  out.capacity = m.capacity();
+  // In use is resident data plus what running tasks reserved through gpu_memory requests.
+  out.reserved = std::min(m.in_use(), m.requested_bytes);
+  out.resident = m.in_use() - out.reserved;
+  out.spilled = m.spilled_now;
+  out.spilled_total = m.spilled_total;
+  out.unspilled_total = m.unspilled_total;
+  return out;
 }
 
 std::vector<Ledger::Line> Scheduler::ledger_lines(uint32_t worker) {

@@ -19,7 +19,9 @@ Scheduler::Scheduler(DeviceBackend &backend, ResourceRegistry registry,
       space_owner_(kMaxSpaces, nullptr),
       spill_threshold_(spill_threshold) {
   for (auto &w : workers_) {
-    if (w->space != kHostSpace) space_owner_.at(w->space) = w.get();
+    if (w->space == kHostSpace) continue;
+    space_owner_.at(w->space) = w.get();
+    w->memory.bind(&w->ledger, gpu_memory_);
   }
 }
 
@@ -181,15 +183,13 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
   // On a device, the inputs, declared outputs and gpu_memory must fit together, or the task
   // could only wait there for ever (moving data in and out).
   const uint64_t device_bytes = task_device_bytes(run, t);
-  const FixedPoint device_need = FixedPoint::from_bytes(device_bytes);
   bool too_big_somewhere = false;
   auto consider = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn) {
     if (!fn) return;
     double compute = estimate(fn);
     for (uint32_t w : eligible) {
       const WorkerState &worker = *workers_[w];
-      if (worker.space != kHostSpace &&
-          !worker.ledger.could_fit(r.request, device_need, gpu_memory_)) {
+      if (worker.space != kHostSpace && !worker.memory.could_fit(r.request, device_bytes)) {
         too_big_somewhere = true;
         continue;
       }

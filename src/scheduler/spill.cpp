@@ -11,29 +11,19 @@ void Scheduler::note_resident(RunState &run, DataIndex d, SpaceId space) {
   WorkerState *w = owner_of(space);
   Replica *r = run.data[d].replicas.find(space);
   if (!w || !r) return;
-  if (r->lru_tick) w->lru.erase(r->lru_tick);
-  r->lru_tick = ++lru_clock_;
-  w->lru.emplace(r->lru_tick, std::pair{&run, d});
+  w->memory.touch(run, d, *r, ++lru_clock_);
 }
 
 void Scheduler::forget_resident(Replica &replica) {
   if (!replica.lru_tick) return;
-  if (WorkerState *w = owner_of(replica.space)) w->lru.erase(replica.lru_tick);
-  replica.lru_tick = 0;
+  if (WorkerState *w = owner_of(replica.space)) w->memory.forget(replica);
 }
 
 uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred, bool evict_held) {
   if (spill_threshold_ >= 1 || w.space == kHostSpace) return 0;
-  FixedPoint capacity, in_use;
-  for (const auto &line : w.ledger.lines()) {
-    if (line.resource == gpu_memory_) {
-      capacity = line.capacity;
-      in_use = line.in_use;
-    }
-  }
-  double limit = spill_threshold_ * capacity.to_double();
-  double over = in_use.to_double() - limit;
-  const uint64_t underway = w.spilling_bytes;  // started by earlier calls
+  double limit = spill_threshold_ * static_cast<double>(w.memory.capacity());
+  double over = static_cast<double>(w.memory.in_use()) - limit;
+  const uint64_t underway = w.memory.spilling_bytes;  // started by earlier calls
   // Room on demand is made all or nothing: when even everything that may go would not free
   // `shortfall`, the task has to wait for running tasks anyway, and pushing data out now would
   // only undo work (the next tasks' inputs would come straight back).
@@ -46,7 +36,7 @@ uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred
   target -= underway;
   uint64_t released = 0;  // by this call: dropped now, or copies started now
   for (int pass = 0; pass < (evict_held ? 2 : 1) && released < target; ++pass) {
-    for (auto it = w.lru.begin(); it != w.lru.end() && released < target;) {
+    for (auto it = w.memory.lru.begin(); it != w.memory.lru.end() && released < target;) {
       auto [run, d] = it->second;
       DataRun &data = run->data[d];
       Replica *replica = data.replicas.find(w.space);
@@ -54,7 +44,7 @@ uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred
         ++it;
         continue;
       }
-      it = w.lru.erase(it);
+      it = w.memory.lru.erase(it);
       replica->lru_tick = 0;
       if (!start_spill(w, *run, d, *replica, deferred)) {
         note_resident(*run, d, w.space);  // host memory is exhausted: it stays, listed again
@@ -68,7 +58,7 @@ uint64_t Scheduler::spill(WorkerState &w, uint64_t shortfall, Deferred &deferred
 
 uint64_t Scheduler::spillable_bytes(WorkerState &w, bool include_held) {
   uint64_t bytes = 0;
-  for (const auto &[tick, entry] : w.lru) {
+  for (const auto &[tick, entry] : w.memory.lru) {
     const DataRun &data = entry.first->data[entry.second];
     if (data.uses == 0 && data.pins == 0 && (include_held || data.holds == 0)) bytes += data.size;
   }
@@ -90,14 +80,14 @@ bool Scheduler::start_spill(WorkerState &w, RunState &run, DataIndex d, Replica 
   const uint64_t size = data.size;
   if (data.replicas.size() > 1) {  // another copy exists: dropping this one loses nothing
     drop_device_replica(data, replica, deferred);
-    w.spilled_total += size;
+    w.memory.spilled_total += size;
     return true;
   }
   // Runs on worker threads inside the scheduler: a refusal is an answer, never an exception.
   void *host = backend_.allocate(kHostSpace, size);
   if (!host) return false;
   data.pins++;
-  w.spilling_bytes += size;
+  w.memory.spilling_bytes += size;
   transfers_in_flight_++;
   std::shared_ptr<RunState> keep_alive = run.shared_from_this();
   SpaceId space = w.space;
@@ -117,7 +107,7 @@ void Scheduler::spill_done(const std::shared_ptr<RunState> &run_ptr, DataIndex d
     DataRun &data = run.data[d];
     WorkerState &w = *owner_of(space);
     transfers_in_flight_--;
-    w.spilling_bytes -= data.size;
+    w.memory.spilling_bytes -= data.size;
     data.pins--;
     bool alive = data.phase == DataRun::Phase::kReady && !data.free_when_unpinned;
     if (!error.empty() || !alive) {
@@ -128,8 +118,8 @@ void Scheduler::spill_done(const std::shared_ptr<RunState> &run_ptr, DataIndex d
       Replica *on_device = data.replicas.find(space);
       if (on_device && data.uses == 0 && data.pins == 0) {
         drop_device_replica(data, *on_device, deferred);
-        w.spilled_now += data.size;
-        w.spilled_total += data.size;
+        w.memory.spilled_now += data.size;
+        w.memory.spilled_total += data.size;
         data.spilled_from = space;
       } else if (on_device) {
         note_resident(run, d, space);  // a task or a copy reads it meanwhile: keep both
@@ -146,41 +136,10 @@ void Scheduler::spill_done(const std::shared_ptr<RunState> &run_ptr, DataIndex d
   deferred.flush(backend_);
 }
 
-gf_device_memory Scheduler::device_memory(int device) {
-  gf_device_memory out = GF_DEVICE_MEMORY_INIT;
-  Lock lock(mu_);
-  WorkerState *w = owner_of(device_space(device));
-  if (!w) return out;
-  for (const auto &line : w->ledger.lines()) {
-    if (line.resource == gpu_memory_) {
-      out.capacity = static_cast<uint64_t>(line.capacity.to_double());
-      out.resident = static_cast<uint64_t>(line.in_use.to_double());
-    }
-  }
-  // Reservations of running tasks are the gpu_memory parts of their requests.
-  uint64_t reserved = 0;
-  for (auto &[raw, run] : runs_) {
-    if (run->finished) continue;
-    for (TaskIndex t = 0; t < run->tasks.size(); ++t) {
-      const TaskRun &tr = run->tasks[t];
-      if (tr.state == GF_TASK_RUNNING && tr.worker == w->index) {
-        reserved += static_cast<uint64_t>(
-            run->requests[run->graph().task(t).request].gpu_memory.to_double());
-      }
-    }
-  }
-  out.reserved = reserved;
-  out.resident -= std::min(out.resident, reserved);
-  out.spilled = w->spilled_now;
-  out.spilled_total = w->spilled_total;
-  out.unspilled_total = w->unspilled_total;
-  return out;
-}
-
 void Scheduler::unspilled(DataRun &data, SpaceId to) {
   if (data.spilled_from == kNoSpace) return;
-  if (WorkerState *from = owner_of(data.spilled_from)) from->spilled_now -= data.size;
-  if (WorkerState *dest = owner_of(to)) dest->unspilled_total += data.size;
+  if (WorkerState *from = owner_of(data.spilled_from)) from->memory.spilled_now -= data.size;
+  if (WorkerState *dest = owner_of(to)) dest->memory.unspilled_total += data.size;
   data.spilled_from = kNoSpace;
 }
 

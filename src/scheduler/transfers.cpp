@@ -58,15 +58,13 @@ bool Scheduler::start_transfer(RunState &run, DataIndex d, SpaceId to, Deferred 
   if (data.replicas.empty()) fail(GF_ERR_INTERNAL, "no replica to copy from");
   const Replica source = data.replicas.front();
   WorkerState *owner = owner_of(to);
-  if (owner && !owner->ledger.try_charge(gpu_memory_, FixedPoint::from_bytes(data.size))) {
-    FixedPoint short_by =
-        FixedPoint::from_bytes(data.size) - owner->ledger.free_amount(gpu_memory_);
-    spill(*owner, static_cast<uint64_t>(short_by.to_double()), deferred);
+  if (owner && !owner->memory.reserve(data.size)) {
+    spill(*owner, owner->memory.shortfall(FixedPoint{}, data.size), deferred);
     return false;  // retried when memory is released there
   }
   void *destination = backend_.allocate(to, data.size);
   if (!destination) {
-    if (owner) owner->ledger.discharge(gpu_memory_, FixedPoint::from_bytes(data.size));
+    if (owner) owner->memory.unreserve(data.size);  // no news for waiting tasks
     return false;
   }
   if (owner) spill(*owner, 0, deferred);

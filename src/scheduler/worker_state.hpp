@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "devices/backend.hpp"
+#include "scheduler/device_memory.hpp"
 #include "scheduler/ledger.hpp"
 #include "scheduler/ready_queue.hpp"
 
@@ -35,14 +36,7 @@ struct WorkerState {
   uint32_t running = 0;           // tasks dispatched to its threads and not yet finished
   uint32_t idle_threads = 0;      // threads asleep on `wake`
   uint32_t transfers_in = 0;      // copies in flight into its space
-  bool memory_released = false;   // device memory was freed: retry tasks blocked on it
-
-  // Spilling (device workers): resident data by last use, oldest first.
-  std::map<uint64_t, std::pair<RunState *, DataIndex>> lru;
-  uint64_t spilling_bytes = 0;  // copies to host under way
-  uint64_t spilled_now = 0;     // bytes of its data that live only on host after a spill
-  uint64_t spilled_total = 0;
-  uint64_t unspilled_total = 0;
+  DeviceMemory memory;            // device workers: their device's memory
   std::condition_variable wake;
 };
 
