@@ -22,7 +22,7 @@ FixedPoint amount(double value) {
 std::unique_ptr<DeviceBackend> make_backend(const PoolOptions &options) {
   if (options.backend != GF_BACKEND_HOST) {
     std::string why;
-    if (auto cuda = make_cuda_backend(options, why)) return cuda;
+    if (auto cuda = make_cuda_backend(options.cuda, why)) return cuda;
     if (options.backend == GF_BACKEND_CUDA) {
       fail(GF_ERR_NOT_FOUND, "gf_pool_config.backend is GF_BACKEND_CUDA, but " + why);
     }
