@@ -4,6 +4,7 @@
 #include <atomic>
 #include <thread>
 
+#include "commands/command_bodies.hpp"
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
 #include "devices/cuda/make_cuda_backend.hpp"
@@ -62,6 +63,7 @@ PoolCore::PoolCore(const PoolOptions &options)
   for (int d = 0; d < backend_->device_count(); ++d) {
     DeviceDescription device = backend_->describe(d);
     devices_.push_back(device);
+    device_uuids_.push_back(device.uuid);
     auto w = std::make_unique<WorkerState>();
     w->index = static_cast<uint32_t>(states.size());
     w->kind = GF_WORKER_GPU;
@@ -98,7 +100,22 @@ PoolCore::~PoolCore() {
 
 std::shared_ptr<Run> PoolCore::prepare(std::shared_ptr<Graph> graph,
                                        const gf_submit_options &options) {
-  return scheduler_->prepare(shared_from_this(), std::move(graph), options, &kernels_);
+  BodyResolvers bodies;
+  bodies.kernels = &kernels_;
+  std::shared_ptr<CommandBodies> commands;
+  if (graph->has_commands()) {
+    commands = std::make_shared<CommandBodies>(device_uuids_);
+    bodies.commands = commands;
+  }
+  std::shared_ptr<Run> run =
+      scheduler_->prepare(shared_from_this(), std::move(graph), options, bodies);
+  if (commands) {
+    // The run owns `commands` and keeps this pool alive, so both pointers outlive the call.
+    commands->set_log_subdir([this, r = run.get()] {
+      return command_log_subdir(wall_time(r->submitted_at), serial_, r->sequence());
+    });
+  }
+  return run;
 }
 
 void PoolCore::shutdown() {

@@ -76,7 +76,7 @@ class Run : public std::enable_shared_from_this<Run> {
 
   PoolCore &pool() { return *pool_; }
   const Graph &graph() const { return *graph_; }
-  // The task's body: the graph's own, or its named kernel as resolved for this run.
+  // The task's body: the graph's own, or its named kernel or command as resolved for this run.
   const TaskBody &body(TaskIndex t) const {
     return resolved_bodies.empty() ? graph_->task(t).body : resolved_bodies[t];
   }
@@ -87,7 +87,8 @@ class Run : public std::enable_shared_from_this<Run> {
   std::vector<TaskRun> tasks;
   std::vector<DataRun> data;
   std::vector<ResolvedRequest> requests;  // by graph RequestId
-  std::vector<TaskBody> resolved_bodies;  // by task, only when the graph names kernels
+  std::vector<TaskBody> resolved_bodies;  // by task, only when the graph names kernels/commands
+  std::shared_ptr<CommandResolver> command_bodies;  // what resolved command bodies point into
   std::unordered_map<TaskIndex, std::string> errors;
   struct Waiter {
     TaskIndex task;

@@ -60,9 +60,9 @@ class Scheduler {
 
   // ---- callers (any thread) ----
   // Checks the graph against the pool and builds the run's state; nothing runs yet.
-  // `kernels` resolves tasks that name their body (may be null when the pool has none).
+  // `bodies` resolves tasks that name their body (a kernel) or describe it (a command).
   std::shared_ptr<Run> prepare(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph,
-                               const gf_submit_options &options, const KernelResolver *kernels);
+                               const gf_submit_options &options, const BodyResolvers &bodies);
   // Starts a prepared run (its completion may be published before this returns).
   void start(const std::shared_ptr<Run> &run);
   void cancel(Run &run);
@@ -120,7 +120,7 @@ class Scheduler {
 
   std::vector<ResolvedRequest> resolve_requests(const Graph &graph);
   void check_feasible(const Run &run);
-  void resolve_kernels(Run &run, const KernelResolver *kernels);
+  void resolve_bodies(Run &run, const BodyResolvers &bodies);
   // Places a task whose dependencies are done; returns the worker chosen.
   uint32_t make_ready(Run &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred,
                       double tolerance_s = 0);
