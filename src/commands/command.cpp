@@ -7,7 +7,8 @@
 #include <uv.h>
 
 #include <cerrno>
-#include <cmath>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -15,11 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "commands/command_spec.hpp"
+#include "commands/command_bodies.hpp"
 #include "core/clock.hpp"
-#include "core/error.hpp"
-#include "runtime/task_context.hpp"
-#include "scheduler/scheduler.hpp"
+#include "gpuflow.h"
+#include "graph/graph.hpp"
 
 extern char **environ;
 
@@ -29,11 +29,6 @@ namespace {
 constexpr uint64_t kPollMs = 20;           // cancellation and timeout checks
 constexpr double kKillGraceSeconds = 2.0;  // SIGTERM, then SIGKILL after this long
 
-bool valid_env_entry(const std::string &entry) {
-  size_t eq = entry.find('=');
-  return eq != std::string::npos && eq > 0;
-}
-
 std::string env_name(const std::string &entry) {
   return entry.substr(0, entry.find('='));
 }
@@ -42,9 +37,8 @@ std::string env_name(const std::string &entry) {
 // file name that no other task's logs can take; otherwise (unusual characters, too long, a
 // leading '.', a trailing ".<digits>" that reads as an attempt number, or no name) the name with
 // anything unusual replaced by '_', then '@' and the task's index, which no plain name contains.
-std::string log_stem(const gf_task_ctx &ctx) {
-  const std::string &name = ctx.task().name;
-  const std::string index = std::to_string(ctx.dispatch->task);
+std::string log_stem(const std::string &name, uint32_t task) {
+  const std::string index = std::to_string(task);
   if (name.empty()) return "task@" + index;
   std::string stem;
   for (char c : name.substr(0, 200)) {
@@ -151,68 +145,21 @@ std::string format_seconds(double s) {
   return buf;
 }
 
-}  // namespace
-
-void check_command_spec(const CommandSpec &spec, const std::string &where) {
-  if (spec.argv.empty() || spec.argv[0].empty()) {
-    fail(GF_ERR_INVALID_ARGUMENT, where + ": the command has no program (argv[0] is empty)");
-  }
-  for (size_t i = 0; i < spec.env.size(); ++i) {
-    if (!valid_env_entry(spec.env[i])) {
-      fail(GF_ERR_INVALID_ARGUMENT, where + ": command env #" + std::to_string(i) + " '" +
-                                        spec.env[i] + "' is not of the form NAME=value");
-    }
-  }
-  if (!std::isfinite(spec.timeout_s) || spec.timeout_s < 0) {
-    fail(GF_ERR_INVALID_ARGUMENT,
-         where + ": command timeout_s must be finite and non-negative (0: none)");
-  }
-}
-
-CommandSpec make_command_spec(const gf_command_desc &desc, const std::string &where) {
-  if (desc.struct_size != sizeof(gf_command_desc)) {
-    fail(GF_ERR_STRUCT_SIZE, "struct gf_command_desc of " + where + " has struct_size " +
-                                 std::to_string(desc.struct_size) + "; this library expects " +
-                                 std::to_string(sizeof(gf_command_desc)) +
-                                 " (use GF_COMMAND_DESC_INIT or gf_command_desc_init)");
-  }
-  if (desc.argc == 0 || !desc.argv) {
-    fail(GF_ERR_INVALID_ARGUMENT, where + ": the command needs argv with argc >= 1");
-  }
-  if (desc.env_count && !desc.env) {
-    fail(GF_ERR_INVALID_ARGUMENT, where + ": command env_count without env (NULL pointer)");
-  }
-  CommandSpec spec;
-  for (uint32_t i = 0; i < desc.argc; ++i) {
-    if (!desc.argv[i]) {
-      fail(GF_ERR_INVALID_ARGUMENT, where + ": command argv[" + std::to_string(i) + "] is NULL");
-    }
-    spec.argv.emplace_back(desc.argv[i]);
-  }
-  for (uint32_t i = 0; i < desc.env_count; ++i) {
-    if (!desc.env[i]) {
-      fail(GF_ERR_INVALID_ARGUMENT, where + ": command env #" + std::to_string(i) + " is NULL");
-    }
-    spec.env.emplace_back(desc.env[i]);
-  }
-  if (desc.working_dir) spec.working_dir = desc.working_dir;
-  if (desc.log_dir) spec.log_dir = desc.log_dir;
-  spec.timeout_s = desc.timeout_s;
-  check_command_spec(spec, where);
-  return spec;
-}
-
+// The body of every command task: user_data is its CommandBodies::Task.
 int run_command(gf_task_ctx *ctx, void *user_data) {
-  const auto &spec = *static_cast<const CommandSpec *>(user_data);
-  const std::string label = ctx->graph().task_label(ctx->dispatch->task);
+  const auto &task = *static_cast<const CommandBodies::Task *>(user_data);
+  const CommandSpec &spec = *task.spec;
+  const std::string &label = task.label;
   gf_task_env env = GF_TASK_ENV_INIT;
-  gf_task_ctx_env(&env, ctx);
+  if (gf_status s = gf_task_ctx_env(&env, ctx); s != GF_OK) {
+    return fail_body(ctx, label + ": cannot read its task environment: " + gf_last_error());
+  }
 
   // Where its output goes.
-  std::string dir = resolve_log_dir(spec) + "/" + ctx->dispatch->run->name;
+  std::string dir = resolve_log_dir(spec) + "/" + task.run->log_subdir();
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  std::string stem = dir + "/" + log_stem(*ctx);
+  std::string stem = dir + "/" + task.log_stem;
   if (env.attempt > 1) stem += "." + std::to_string(env.attempt);
   const std::string out_path = stem + ".out", err_path = stem + ".err";
   Fd out_fd{::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
@@ -226,13 +173,12 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
   std::string visible, ordinal;
   if (env.kind == GF_WORKER_GPU && env.device >= 0) {
     ordinal = std::to_string(env.device);
-    std::string uuid = ctx->scheduler->backend().describe(env.device).uuid;
-    visible = uuid.empty() ? ordinal : uuid;
+    visible = task.run->visible_device(env.device);
   }
   std::vector<std::string> entries = spec.env;
   entries.push_back("CUDA_VISIBLE_DEVICES=" + visible);
   entries.push_back("GPUFLOW_DEVICES=" + ordinal);
-  entries.push_back("GPUFLOW_TASK_NAME=" + ctx->task().name);
+  entries.push_back(std::string("GPUFLOW_TASK_NAME=") + (env.task_name ? env.task_name : ""));
   entries.push_back("GPUFLOW_ATTEMPT=" + std::to_string(env.attempt));
   std::vector<std::string> names;
   for (const auto &e : entries) names.push_back(env_name(e) + "=");
@@ -306,6 +252,36 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
   std::string tail = log_tail(err_path);
   return fail_body(ctx, label + ": command " + prog + " " + how + " (stderr: " + err_path + ")" +
                             (tail.empty() ? "" : ": " + tail));
+}
+
+}  // namespace
+
+std::string command_log_subdir(std::chrono::system_clock::time_point submitted, uint64_t pool,
+                               uint64_t run) {
+  std::time_t t = std::chrono::system_clock::to_time_t(submitted);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", &utc);
+  return std::string("run-") + when + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(pool) + "." + std::to_string(run);
+}
+
+std::string CommandBodies::visible_device(int device) const {
+  auto d = static_cast<size_t>(device);
+  std::string uuid = device >= 0 && d < device_uuids_.size() ? device_uuids_[d] : std::string();
+  return uuid.empty() ? std::to_string(device) : uuid;
+}
+
+TaskBody CommandBodies::resolve(const Graph &graph, uint32_t t) {
+  const TaskDesc &desc = graph.task(t);
+  Task &task = tasks_.emplace_back();
+  task.spec = graph.command(desc);
+  task.label = graph.task_label(t);
+  task.log_stem = log_stem(desc.name, t);
+  task.run = this;
+  return desc.command_on_gpu ? TaskBody{nullptr, run_command, &task}
+                             : TaskBody{run_command, nullptr, &task};
 }
 
 }  // namespace gf

@@ -39,6 +39,13 @@ struct CopyRequest {
   uint64_t bytes = 0;
 };
 
+// What running a GPU body gave: the body's own result, and a failure the device reported for
+// what the body launched (empty when none). The caller decides what the task makes of them.
+struct GpuBodyResult {
+  int rc = 0;
+  std::string device_error;
+};
+
 // Called once, on a backend thread, when a copy ends. error is empty on success.
 using CopyDone = std::function<void(const std::string &error)>;
 
@@ -67,8 +74,10 @@ class DeviceBackend {
   // Binds the calling GPU worker thread to `device` and returns the stream its bodies enqueue
   // on (a cudaStream_t), or nullptr for emulated devices. Called once per thread, on it.
   virtual void *bind_thread(int device, uint32_t thread) = 0;
-  // Runs a GPU body on `device`, on the thread bound to it, and returns its result.
-  virtual int run_gpu_body(int device, gf_task_fn fn, gf_task_ctx *ctx, void *user_data) = 0;
+  // Runs a GPU body on `device`, on the thread bound to it, and returns its result with any
+  // launch failure the device reported synchronously. `ctx` is passed through to the body only.
+  virtual GpuBodyResult run_gpu_body(int device, gf_task_fn fn, gf_task_ctx *ctx,
+                                     void *user_data) = 0;
   // Calls `done` exactly once when everything enqueued on `stream` so far has finished (error
   // text empty on success, else the device's message). It may run on any thread, and may run
   // before this returns; it never runs with a lock of the caller's held by the backend.

@@ -6,7 +6,7 @@
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
 #include "core/utf8.hpp"
-#include "kernels/kernel_name.hpp"
+#include "graph/kernel_name.hpp"
 
 namespace gf {
 namespace {
@@ -324,8 +324,7 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
     bool wants_gpu = std::any_of(request.begin(), request.end(), [](const auto &entry) {
       return entry.first == resource_names::kGpu || entry.first == resource_names::kGpuMemory;
     });
-    task.body = wants_gpu ? TaskBody{nullptr, run_command, spec.get()}
-                          : TaskBody{run_command, nullptr, spec.get()};
+    task.command_on_gpu = wants_gpu;
     task.command = static_cast<uint32_t>(commands_.size());
     commands_.push_back(std::move(spec));
   } else if (kernel) {

@@ -10,9 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "commands/command_spec.hpp"
 #include "core/fixed_point.hpp"
 #include "gpuflow.h"
+#include "graph/command_spec.hpp"
 #include "graph/resource_request.hpp"
 #include "graph/task_body.hpp"
 
@@ -44,9 +44,10 @@ struct DataDesc {
 
 struct TaskDesc {
   std::string name;
-  TaskBody body;                  // empty when `kernel` names the body
+  TaskBody body;                  // empty when `kernel` or `command` names the body
   std::string kernel;             // resolved against the pool's kernels at submit
   uint32_t command = UINT32_MAX;  // into Graph::commands when the body is an external command
+  bool command_on_gpu = false;    // a command asking for a GPU runs on GPU workers, else on CPUs
   gf_destroy_fn user_data_destroy = nullptr;
   RequestId request = kEmptyRequest;
   int32_t priority = 0;
@@ -88,8 +89,9 @@ class Graph {
   const GraphAnalysis &freeze();
   bool frozen() const { return analysis_ != nullptr; }
   bool has_named_kernels() const { return named_kernels_ > 0; }
+  bool has_commands() const { return !commands_.empty(); }
 
-  // What serialization reads back (graphs as files).
+  // A command task's description (serialization, and binding it to the executor at submit).
   const CommandSpec *command(const TaskDesc &t) const {
     return t.command == UINT32_MAX ? nullptr : commands_[t.command].get();
   }

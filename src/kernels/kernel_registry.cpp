@@ -9,7 +9,7 @@
 
 #include "core/error.hpp"
 #include "gpuflow_plugin.h"
-#include "kernels/kernel_name.hpp"
+#include "graph/kernel_name.hpp"
 
 namespace gf {
 

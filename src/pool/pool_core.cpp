@@ -7,6 +7,7 @@
 #include <ctime>
 #include <thread>
 
+#include "commands/command_bodies.hpp"
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
 #include "devices/cuda/make_cuda_backend.hpp"
@@ -25,7 +26,7 @@ FixedPoint amount(double value) {
 std::unique_ptr<DeviceBackend> make_backend(const PoolOptions &options) {
   if (options.backend != GF_BACKEND_HOST) {
     std::string why;
-    if (auto cuda = make_cuda_backend(options, why)) return cuda;
+    if (auto cuda = make_cuda_backend(options.cuda, why)) return cuda;
     if (options.backend == GF_BACKEND_CUDA) {
       fail(GF_ERR_NOT_FOUND, "gf_pool_config.backend is GF_BACKEND_CUDA, but " + why);
     }
@@ -65,6 +66,7 @@ PoolCore::PoolCore(const PoolOptions &options)
   for (int d = 0; d < backend_->device_count(); ++d) {
     DeviceDescription device = backend_->describe(d);
     devices_.push_back(device);
+    device_uuids_.push_back(device.uuid);
     auto w = std::make_unique<WorkerState>();
     w->index = static_cast<uint32_t>(states.size());
     w->kind = GF_WORKER_GPU;
@@ -100,14 +102,17 @@ PoolCore::~PoolCore() {
 }
 
 std::shared_ptr<Run> PoolCore::prepare(std::shared_ptr<Graph> graph) {
-  std::shared_ptr<RunState> state = scheduler_->prepare(std::move(graph), &kernels_);
-  std::time_t t = std::chrono::system_clock::to_time_t(wall_time(state->submitted_at));
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char when[32];
-  std::strftime(when, sizeof when, "%Y%m%d-%H%M%S", &utc);
-  state->name = std::string("run-") + when + "-" + std::to_string(::getpid()) + "-" +
-                std::to_string(serial_) + "." + std::to_string(runs_prepared_.fetch_add(1) + 1);
+  BodyResolvers bodies;
+  bodies.kernels = &kernels_;
+  std::shared_ptr<CommandBodies> commands;
+  if (graph->has_commands()) {
+    commands = std::make_shared<CommandBodies>(device_uuids_);
+    bodies.commands = commands;
+  }
+  std::shared_ptr<RunState> state = scheduler_->prepare(std::move(graph), bodies);
+  state->name =
+      command_log_subdir(wall_time(state->submitted_at), serial_, runs_prepared_.fetch_add(1) + 1);
+  if (commands) commands->set_log_subdir([name = state->name] { return name; });
   return std::make_shared<Run>(shared_from_this(), *scheduler_, std::move(state));
 }
 

@@ -59,6 +59,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   EventHub events_;
   std::unique_ptr<DeviceBackend> backend_;
   std::vector<DeviceDescription> devices_;
+  std::vector<std::string> device_uuids_;     // by device, "" when emulated: for command bodies
   std::vector<WorkerState *> worker_states_;  // owned by the scheduler
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<std::unique_ptr<Worker>> workers_;

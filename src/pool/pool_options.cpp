@@ -95,14 +95,14 @@ PoolOptions resolve_pool_options(const gf_pool_config &config) {
       fail(GF_ERR_INVALID_ARGUMENT,
            "gf_pool_config.devices[" + std::to_string(i) + "] is negative");
     }
-    o.devices.push_back(config.devices[i]);
+    o.cuda.devices.push_back(config.devices[i]);
   }
-  o.device_memory_limit = config.device_memory_limit;
-  if (!FixedPoint::bytes_representable(o.device_memory_limit)) {
+  if (!FixedPoint::bytes_representable(config.device_memory_limit)) {
     fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.device_memory_limit is above " +
                                       std::to_string(FixedPoint::kMaxBytes) +
                                       " bytes (GF_MAX_DATA_SIZE)");
   }
+  o.cuda.memory_limit = config.device_memory_limit;
   double value = 0;
   double threshold = config.spill_threshold;
   if (threshold == 0 && env_number("GPUFLOW_SPILL_THRESHOLD", value)) threshold = value;
@@ -139,7 +139,7 @@ PoolOptions resolve_pool_options(const gf_pool_config &config) {
                                ? static_cast<uint64_t>(value)
                                : uint64_t{1} << 30;
   }
-  o.host.memory_limit = o.device_memory_limit;
+  o.host.memory_limit = config.device_memory_limit;
   if (!FixedPoint::bytes_representable(o.host.device_memory)) {
     fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.emulated_device_memory is above " +
                                       std::to_string(FixedPoint::kMaxBytes) +

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "devices/cuda/make_cuda_backend.hpp"
 #include "devices/host/host_backend.hpp"
 #include "gpuflow.h"
 
@@ -12,12 +13,13 @@ namespace gf {
 
 struct PoolOptions {
   int cpu_workers = 0;
-  HostBackendConfig host;
   uint32_t gpu_worker_threads = 2;
   gf_backend backend = GF_BACKEND_AUTO;
-  std::vector<int> devices;          // CUDA ordinals to use; empty: all
-  uint64_t device_memory_limit = 0;  // 0: backend default
-  double spill_threshold = 0.8;      // >= 1: never spill
+  // Each backend's own configuration, filled from gf_pool_config (device_memory_limit goes to
+  // both); the backend chosen gets its part.
+  HostBackendConfig host;
+  CudaBackendConfig cuda;
+  double spill_threshold = 0.8;  // >= 1: never spill
   std::vector<std::pair<std::string, double>> cpu_labels, gpu_labels;
 };
 

@@ -115,9 +115,18 @@ void Worker::execute(Dispatch &dispatch, void *stream) {
   auto start = Clock::now();
   int rc;
   try {
-    rc = state_.kind == GF_WORKER_CPU
-             ? body.cpu_fn(&ctx, body.user_data)
-             : scheduler_.backend().run_gpu_body(state_.device, body.gpu_fn, &ctx, body.user_data);
+    if (state_.kind == GF_WORKER_CPU) {
+      rc = body.cpu_fn(&ctx, body.user_data);
+    } else {
+      GpuBodyResult r =
+          scheduler_.backend().run_gpu_body(state_.device, body.gpu_fn, &ctx, body.user_data);
+      rc = r.rc;
+      // A launch the device refused fails the task, unless the body already said why it failed.
+      if (!r.device_error.empty() && !ctx.failed) {
+        ctx.failed = true;
+        ctx.error = std::move(r.device_error);
+      }
+    }
   } catch (const std::exception &e) {
     rc = -1;
     ctx.failed = true;

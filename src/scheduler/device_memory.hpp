@@ -9,8 +9,8 @@
 #include <map>
 #include <utility>
 
-#include "scheduler/ledger.hpp"
 #include "graph/graph.hpp"
+#include "scheduler/ledger.hpp"
 #include "scheduler/replica_set.hpp"
 
 namespace gf {

@@ -83,7 +83,8 @@ class RunState : public std::enable_shared_from_this<RunState> {
   std::vector<TaskRun> tasks;
   std::vector<DataRun> data;
   std::vector<ResolvedRequest> requests;  // by graph RequestId
-  std::vector<TaskBody> resolved_bodies;  // by task, only when the graph names kernels
+  std::vector<TaskBody> resolved_bodies;  // by task, only when the graph names kernels/commands
+  std::shared_ptr<CommandResolver> command_bodies;  // what resolved command bodies point into
   std::unordered_map<TaskIndex, std::string> errors;
   struct Waiter {
     TaskIndex task;

@@ -77,26 +77,34 @@ void Scheduler::check_feasible(const RunState &run) {
   }
 }
 
-void Scheduler::resolve_kernels(RunState &run, const KernelResolver *kernels) {
+void Scheduler::resolve_bodies(RunState &run, const BodyResolvers &bodies) {
   const Graph &graph = run.graph();
   run.resolved_bodies.resize(graph.task_count());
+  run.command_bodies = bodies.commands;  // what resolved command bodies point into
   for (TaskIndex t = 0; t < graph.task_count(); ++t) {
     const TaskDesc &task = graph.task(t);
-    if (task.kernel.empty()) {
+    if (!task.kernel.empty()) {
+      if (!bodies.kernels || !bodies.kernels->resolve(task.kernel, run.resolved_bodies[t])) {
+        fail(GF_ERR_NOT_FOUND, graph.task_label(t) + " names kernel '" + task.kernel +
+                                   "', which no plugin or caller registered with this pool");
+      }
+    } else if (graph.command(task)) {
+      if (!bodies.commands) {
+        fail(GF_ERR_INTERNAL, graph.task_label(t) + " is a command, and nothing binds commands");
+      }
+      run.resolved_bodies[t] = bodies.commands->resolve(graph, t);
+    } else {
       run.resolved_bodies[t] = task.body;
-    } else if (!kernels || !kernels->resolve(task.kernel, run.resolved_bodies[t])) {
-      fail(GF_ERR_NOT_FOUND, graph.task_label(t) + " names kernel '" + task.kernel +
-                                 "', which no plugin or caller registered with this pool");
     }
   }
 }
 
 std::shared_ptr<RunState> Scheduler::prepare(std::shared_ptr<Graph> graph,
-                                             const KernelResolver *kernels) {
+                                             const BodyResolvers &bodies) {
   const GraphAnalysis &analysis = graph->freeze();
   auto run = std::make_shared<RunState>(graph);
   run->requests = resolve_requests(*graph);
-  if (graph->has_named_kernels()) resolve_kernels(*run, kernels);
+  if (graph->has_named_kernels() || graph->has_commands()) resolve_bodies(*run, bodies);
   check_feasible(*run);
   run->tasks.resize(graph->task_count());
   for (TaskIndex t = 0; t < graph->task_count(); ++t) {

@@ -60,8 +60,8 @@ class Scheduler {
 
   // ---- callers (any thread) ----
   // Checks the graph against the pool and builds the run's state; nothing runs yet.
-  // `kernels` resolves tasks that name their body (may be null when the pool has none).
-  std::shared_ptr<RunState> prepare(std::shared_ptr<Graph> graph, const KernelResolver *kernels);
+  // `bodies` resolves tasks that name their body (a kernel) or describe it (a command).
+  std::shared_ptr<RunState> prepare(std::shared_ptr<Graph> graph, const BodyResolvers &bodies);
   // Starts a prepared run (its completion may be published before this returns).
   void start(const std::shared_ptr<RunState> &run);
   void cancel(RunState &run);
@@ -117,7 +117,7 @@ class Scheduler {
 
   std::vector<ResolvedRequest> resolve_requests(const Graph &graph);
   void check_feasible(const RunState &run);
-  void resolve_kernels(RunState &run, const KernelResolver *kernels);
+  void resolve_bodies(RunState &run, const BodyResolvers &bodies);
   // Places a task whose dependencies are done; returns the worker chosen.
   uint32_t make_ready(RunState &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred,
                       double tolerance_s = 0);

@@ -8,7 +8,6 @@
 
 #include "devices/cuda/cuda_check.hpp"
 #include "devices/cuda/cuda_engines.hpp"
-#include "runtime/task_context.hpp"
 
 namespace gf {
 namespace {
@@ -31,7 +30,7 @@ std::string uuid_text(const cudaUUID_t &uuid) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(const PoolOptions &options, std::vector<int> cuda_ordinals) {
+CudaBackend::CudaBackend(const CudaBackendConfig &config, std::vector<int> cuda_ordinals) {
   for (int ordinal : cuda_ordinals) {
     Device d;
     d.cuda_ordinal = ordinal;
@@ -43,9 +42,8 @@ CudaBackend::CudaBackend(const PoolOptions &options, std::vector<int> cuda_ordin
     d.desc.name = props.name;
     d.desc.total_memory = total_bytes;
     uint64_t usable = free_bytes / 100 * 95;
-    d.desc.memory_bytes = options.device_memory_limit && options.device_memory_limit < usable
-                              ? options.device_memory_limit
-                              : usable;
+    d.desc.memory_bytes =
+        config.memory_limit && config.memory_limit < usable ? config.memory_limit : usable;
     d.desc.emulated = false;
     d.desc.compute_major = props.major;
     d.desc.compute_minor = props.minor;
@@ -158,16 +156,18 @@ void *CudaBackend::bind_thread(int device, uint32_t) {
   return stream;
 }
 
-int CudaBackend::run_gpu_body(int device, gf_task_fn fn, gf_task_ctx *ctx, void *user_data) {
+GpuBodyResult CudaBackend::run_gpu_body(int device, gf_task_fn fn, gf_task_ctx *ctx,
+                                        void *user_data) {
   (void)cudaGetLastError();  // a failure of an earlier body on this thread is not this one's
-  int rc = fn(ctx, user_data);
+  GpuBodyResult result;
+  result.rc = fn(ctx, user_data);
   // A launch the body made may have failed synchronously (bad configuration, no kernel image).
   cudaError_t launch = cudaGetLastError();
-  if (launch != cudaSuccess && !ctx->failed) {
-    ctx->failed = true;
-    ctx->error = "CUDA error on device " + std::to_string(device) + ": " + cuda_message(launch);
+  if (launch != cudaSuccess) {
+    result.device_error =
+        "CUDA error on device " + std::to_string(device) + ": " + cuda_message(launch);
   }
-  return rc;
+  return result;
 }
 
 void CudaBackend::after_stream(int device, void *stream, CopyDone done) {

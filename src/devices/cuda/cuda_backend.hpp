@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "devices/backend.hpp"
-#include "pool/pool_options.hpp"
+#include "devices/cuda/make_cuda_backend.hpp"
 
 namespace gf {
 
@@ -27,7 +27,7 @@ class CudaCompletions;
 class CudaBackend final : public DeviceBackend {
  public:
   // Throws gf::Error when a selected device cannot be initialised.
-  CudaBackend(const PoolOptions &options, std::vector<int> cuda_ordinals);
+  CudaBackend(const CudaBackendConfig &config, std::vector<int> cuda_ordinals);
   ~CudaBackend() override;
 
   const char *name() const override { return "cuda"; }
@@ -40,7 +40,7 @@ class CudaBackend final : public DeviceBackend {
   void copy_sync(const CopyRequest &request) override;
   double transfer_seconds(SpaceId from, SpaceId to, uint64_t bytes) const override;
   void *bind_thread(int device, uint32_t thread) override;
-  int run_gpu_body(int device, gf_task_fn fn, gf_task_ctx *ctx, void *user_data) override;
+  GpuBodyResult run_gpu_body(int device, gf_task_fn fn, gf_task_ctx *ctx, void *user_data) override;
   void after_stream(int device, void *stream, CopyDone done) override;
   void shutdown() override;
 

@@ -11,7 +11,8 @@
 
 namespace gf {
 
-std::unique_ptr<DeviceBackend> make_cuda_backend(const PoolOptions &options, std::string &why) {
+std::unique_ptr<DeviceBackend> make_cuda_backend(const CudaBackendConfig &config,
+                                                 std::string &why) {
   // Number devices as nvidia-smi does (PCI bus order) unless the caller chose an order already;
   // this must happen before the runtime initialises. CUDA_VISIBLE_DEVICES is honoured by it.
   setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
@@ -24,10 +25,10 @@ std::unique_ptr<DeviceBackend> make_cuda_backend(const PoolOptions &options, std
     return nullptr;
   }
   std::vector<int> ordinals;
-  if (options.devices.empty()) {
+  if (config.devices.empty()) {
     for (int i = 0; i < count; ++i) ordinals.push_back(i);
   } else {
-    for (int d : options.devices) {
+    for (int d : config.devices) {
       if (d >= count) {
         fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.devices names device " + std::to_string(d) +
                                           ", but only " + std::to_string(count) +
@@ -36,7 +37,7 @@ std::unique_ptr<DeviceBackend> make_cuda_backend(const PoolOptions &options, std
       ordinals.push_back(d);
     }
   }
-  return std::make_unique<CudaBackend>(options, std::move(ordinals));
+  return std::make_unique<CudaBackend>(config, std::move(ordinals));
 }
 
 }  // namespace gf

@@ -2,16 +2,23 @@
 // whether gpuflow was built with CUDA.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "devices/backend.hpp"
-#include "pool/pool_options.hpp"
 
 namespace gf {
 
-// A backend over the real GPUs the options select, or nullptr with `why` explaining (no CUDA in
+// What a CUDA backend is asked to drive; the pool fills it from its options.
+struct CudaBackendConfig {
+  std::vector<int> devices;   // CUDA ordinals to use, in this order; empty: all visible ones
+  uint64_t memory_limit = 0;  // the pool's share of each device; 0: 95 % of its free memory
+};
+
+// A backend over the real GPUs `config` selects, or nullptr with `why` explaining (no CUDA in
 // this build, no driver, no device, a device that failed to initialise).
-std::unique_ptr<DeviceBackend> make_cuda_backend(const PoolOptions &options, std::string &why);
+std::unique_ptr<DeviceBackend> make_cuda_backend(const CudaBackendConfig &config, std::string &why);
 
 }  // namespace gf

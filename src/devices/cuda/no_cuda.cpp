@@ -4,7 +4,7 @@
 #ifndef GPUFLOW_HAVE_CUDA
 namespace gf {
 
-std::unique_ptr<DeviceBackend> make_cuda_backend(const PoolOptions &, std::string &why) {
+std::unique_ptr<DeviceBackend> make_cuda_backend(const CudaBackendConfig &, std::string &why) {
   why = "this build of gpuflow has no CUDA backend (configure with the CUDA toolkit present)";
   return nullptr;
 }

@@ -71,8 +71,8 @@ double HostBackend::transfer_seconds(SpaceId from, SpaceId to, uint64_t bytes) c
          (config_.bandwidth > 0 ? static_cast<double>(bytes) / config_.bandwidth : 0);
 }
 
-int HostBackend::run_gpu_body(int, gf_task_fn fn, gf_task_ctx *ctx, void *user_data) {
-  return fn(ctx, user_data);
+GpuBodyResult HostBackend::run_gpu_body(int, gf_task_fn fn, gf_task_ctx *ctx, void *user_data) {
+  return GpuBodyResult{fn(ctx, user_data), {}};
 }
 
 void HostBackend::shutdown() {

@@ -34,7 +34,7 @@ class HostBackend final : public DeviceBackend {
   void copy_sync(const CopyRequest &request) override;
   double transfer_seconds(SpaceId from, SpaceId to, uint64_t bytes) const override;
   void *bind_thread(int, uint32_t) override { return nullptr; }
-  int run_gpu_body(int device, gf_task_fn fn, gf_task_ctx *ctx, void *user_data) override;
+  GpuBodyResult run_gpu_body(int device, gf_task_fn fn, gf_task_ctx *ctx, void *user_data) override;
   // An emulated body did its work before returning: it is complete at once.
   void after_stream(int, void *, CopyDone done) override { done(std::string()); }
   void shutdown() override;

@@ -1,6 +1,7 @@
-// An external command as a task body: what to run, and how. The graph owns one per command
-// task; the task's TaskBody points at it and at run_command, so placement and workers see an
-// ordinary body.
+// An external command as a task's body, as the graph describes it: what to run, and how. Plain
+// data: the graph owns one per command task and serialization reads and writes it. The executor
+// (commands/) is bound to it when the graph is submitted (CommandResolver, graph/task_body.hpp),
+// so the scheduler and workers see an ordinary body.
 #pragma once
 
 #include <string>
@@ -22,8 +23,5 @@ struct CommandSpec {
 CommandSpec make_command_spec(const gf_command_desc &desc, const std::string &where);
 // Checks a spec built by other means (deserialization) the same way.
 void check_command_spec(const CommandSpec &spec, const std::string &where);
-
-// The body of every command task: user_data is the task's CommandSpec.
-int run_command(gf_task_ctx *ctx, void *user_data);
 
 }  // namespace gf
