@@ -88,6 +88,7 @@ class Run : public std::enable_shared_from_this<Run> {
   std::vector<DataRun> data;
   std::vector<ResolvedRequest> requests;  // by graph RequestId
   std::vector<TaskBody> resolved_bodies;  // by task, only when the graph names kernels
+  std::vector<uint32_t> cost_ids;         // by graph cost key: the scheduler's cost id
   std::unordered_map<TaskIndex, std::string> errors;
   struct Waiter {
     TaskIndex task;

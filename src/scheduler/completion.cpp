@@ -16,7 +16,7 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   if (worker.space != kHostSpace) count_inputs(run, done.task, &DataRun::uses, -1);
   worker.backlog_s -= tr.estimate_s;
   worker.ledger.release(run.requests[task.request].request);
-  if (!done.skipped) learn(run.body(done.task).for_kind(worker.kind), done.seconds);
+  if (!done.skipped) learn(run, done.task, worker.kind, done.seconds);
 
   if (done.ok) {
     const DataIndex *out = graph.outputs(task);
