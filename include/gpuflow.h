@@ -413,12 +413,26 @@ typedef struct gf_task_desc {
    * struct_size, which stays valid. */
   const char *kernel; /* or a named kernel, resolved against the pool at submit; copied */
   const struct gf_command_desc *command; /* or an external command (see "External commands") */
+  /* Appended in 0.1 (cost keys). A caller built without it passes an older struct_size (with or
+   * without kernel and command), which stays valid.
+   * What the task's running time is learnt under: tasks with the same cost key share one duration
+   * estimate per worker kind, learnt from their finished attempts, which placement uses to pick
+   * the worker where a task finishes first. Give tasks that do the same kind of work the same
+   * key, and different kinds different keys ("normal", "sum", "align"). 1 to 4096 bytes of UTF-8
+   * without control characters; copied; written to graph documents. NULL: derived from the task:
+   * - the task name's prefix up to its first digit or separator (any ASCII character other than
+   *   a letter), after leading ( [ ' " _ and spaces, as Dask's key_split: "inc-123" -> "inc",
+   *   "('sum-abc', 0)" -> "sum", "chunk_3_4" -> "chunk";
+   * - else (unnamed, or no such prefix) the kernel name, else the command's program (argv[0]);
+   * - else one key per body function (cpu_fn, or gpu_fn without one): tasks with C callback
+   *   bodies share an estimate when they share the function. */
+  const char *cost_key;
 } gf_task_desc;
 
 #define GF_TASK_DESC_INIT                                                                         \
   {                                                                                               \
     sizeof(gf_task_desc), NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, 0, NULL, 0, NULL, 0, \
-        NULL, NULL                                                                                \
+        NULL, NULL, NULL                                                                          \
   }
 GF_API void gf_task_desc_init(gf_task_desc *desc, uint32_t struct_size);
 

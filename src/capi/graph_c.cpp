@@ -11,12 +11,14 @@ using namespace gf::capi;
 
 namespace {
 
-// gf_task_desc grew `kernel` and `command`; callers built before them pass the older size.
+// gf_task_desc grew `kernel` and `command`, then `cost_key`; callers built before them pass an
+// older size, and the fields they do not know keep their defaults.
 gf_task_desc read_task_desc(const gf_task_desc *desc) {
   constexpr uint32_t kBeforeKernels = offsetof(gf_task_desc, kernel);
+  constexpr uint32_t kBeforeCostKey = offsetof(gf_task_desc, cost_key);
   gf_task_desc d = GF_TASK_DESC_INIT;
-  if (desc && desc->struct_size == kBeforeKernels) {
-    std::memcpy(&d, desc, kBeforeKernels);
+  if (desc && (desc->struct_size == kBeforeKernels || desc->struct_size == kBeforeCostKey)) {
+    std::memcpy(&d, desc, desc->struct_size);
     d.struct_size = sizeof d;
     return d;
   }

@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
 #include "core/utf8.hpp"
+#include "graph/cost_key.hpp"
 #include "graph/kernel_name.hpp"
 
 namespace gf {
@@ -205,6 +206,11 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
                                       "': a kernel name is 1 to 255 characters from " +
                                       "[A-Za-z0-9_.:/-]");
   }
+  if (desc.cost_key && !valid_cost_key(desc.cost_key)) {
+    fail(GF_ERR_INVALID_ARGUMENT, label() + " has cost_key '" + std::string(desc.cost_key) +
+                                      "': a cost key is 1 to " + std::to_string(kMaxCostKey) +
+                                      " bytes of UTF-8 without control characters");
+  }
   std::unique_ptr<CommandSpec> spec;
   if (command) {
     spec = std::make_unique<CommandSpec>(make_command_spec(*desc.command, label()));
@@ -333,6 +339,13 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   } else {
     task.body = TaskBody{desc.cpu_fn, desc.gpu_fn, desc.user_data};
   }
+  // The cost key: given, else derived (gf_task_desc.cost_key).
+  std::string_view key =
+      desc.cost_key ? std::string_view(desc.cost_key) : cost_key_prefix(task.name);
+  if (key.empty() && kernel) key = task.kernel;
+  if (key.empty() && task.command != UINT32_MAX) key = commands_[task.command]->argv[0];
+  task.cost_key = intern_cost_key(key, desc.cpu_fn ? desc.cpu_fn : desc.gpu_fn);
+  task.explicit_cost_key = desc.cost_key != nullptr;
   task.user_data_destroy = desc.user_data_destroy;
   task.request = requests_.intern(std::move(request));
   task.priority = desc.priority;
@@ -352,6 +365,24 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   for (TaskIndex b : after) edges_.emplace_back(t, b);
   tasks_.push_back(std::move(task));
   return task_ref(t);
+}
+
+uint32_t Graph::intern_cost_key(std::string_view name, gf_task_fn fn) {
+  // Consecutive tasks mostly share their key: check the previous task's first.
+  if (!tasks_.empty()) {
+    const uint32_t previous = tasks_.back().cost_key;
+    const CostKey &last = cost_keys_[previous];
+    if (name.empty() ? last.name.empty() && last.fn == fn : last.name == name) return previous;
+  }
+  const auto next = static_cast<uint32_t>(cost_keys_.size());
+  uint32_t index;
+  if (name.empty()) {
+    index = cost_fn_index_.emplace(fn, next).first->second;
+  } else {
+    index = cost_key_index_.emplace(std::string(name), next).first->second;
+  }
+  if (index == next) cost_keys_.push_back(CostKey{std::string(name), name.empty() ? fn : nullptr});
+  return index;
 }
 
 void Graph::reserve(size_t tasks, size_t data, size_t inputs, size_t outputs, size_t edges) {

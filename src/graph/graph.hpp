@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -56,6 +57,15 @@ struct TaskDesc {
   uint32_t input_count = 0;
   uint32_t outputs_begin = 0;  // into Graph::output_refs
   uint32_t output_count = 0;
+  uint32_t cost_key = 0;           // into Graph::cost_keys
+  bool explicit_cost_key = false;  // given by the caller (written to documents), not derived
+};
+
+// What a task's duration estimate is learnt under (gf_task_desc.cost_key): a name, or for an
+// unnamed task with C callbacks and no key, its body function.
+struct CostKey {
+  std::string name;         // empty for a body-function key
+  gf_task_fn fn = nullptr;  // the body function, when name is empty
 };
 
 // What submit derives once from a valid graph: the dependency structure in compressed form and
@@ -99,6 +109,8 @@ class Graph {
   using Metadata = std::vector<std::pair<std::string, std::string>>;
   const Metadata &metadata() const { return metadata_; }
   void set_metadata(const char *key, const char *value);
+  // The graph's distinct cost keys, indexed by TaskDesc::cost_key.
+  const std::vector<CostKey> &cost_keys() const { return cost_keys_; }
 
   uint64_t serial() const { return serial_; }
   size_t task_count() const { return tasks_.size(); }
@@ -130,6 +142,7 @@ class Graph {
   void require_mutable() const;
   DataIndex new_data(const char *name, DataKind kind, DataOrigin origin, uint64_t size,
                      uint32_t flags);
+  uint32_t intern_cost_key(std::string_view name, gf_task_fn fn);
 
   uint64_t serial_;
   std::vector<TaskDesc> tasks_;
@@ -143,6 +156,9 @@ class Graph {
   std::vector<std::unique_ptr<CommandSpec>> commands_;
   Metadata metadata_;
   std::unordered_map<std::string, size_t> metadata_index_;  // key -> position in metadata_
+  std::vector<CostKey> cost_keys_;
+  std::unordered_map<std::string, uint32_t> cost_key_index_;
+  std::unordered_map<gf_task_fn, uint32_t> cost_fn_index_;
   std::unique_ptr<GraphAnalysis> analysis_;
   // Scratch space for add_task, kept to avoid allocations per task.
   std::vector<DataIndex> scratch_inputs_, scratch_outputs_;

@@ -199,7 +199,7 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   victim->ready.pop();
   unqueue(*victim, run, entry.task);
   victim->backlog_s -= run.tasks[entry.task].estimate_s;
-  place(run, entry.task, thief.index, estimate(fn), deferred);
+  place(run, entry.task, thief.index, estimate(run, entry.task, thief.kind), deferred);
   return true;
 }
 

@@ -85,6 +85,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
   std::vector<ResolvedRequest> requests;  // by graph RequestId
   std::vector<TaskBody> resolved_bodies;  // by task, only when the graph names kernels/commands
   std::shared_ptr<CommandResolver> command_bodies;  // what resolved command bodies point into
+  std::vector<uint32_t> cost_ids;                   // by graph cost key: the scheduler's cost id
   std::unordered_map<TaskIndex, std::string> errors;
   struct Waiter {
     TaskIndex task;

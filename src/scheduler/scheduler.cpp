@@ -104,6 +104,7 @@ std::shared_ptr<RunState> Scheduler::prepare(std::shared_ptr<Graph> graph,
   const GraphAnalysis &analysis = graph->freeze();
   auto run = std::make_shared<RunState>(graph);
   run->requests = resolve_requests(*graph);
+  run->cost_ids = map_cost_keys(*graph);
   if (graph->has_named_kernels() || graph->has_commands()) resolve_bodies(*run, bodies);
   check_feasible(*run);
   run->tasks.resize(graph->task_count());
@@ -152,8 +153,8 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   for (size_t i = 0; i < roots.size(); ++i) {
     if (run->tasks[roots[i]].state == GF_TASK_WAITING) {
       const TaskBody &body = run->body(roots[i]);
-      double tolerance =
-          static_cast<double>(group) * estimate(body.cpu_fn ? body.cpu_fn : body.gpu_fn);
+      double tolerance = static_cast<double>(group) *
+                         estimate(*run, roots[i], body.cpu_fn ? GF_WORKER_CPU : GF_WORKER_GPU);
       uint32_t preferred = in_group < group ? group_worker : kNoIndex;
       uint32_t chosen = make_ready(*run, roots[i], preferred, deferred, tolerance);
       in_group = chosen == group_worker ? in_group + 1 : 1;
@@ -168,17 +169,22 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   deferred.flush(backend_);
 }
 
-double Scheduler::estimate(gf_task_fn fn) {
-  if (fn != last_estimate_fn_) {
-    last_estimate_ = &estimates_.emplace(fn, -1.0).first->second;
-    last_estimate_fn_ = fn;
+std::vector<uint32_t> Scheduler::map_cost_keys(const Graph &graph) {
+  const auto &keys = graph.cost_keys();
+  std::vector<uint32_t> ids(keys.size());
+  std::lock_guard<std::mutex> lock(cost_mu_);
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const auto next = static_cast<uint32_t>(cost_key_ids_.size() + cost_fn_ids_.size());
+    ids[k] = keys[k].name.empty() ? cost_fn_ids_.emplace(keys[k].fn, next).first->second
+                                  : cost_key_ids_.emplace(keys[k].name, next).first->second;
   }
-  return *last_estimate_ < 0 ? kUnknownDuration : *last_estimate_;
+  return ids;
 }
 
-void Scheduler::learn(gf_task_fn fn, double seconds) {
-  estimate(fn);  // makes it the cached entry
-  double &e = *last_estimate_;
+void Scheduler::learn(const RunState &run, TaskIndex t, gf_worker_kind kind, double seconds) {
+  size_t slot = cost_slot(run, t, kind);
+  if (slot >= estimates_.size()) estimates_.resize(slot + 1, -1.0);
+  double &e = estimates_[slot];
   e = e < 0 ? seconds : 0.8 * e + 0.2 * seconds;
 }
 
@@ -192,9 +198,9 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
   // could only wait there for ever (moving data in and out).
   const uint64_t device_bytes = task_device_bytes(run, t);
   bool too_big_somewhere = false;
-  auto consider = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn) {
+  auto consider = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn, gf_worker_kind kind) {
     if (!fn) return;
-    double compute = estimate(fn);
+    double compute = estimate(run, t, kind);
     for (uint32_t w : eligible) {
       const WorkerState &worker = *workers_[w];
       if (worker.space != kHostSpace && !worker.memory.could_fit(r.request, device_bytes)) {
@@ -206,8 +212,8 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
     }
   };
   const TaskBody &body = run.body(t);
-  consider(r.cpu_workers, body.cpu_fn);
-  consider(r.gpu_workers, body.gpu_fn);
+  consider(r.cpu_workers, body.cpu_fn, GF_WORKER_CPU);
+  consider(r.gpu_workers, body.gpu_fn, GF_WORKER_GPU);
   if (options.empty() && too_big_somewhere) {
     fail_task(run, t,
               "out of memory: " + run.graph().task_label(t) + " needs " +

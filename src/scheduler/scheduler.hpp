@@ -192,9 +192,18 @@ class Scheduler {
                   const std::string &error);
   void unspilled(DataRun &data, SpaceId to);  // spilled data is back on a device
 
-  // Duration estimates per body, learnt from finished tasks (exponential moving average).
-  double estimate(gf_task_fn fn);
-  void learn(gf_task_fn fn, double seconds);
+  // Duration estimates per cost key (gf_task_desc.cost_key) and worker kind, learnt from
+  // finished tasks (exponential moving average). Cost ids are scheduler-wide: prepare maps each
+  // graph's keys to them once (run.cost_ids), so these are vector lookups.
+  std::vector<uint32_t> map_cost_keys(const Graph &graph);
+  double estimate(const RunState &run, TaskIndex t, gf_worker_kind kind) const {
+    size_t slot = cost_slot(run, t, kind);
+    return slot < estimates_.size() && estimates_[slot] >= 0 ? estimates_[slot] : kUnknownDuration;
+  }
+  void learn(const RunState &run, TaskIndex t, gf_worker_kind kind, double seconds);
+  static size_t cost_slot(const RunState &run, TaskIndex t, gf_worker_kind kind) {
+    return size_t{run.cost_ids[run.graph().task(t).cost_key]} * 2 + (kind == GF_WORKER_GPU);
+  }
 
   // Guards every run's state, the workers' ledgers and queues, and everything below. Private: no
   // caller outside the scheduler takes it (queries return snapshots).
@@ -212,11 +221,13 @@ class Scheduler {
   uint64_t running_total_ = 0;             // tasks dispatched to threads, all workers
   uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
-  std::unordered_map<gf_task_fn, double> estimates_;
+  std::vector<double> estimates_;          // by cost slot; negative: never learnt
   double spill_threshold_;
   uint64_t lru_clock_ = 0;
-  gf_task_fn last_estimate_fn_ = nullptr;
-  double *last_estimate_ = nullptr;
+  // Cost keys to scheduler-wide ids; prepare maps them outside `mu`, under cost_mu_.
+  std::mutex cost_mu_;
+  std::unordered_map<std::string, uint32_t> cost_key_ids_;
+  std::unordered_map<gf_task_fn, uint32_t> cost_fn_ids_;
 };
 
 }  // namespace gf

@@ -401,6 +401,9 @@ std::shared_ptr<Graph> read_graph(const fb::Graph &doc, uint32_t flags, uint64_t
     desc.name = task.name() ? name.c_str() : nullptr;
     desc.priority = task.priority();
     desc.retries = task.retries();
+    std::string cost_key(
+        text_of(task.cost_key(), kMaxNameLength, [&] { return where() + " cost_key"; }));
+    desc.cost_key = task.cost_key() ? cost_key.c_str() : nullptr;
 
     auto data_refs = [&](const flatbuffers::Vector<uint32_t> *v, std::vector<gf_data> &out,
                          const char *what) {

@@ -181,6 +181,8 @@ void build(FlatBufferBuilder &b, const Graph &g, bool json) {
     auto inputs = refs(g.inputs(task), task.input_count);
     auto outputs = refs(g.outputs(task), task.output_count);
     auto deps = refs(after.data() + after_begin[t], after_begin[t + 1] - after_begin[t]);
+    auto cost_key =
+        task.explicit_cost_key ? b.CreateSharedString(g.cost_keys()[task.cost_key].name) : 0;
     fb::TaskBuilder tb(b);
     if (!name.IsNull()) tb.add_name(name);
     if (!kernel.IsNull()) tb.add_kernel(kernel);
@@ -191,6 +193,7 @@ void build(FlatBufferBuilder &b, const Graph &g, bool json) {
     if (!inputs.IsNull()) tb.add_inputs(inputs);
     if (!outputs.IsNull()) tb.add_outputs(outputs);
     if (!deps.IsNull()) tb.add_after(deps);
+    if (!cost_key.IsNull()) tb.add_cost_key(cost_key);
     tasks[t] = tb.Finish();
   }
 

@@ -128,6 +128,7 @@ struct TaskSpec {
   std::vector<gf_data> inputs;
   std::vector<gf_data> outputs;
   std::vector<gf_task> after;
+  std::string cost_key;  // empty: NULL (derived)
 };
 
 // Adds a task; on failure the bodies are freed here (the library must not have taken them).
@@ -149,6 +150,7 @@ inline gf_status add_task(gf_task *out, gf_graph *g, const TaskSpec &spec) {
   d.output_count = static_cast<uint32_t>(spec.outputs.size());
   d.after = spec.after.empty() ? nullptr : spec.after.data();
   d.after_count = static_cast<uint32_t>(spec.after.size());
+  d.cost_key = spec.cost_key.empty() ? nullptr : spec.cost_key.c_str();
   const gf_status s = gf_graph_add_task(out, g, &d);
   if (s != GF_OK) delete bodies;
   return s;

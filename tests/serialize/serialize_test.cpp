@@ -433,3 +433,50 @@ TEST(Serialize, EventsReportEveryAttemptWithItsWorker) {
   EXPECT_EQ(seen.finished.load(), 5);
   EXPECT_EQ(seen.ok.load(), 5);
 }
+
+TEST(Serialize, CostKeysRoundTripAndOnlyGivenKeysAreWritten) {
+  Graph g = make_graph();
+  gf_task_desc t = GF_TASK_DESC_INIT;
+  t.name = "a-1";
+  t.kernel = "lib.a";
+  t.cost_key = "kind \xc3\xa9";
+  add(g.get(), t);
+  t.name = "b-2";  // derived key "b": not written
+  t.kernel = "lib.b";
+  t.cost_key = nullptr;
+  add(g.get(), t);
+  t.name = nullptr;
+  t.kernel = "lib.c";
+  t.cost_key = "kind \xc3\xa9";
+  add(g.get(), t);
+
+  std::string json = serialize(g.get(), GF_GRAPH_FORMAT_JSON);
+  size_t count = 0;
+  for (size_t at = json.find("\"cost_key\""); at != std::string::npos;
+       at = json.find("\"cost_key\"", at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 2u) << json;
+  Graph from_json = deserialize(json);
+  EXPECT_EQ(serialize(from_json.get(), GF_GRAPH_FORMAT_JSON), json);
+  std::string binary = serialize(g.get(), GF_GRAPH_FORMAT_BINARY);
+  Graph from_binary = deserialize(binary, GF_GRAPH_FORMAT_BINARY);
+  EXPECT_EQ(serialize(from_binary.get(), GF_GRAPH_FORMAT_BINARY), binary);
+  EXPECT_EQ(serialize(from_json.get(), GF_GRAPH_FORMAT_BINARY), binary);
+  EXPECT_EQ(serialize(from_binary.get(), GF_GRAPH_FORMAT_JSON), json);
+}
+
+TEST(Serialize, DocumentsWithoutCostKeysStayReadableAndBadKeysAreRejected) {
+  const std::string old_doc = R"({"format_version": 1, "tasks": [{"name": "x-1", "kernel": "k"}]})";
+  Graph g = deserialize(old_doc);
+  EXPECT_EQ(serialize(g.get(), GF_GRAPH_FORMAT_JSON).find("cost_key"), std::string::npos);
+
+  const std::string bad =
+      R"({"format_version": 1, "tasks": [{"name": "x-1", "kernel": "k", "cost_key": ""}]})";
+  gf_graph *out = nullptr;
+  std::string m =
+      GF_EXPECT_STATUS(GF_ERR_INVALID_GRAPH,
+                       gf_graph_deserialize(&out, bad.data(), bad.size(), GF_GRAPH_FORMAT_AUTO, 0));
+  EXPECT_NE(m.find("task 'x-1' has cost_key"), std::string::npos) << m;
+  EXPECT_EQ(out, nullptr);
+}

@@ -1,68 +1,117 @@
-"""Task bodies: one trampoline for every Python task, called by gpuflow's worker threads.
+"""Task bodies: the one trampoline that runs every Python task (Graph.task and gpuflow.dask),
+called by gpuflow's worker threads.
 
-``user_data`` encodes (graph id, task index) into the per-graph table ``_GRAPHS``. Each C graph
-owns one host value (the "anchor") whose destructor removes its table once the graph and every
-run of it are gone, so the table (callables, arguments, recorded exceptions) lives exactly as
-long as C can call a body. Every CFUNCTYPE object here is module-level, hence referenced for the
-life of the interpreter.
+A graph's Python side is a BodyTable: per task index, what its body computes, plus the
+exception of its last failed attempt. ``user_data`` encodes (table id, task index). Each C graph
+owns one host value (the "anchor") whose destructor drops its table once the graph and every run
+of it are gone, so the table lives exactly as long as C can call a body. Every CFUNCTYPE object
+here is module-level, hence referenced for the life of the interpreter.
 
-A failing body records its exception in the table under a token that it writes into the failure
-message; failure_exception() finds it again when the run reports that message.
+Every body is the same C function (BODY_ADDR), so gpuflow tells kinds of work apart by the
+task's cost key (gf_task_desc.cost_key): the callable's qualified name for Graph.task, the key
+prefix for Dask. Tasks with the same key share one learnt duration estimate.
+
+This module is the binding's internal API for task bodies; gpuflow.dask builds on it.
 """
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
-import re
 import threading
 import traceback
 from collections import namedtuple
 from ctypes import byref, c_int, c_uint64, c_void_p
 
 from . import _ffi as F
-from ._errors import _check, _error
-from ._values import _DESTROY_ADDR, _VALUES, _put_value
+from ._errors import check, status_error
+from ._values import DESTROY_VALUE_ADDR, VALUES, put_value
 
-_GRAPHS: dict[int, "_GraphState"] = {}
-_next_graph_id = itertools.count(1).__next__
+__all__ = ["BODY_ADDR", "HAS_COST_KEY", "TASK_DESC", "BodyTable", "TaskContext", "TaskEnv",
+           "cost_key_of", "cost_key_text", "current_ctx", "current_task", "failure_exception",
+           "input_value", "live_tables"]
+
+_TABLES: dict[int, "BodyTable"] = {}
+_next_table_id = itertools.count(1).__next__
 _INDEX_BITS = 32
 _INDEX_MASK = (1 << _INDEX_BITS) - 1
 _tls = threading.local()
-_EXC_TOKEN = re.compile(r"\[python exception #(\d+)\]")
+
+# The gf_task_desc layout to fill: with cost_key when the library knows it.
+TASK_DESC = F.task_desc_layout()
+HAS_COST_KEY = TASK_DESC is F.gf_task_desc_v2
 
 
-class _GraphState:
-    """What the bodies of one graph need: specs by task index, recorded exceptions."""
-
-    __slots__ = ("specs", "exceptions", "gid", "__weakref__")
-
-    def __init__(self, gid):
-        self.gid = gid
-        self.specs = []
-        self.exceptions = {}
+def _drop_table(tid):
+    _TABLES.pop(tid, None)
 
 
-def _drop_graph_state(gid):
-    _GRAPHS.pop(gid, None)
-
-
-_ANCHOR_DESTROY = F.DESTROY_FN(_drop_graph_state)
+_ANCHOR_DESTROY = F.DESTROY_FN(_drop_table)
 _ANCHOR_DESTROY_ADDR = ctypes.cast(_ANCHOR_DESTROY, c_void_p).value
+_next_failure = itertools.count(1).__next__
 
-_next_exc_token = itertools.count(1).__next__
+
+class BodyTable:
+    """What the bodies of one C graph run, by body index (the order add() was called).
+
+    ``add(compute, payload)`` registers the next task: its body calls ``compute(ctx, payload)``
+    on a worker thread (with current_task() set) and stores the return value as the task's
+    output value. It returns the ``user_data`` of the task's gf_task_desc, whose cpu_fn / gpu_fn
+    are BODY_ADDR. ``added(task_id)`` records the gf_task once gpuflow accepted it; ``discard()``
+    forgets the last add() when it did not.
+    """
+
+    __slots__ = ("id", "bodies", "task_ids", "exceptions", "_base", "__weakref__")
+
+    def __init__(self, graph_handle: int):
+        self.id = _next_table_id()
+        if self.id >> (64 - _INDEX_BITS - 1):
+            raise OverflowError("too many graphs")
+        self._base = self.id << _INDEX_BITS
+        self.bodies = []       # (compute, payload) by body index (user_data)
+        self.task_ids = []     # gf_task ids by body index (0 until gpuflow accepted the task)
+        self.exceptions = {}   # body index -> (failure order, exception of its last failure)
+        _TABLES[self.id] = self
+        anchor = c_uint64()
+        st = F.gf_graph_add_host_value(byref(anchor), graph_handle, b"gpuflow-python-anchor",
+                                       self.id, _ANCHOR_DESTROY_ADDR, 0)
+        if st != 0:
+            _TABLES.pop(self.id, None)
+            raise status_error(st)
+
+    def add(self, compute, payload) -> int:
+        index = len(self.bodies)
+        if index > _INDEX_MASK:
+            raise OverflowError("too many tasks in one graph")
+        self.bodies.append((compute, payload))
+        self.task_ids.append(0)
+        return self._base | index
+
+    def added(self, task_id: int):
+        self.task_ids[-1] = task_id
+
+    def discard(self):
+        self.bodies.pop()
+        self.task_ids.pop()
 
 
-def record_failure(ctx, gid: int, exc: BaseException) -> int:
-    """Remembers exc for the graph and fails the attempt with its text; returns 1 (failure)."""
-    state = _GRAPHS.get(gid)
-    token = _next_exc_token()
-    if state is not None:
-        state.exceptions[token] = exc
+def live_tables() -> int:
+    """How many graphs' body tables are alive (for leak checks in tests)."""
+    return len(_TABLES)
+
+
+def _failure_text(exc: BaseException) -> str:
     try:
-        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        return "".join(traceback.format_exception_only(type(exc), exc)).strip()
     except BaseException:  # a broken __str__ must not escape into C
-        text = type(exc).__name__
-    F.gf_task_ctx_fail(ctx, f"{text} [python exception #{token}]".encode("utf-8", "replace"))
+        return type(exc).__name__
+
+
+def _record_failure(ctx, table, index: int, exc: BaseException) -> int:
+    """Keeps exc as the task's last failure and fails the attempt with its text; returns 1."""
+    if table is not None:
+        table.exceptions[index] = (_next_failure(), exc)
+    F.gf_task_ctx_fail(ctx, _failure_text(exc).encode("utf-8", "replace"))
     return 1
 
 
@@ -76,13 +125,13 @@ def _scratch():
         return s
 
 
-def read_input(ctx, index: int):
+def input_value(ctx, index: int):
     """The Python object of opaque-value input `index` of the running task."""
     buf, p_addr, s_addr = _scratch()
     st = F.gf_task_ctx_input(p_addr, s_addr, ctx, index)
     if st != 0:
-        raise _error(st)
-    return _VALUES[buf[0]]
+        raise status_error(st)
+    return VALUES[buf[0]]
 
 
 _PyGILState_Ensure = ctypes.pythonapi.PyGILState_Ensure
@@ -90,7 +139,7 @@ _PyGILState_Ensure.restype = c_int
 _PyGILState_Ensure.argtypes = ()
 
 
-def pin_thread_state():
+def _pin_thread_state():
     """Keeps this foreign (worker) thread's Python thread state alive between callbacks.
 
     A ctypes callback on a thread Python has never seen creates a thread state on entry and
@@ -104,48 +153,74 @@ def pin_thread_state():
         _tls.pinned = True
 
 
-def _py_body(ctx, user_data):
-    """Body of every task made by Graph.task: resolve inputs, call, store the result."""
-    gid = user_data >> _INDEX_BITS
+_set_value = F.gf_task_ctx_set_value
+
+
+def _body(ctx, user_data):
+    """The body of every Python task: look up what it computes, run it, store the result."""
+    table = None
+    index = user_data & _INDEX_MASK
     try:
         if not hasattr(_tls, "pinned"):
-            pin_thread_state()
-        state = _GRAPHS[gid]
-        fn, args, kwargs, refs = state.specs[user_data & _INDEX_MASK]
+            _pin_thread_state()
+        table = _TABLES[user_data >> _INDEX_BITS]
+        compute, payload = table.bodies[index]
         prev = getattr(_tls, "ctx", None)
         _tls.ctx = ctx
         try:
-            if refs:
-                args = list(args)
-                kwargs = dict(kwargs)
-                for i, (pos, name) in enumerate(refs):
-                    v = read_input(ctx, i)
-                    if name is None:
-                        args[pos] = v
-                    else:
-                        kwargs[name] = v
-            result = fn(*args, **kwargs)
+            result = compute(ctx, payload)
         finally:
             _tls.ctx = prev
-        key = _put_value(result)
-        st = F.gf_task_ctx_set_value(ctx, 0, key, _DESTROY_ADDR, 0)
+        key = put_value(result)
+        st = _set_value(ctx, 0, key, DESTROY_VALUE_ADDR, 0)
         if st != 0:
-            _VALUES.pop(key, None)
-            raise _error(st)
+            VALUES.pop(key, None)
+            raise status_error(st)
         return 0
     except BaseException as exc:  # noqa: B036 -- nothing may propagate into C
         try:
-            return record_failure(ctx, gid, exc)
+            return _record_failure(ctx, table, index, exc)
         except BaseException:
             return 1
 
 
-# gpuflow learns durations per body function pointer (for placement by estimated finish time):
-# a bank of identical trampolines, picked by the task's Python callable, keeps the estimates of
-# different callables apart (up to collisions).
-_BANK_SIZE = 32
-_PY_BODIES = [F.TASK_FN(_py_body) for _ in range(_BANK_SIZE)]
-PY_BODY_ADDRS = tuple(ctypes.cast(b, c_void_p).value for b in _PY_BODIES)
+_BODY = F.TASK_FN(_body)
+BODY_ADDR = ctypes.cast(_BODY, c_void_p).value
+
+_MAX_COST_KEY = 4096  # bytes (gf_task_desc.cost_key)
+
+
+def cost_key_text(text: str) -> bytes:
+    """text as a valid cost key: UTF-8 without control characters, 1 to 4096 bytes."""
+    text = "".join(c if c.isprintable() else "?" for c in text) or "?"
+    b = text.encode("utf-8", "replace")
+    if len(b) > _MAX_COST_KEY:
+        b = b[:_MAX_COST_KEY].decode("utf-8", "ignore").encode()
+    return b
+
+
+@functools.lru_cache(maxsize=4096)
+def _key_of_name(module: str, qualname: str, line: int) -> bytes:
+    key = f"{module}.{qualname}" if module else qualname
+    return cost_key_text(f"{key}:{line}" if line else key)
+
+
+def cost_key_of(fn) -> bytes:
+    """The cost key of a Python callable: its module and qualified name ("pkg.mod.Class.method");
+    for a lambda also its first line (two lambdas of one function are different work); for a
+    functools.partial, the function it wraps; for another callable object, its class."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    qualname = getattr(fn, "__qualname__", None)
+    if not isinstance(qualname, str):
+        fn = type(fn)
+        qualname = fn.__qualname__
+    module = getattr(fn, "__module__", None)
+    line = 0
+    if qualname.endswith("<lambda>"):
+        code = getattr(fn, "__code__", None)
+        line = getattr(code, "co_firstlineno", 0)
+    return _key_of_name(module if isinstance(module, str) else "", qualname, line)
 
 
 TaskEnv = namedtuple("TaskEnv", "kind device worker attempt name")
@@ -164,7 +239,7 @@ class TaskContext:
     def env(self) -> TaskEnv:
         env = F.gf_task_env()
         env.struct_size = ctypes.sizeof(F.gf_task_env)
-        _check(F.gf_task_ctx_env(byref(env), self._ctx))
+        check(F.gf_task_ctx_env(byref(env), self._ctx))
         name = env.task_name.decode() if env.task_name else ""
         return TaskEnv("gpu" if env.kind == F.GF_WORKER_GPU else "cpu", env.device, env.worker,
                        env.attempt, name)
@@ -173,19 +248,27 @@ class TaskContext:
         return bool(F.gf_task_ctx_cancelled(self._ctx))
 
 
+def current_ctx():
+    """The gf_task_ctx of the gpuflow task running on this thread, or None."""
+    return getattr(_tls, "ctx", None)
+
+
 def current_task() -> TaskContext | None:
     """The context of the gpuflow task running on this thread, or None outside task bodies."""
     ctx = getattr(_tls, "ctx", None)
     return TaskContext(ctx) if ctx else None
 
 
-def failure_exception(status: int, message: str, state: _GraphState | None):
-    """The exception to raise for a finished run: the task's original Python exception when the
-    message carries one of its tokens, else the GpuflowError for the status."""
-    if status == F.GF_ERR_TASK_FAILED and state is not None:
-        m = _EXC_TOKEN.search(message)
-        if m:
-            exc = state.exceptions.get(int(m.group(1)))
-            if exc is not None:
+def failure_exception(status: int, message: str, table: BodyTable | None,
+                      run_handle: int | None):
+    """The exception to raise for a finished run: when tasks failed, the Python exception of the
+    first of them to fail (in the run), else the GpuflowError for the status."""
+    if (status == F.GF_ERR_TASK_FAILED and table is not None and table.exceptions
+            and run_handle is not None):
+        state = c_int()
+        ids = table.task_ids
+        for index, (_, exc) in sorted(table.exceptions.items(), key=lambda kv: kv[1][0]):
+            st = F.gf_run_task_state(byref(state), run_handle, ids[index])
+            if st == 0 and state.value == F.GF_TASK_FAILED:
                 return exc
-    return _error(status, message)
+    return status_error(status, message)

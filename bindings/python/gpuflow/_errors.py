@@ -84,16 +84,16 @@ _ERRORS = {cls.status: cls for cls in (
     StateError, NotFoundError, ShutDownError, SystemCallError, InternalError)}
 
 
-def _error(status: int, message: str | None = None) -> GpuflowError:
+def status_error(status: int, message: str | None = None) -> GpuflowError:
     if message is None:
         message = F.last_error()
     cls = _ERRORS.get(status, GpuflowError)
     return cls(message or F.status_name(status), status)
 
 
-def _check(status: int) -> int:
+def check(status: int) -> int:
     if status < 0:
-        raise _error(status)
+        raise status_error(status)
     return status
 
 

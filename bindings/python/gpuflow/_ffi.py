@@ -131,6 +131,16 @@ class gf_task_desc(Structure):
     ]
 
 
+class gf_task_desc_v2(Structure):
+    """gf_task_desc with the fields appended since: kernel, command (0.1, graphs as files) and
+    cost_key (what the task's duration estimate is learnt under)."""
+    _fields_ = gf_task_desc._fields_ + [
+        ("kernel", c_char_p),
+        ("command", c_void_p),
+        ("cost_key", c_char_p),
+    ]
+
+
 class gf_submit_options(Structure):
     _fields_ = [("struct_size", c_uint32), ("on_complete", c_void_p), ("user_data", c_void_p)]
 
@@ -262,6 +272,14 @@ def library_struct_size(init_fn) -> int:
     buf = ctypes.create_string_buffer(4096)
     init_fn(buf, 4096)  # writes at most 4096 bytes: the library's whole struct
     return c_uint32.from_buffer(buf).value
+
+
+def task_desc_layout():
+    """The newest gf_task_desc layout the loaded library understands: gf_task_desc_v2 (with
+    cost_key) or the original gf_task_desc."""
+    if library_struct_size(gf_task_desc_init) >= ctypes.sizeof(gf_task_desc_v2):
+        return gf_task_desc_v2
+    return gf_task_desc
 
 
 def last_error() -> str:

@@ -1,20 +1,19 @@
-"""Graphs: building a graph of Python tasks (Graph, its Task and Data objects)."""
+"""Graphs: building a graph of Python tasks (Graph, its Task and Data objects).
+
+Internal API for gpuflow.dask: table_of(graph) (the graph's BodyTable), bodies_for,
+resource_array.
+"""
 from __future__ import annotations
 
 import ctypes
 import weakref
 from ctypes import byref, c_uint64, c_void_p
-from typing import TYPE_CHECKING
 
 from . import _ffi as F
-from ._bodies import (_ANCHOR_DESTROY_ADDR, _BANK_SIZE, _GRAPHS, _INDEX_BITS, _INDEX_MASK,
-                      PY_BODY_ADDRS, _GraphState, _next_graph_id)
-from ._errors import StateError, _check, _error
-from ._values import _DESTROY_ADDR, _VALUES, _put_value, _size_estimate
-
-if TYPE_CHECKING:
-    from ._pool import Pool
-    from ._run import Run  # imported in Graph.submit at run time
+from ._bodies import BODY_ADDR, HAS_COST_KEY, TASK_DESC, BodyTable, cost_key_of, input_value
+from ._errors import StateError, check, status_error
+from ._run import Run
+from ._values import DESTROY_VALUE_ADDR, VALUES, put_value, size_estimate
 
 
 class Data:
@@ -64,7 +63,7 @@ def bodies_for(resources, where):
     raise ValueError(f"where must be 'cpu', 'gpu', 'any' or None, not {where!r}")
 
 
-def _resource_array(resources: dict | None):
+def resource_array(resources: dict | None):
     """(ctypes array of gf_resource, count, keep-alive list) for a {name: amount} mapping."""
     if not resources:
         return None, 0, ()
@@ -76,28 +75,41 @@ def _resource_array(resources: dict | None):
     return arr, len(names), names
 
 
+def _call(ctx, spec):
+    """What a Graph.task body computes: fn with its arguments, inputs read from gpuflow."""
+    fn, args, kwargs, refs = spec
+    if refs:
+        args = list(args)
+        kwargs = dict(kwargs)
+        for i, (pos, name) in enumerate(refs):
+            v = input_value(ctx, i)
+            if name is None:
+                args[pos] = v
+            else:
+                kwargs[name] = v
+    return fn(*args, **kwargs)
+
+
+def table_of(graph: "Graph") -> BodyTable:
+    """The BodyTable of a Graph: how gpuflow.dask adds its own tasks to one."""
+    return graph._table
+
+
 class Graph:
     """A graph of Python tasks, built on one thread, then submitted any number of times."""
 
     def __init__(self):
         handle = c_void_p()
-        _check(F.gf_graph_create(byref(handle)))
+        check(F.gf_graph_create(byref(handle)))
         self._handle = handle.value
         self._finalizer = weakref.finalize(self, F.gf_graph_destroy, self._handle)
-        self.gid = _next_graph_id()
-        if self.gid >> (64 - _INDEX_BITS - 1):
-            raise OverflowError("too many graphs")
-        self._state = _GraphState(self.gid)
-        _GRAPHS[self.gid] = self._state
-        anchor = c_uint64()
-        st = F.gf_graph_add_host_value(byref(anchor), self._handle, b"gpuflow-python-anchor",
-                                       self.gid, _ANCHOR_DESTROY_ADDR, 0)
-        if st != 0:
-            _GRAPHS.pop(self.gid, None)
+        try:
+            self._table = BodyTable(self._handle)
+        except BaseException:
             self._finalizer()
-            raise _error(st)
-        self._desc = F.gf_task_desc()
-        self._desc.struct_size = ctypes.sizeof(F.gf_task_desc)
+            raise
+        self._desc = TASK_DESC()
+        self._desc.struct_size = ctypes.sizeof(TASK_DESC)
         self._out = c_uint64()
         self._resource_cache = {}
         self.tasks: list[Task] = []
@@ -114,7 +126,7 @@ class Graph:
 
     def __len__(self):
         n = c_uint64()
-        _check(F.gf_graph_task_count(byref(n), self.handle))
+        check(F.gf_graph_task_count(byref(n), self.handle))
         return n.value
 
     def _resources(self, resources):
@@ -123,20 +135,20 @@ class Graph:
         key = tuple(sorted((str(k), float(v)) for k, v in resources.items()))
         hit = self._resource_cache.get(key)
         if hit is None:
-            arr, n, keep = _resource_array(dict(key))
+            arr, n, keep = resource_array(dict(key))
             hit = (arr, n, keep)
             self._resource_cache[key] = hit
         return ctypes.addressof(hit[0]), hit[1]
 
     def value(self, obj, name: str | None = None) -> Data:
         """A graph input holding the Python object `obj` (released with the graph)."""
-        key = _put_value(obj)
+        key = put_value(obj)
         out = c_uint64()
         st = F.gf_graph_add_host_value(byref(out), self.handle, name.encode() if name else None,
-                                       key, _DESTROY_ADDR, _size_estimate(obj))
+                                       key, DESTROY_VALUE_ADDR, size_estimate(obj))
         if st != 0:
-            _VALUES.pop(key, None)
-            raise _error(st)
+            VALUES.pop(key, None)
+            raise status_error(st)
         return Data(self, out.value, name)
 
     def task(self, fn, *args, resources: dict | None = None, priority: int = 0,
@@ -167,19 +179,16 @@ class Graph:
         # the refs entries name where each input goes: (position, None) or (None, keyword)
         refs = tuple((p if p is not None else 0, k) for p, k in refs)
         out = c_uint64()
-        _check(F.gf_graph_add_value(byref(out), handle, None, 0, F.GF_DATA_KEEP if keep else 0))
+        check(F.gf_graph_add_value(byref(out), handle, None, 0, F.GF_DATA_KEEP if keep else 0))
         output = Data(self, out.value, name)
         cpu, gpu = bodies_for(resources, where)
-        index = len(self._state.specs)
-        if index > _INDEX_MASK:
-            raise OverflowError("too many tasks in one graph")
-        self._state.specs.append((fn, args, kwargs, refs))
+        table = self._table
         d = self._desc
         d.name = name.encode() if name else None
-        body = PY_BODY_ADDRS[hash(fn) % _BANK_SIZE]
-        d.cpu_fn = body if cpu else None
-        d.gpu_fn = body if gpu else None
-        d.user_data = (self.gid << _INDEX_BITS) | index
+        d.cpu_fn = BODY_ADDR if cpu else None
+        d.gpu_fn = BODY_ADDR if gpu else None
+        if HAS_COST_KEY:
+            d.cost_key = cost_key_of(fn)
         d.resources, d.resource_count = self._resources(resources)
         d.priority = int(priority)
         d.retries = int(retries)
@@ -194,11 +203,13 @@ class Graph:
         d.after = ctypes.addressof(after_arr) if after_ids else None
         d.after_count = len(after_ids)
         tid = c_uint64()
+        d.user_data = table.add(_call, (fn, args, kwargs, refs))
         st = F.gf_graph_add_task(byref(tid), handle, byref(d))
         if st != 0:
-            self._state.specs[index] = None
-            raise _error(st)
-        t = Task(self, tid.value, output, name, index)
+            table.discard()
+            raise status_error(st)
+        table.added(tid.value)
+        t = Task(self, tid.value, output, name, len(self.tasks))
         self.tasks.append(t)
         return t
 
@@ -209,11 +220,10 @@ class Graph:
 
     def after(self, task: Task, before: Task):
         """Adds an ordering edge: `task` runs after `before`."""
-        _check(F.gf_graph_add_dependency(self.handle, task.id, before.id))
+        check(F.gf_graph_add_dependency(self.handle, task.id, before.id))
 
-    def submit(self, pool: Pool) -> "Run":
-        """Validates the graph against `pool` and starts running it."""
-        from ._run import Run  # here, not at the top: _run imports Task from this module
+    def submit(self, pool) -> Run:
+        """Validates the graph against `pool` (a Pool) and starts running it."""
         run = c_void_p()
-        _check(F.gf_graph_submit(byref(run), pool.handle, self.handle, None))
-        return Run(run.value, self._state, pool)
+        check(F.gf_graph_submit(byref(run), pool.handle, self.handle, None))
+        return Run(run.value, self._table, pool)

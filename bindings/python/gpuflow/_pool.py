@@ -13,9 +13,9 @@ from collections import namedtuple
 from ctypes import byref, c_uint32, c_void_p
 
 from . import _ffi as F
-from ._bodies import _tls
-from ._errors import StateError, _check
-from ._graph import Graph, _resource_array
+from ._bodies import current_ctx
+from ._errors import StateError, check
+from ._graph import Graph, resource_array
 from ._run import Future, Run
 
 WorkerInfo = namedtuple("WorkerInfo", "index kind device threads emulated name")
@@ -30,7 +30,7 @@ _BACKENDS = {"auto": F.GF_BACKEND_AUTO, "host": F.GF_BACKEND_HOST, "cuda": F.GF_
 
 
 def _destroy_pool(handle):
-    if getattr(_tls, "ctx", None):
+    if current_ctx():
         # Dropped inside a task body of this (or another) pool: gf_pool_destroy waits for
         # running bodies, so it must not run here. Hand it to a helper thread.
         threading.Thread(target=F.gf_pool_destroy, args=(handle,), daemon=False).start()
@@ -81,8 +81,8 @@ class Pool:
             cfg.emulated_bandwidth = float(bandwidth)
         if gpu_worker_threads is not None:
             cfg.gpu_worker_threads = gpu_worker_threads
-        cpu_arr, cpu_n, keep1 = _resource_array(cpu_labels)
-        gpu_arr, gpu_n, keep2 = _resource_array(gpu_labels)
+        cpu_arr, cpu_n, keep1 = resource_array(cpu_labels)
+        gpu_arr, gpu_n, keep2 = resource_array(gpu_labels)
         if cpu_n:
             cfg.cpu_worker_labels = cpu_arr
             cfg.cpu_worker_label_count = cpu_n
@@ -104,7 +104,7 @@ class Pool:
             if spill_threshold is not None:
                 cfg.spill_threshold = float(spill_threshold)
         handle = c_void_p()
-        _check(F.gf_pool_create_versioned(byref(handle), byref(cfg), F.GF_VERSION_MAJOR))
+        check(F.gf_pool_create_versioned(byref(handle), byref(cfg), F.GF_VERSION_MAJOR))
         self._handle = handle.value
         self._finalizer = weakref.finalize(self, _destroy_pool, self._handle)
         self._lock = threading.Lock()
@@ -139,12 +139,12 @@ class Pool:
     # -- introspection
     def workers(self) -> list[WorkerInfo]:
         n = c_uint32()
-        _check(F.gf_pool_worker_count(byref(n), self.handle))
+        check(F.gf_pool_worker_count(byref(n), self.handle))
         out = []
         for i in range(n.value):
             info = F.gf_worker_info()
             info.struct_size = ctypes.sizeof(F.gf_worker_info)
-            _check(F.gf_pool_worker_info(byref(info), self.handle, i))
+            check(F.gf_pool_worker_info(byref(info), self.handle, i))
             out.append(WorkerInfo(i, "gpu" if info.kind == F.GF_WORKER_GPU else "cpu",
                                   info.device, info.threads, bool(info.emulated),
                                   info.name.decode()))
@@ -153,12 +153,12 @@ class Pool:
     def ledger(self, worker: int) -> dict[str, LedgerEntry]:
         """Worker `worker`'s resource ledger: {resource: LedgerEntry}."""
         n = c_uint32()
-        _check(F.gf_pool_ledger_size(byref(n), self.handle, worker))
+        check(F.gf_pool_ledger_size(byref(n), self.handle, worker))
         out = {}
         for i in range(n.value):
             e = F.gf_ledger_entry()
             e.struct_size = ctypes.sizeof(F.gf_ledger_entry)
-            _check(F.gf_pool_ledger_entry(byref(e), self.handle, worker, i))
+            check(F.gf_pool_ledger_entry(byref(e), self.handle, worker, i))
             name = e.resource.decode()
             out[name] = LedgerEntry(name, e.capacity, e.in_use, e.peak_in_use)
         return out

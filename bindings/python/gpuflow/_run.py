@@ -11,16 +11,11 @@ import time
 import weakref
 from collections import namedtuple
 from ctypes import byref, c_char_p, c_int, c_uint32, c_void_p
-from typing import TYPE_CHECKING
 
 from . import _ffi as F
-from ._bodies import _GraphState, failure_exception
-from ._errors import StateError, _check, _error
-from ._graph import Task
-from ._values import _VALUES
-
-if TYPE_CHECKING:
-    from ._pool import Pool
+from ._bodies import BodyTable, failure_exception
+from ._errors import StateError, check, status_error
+from ._values import VALUES
 
 
 RunStats = namedtuple("RunStats", "tasks succeeded failed cancelled attempts transfers "
@@ -62,9 +57,9 @@ class Run:
     """One execution of a graph on a pool: a future. Use as a context manager (or close()) to
     release it early; it is released when garbage collected otherwise."""
 
-    def __init__(self, handle: int, state: _GraphState, pool: Pool | None = None):
+    def __init__(self, handle: int, table: BodyTable, pool=None):
         self._handle = handle
-        self._state = state  # keeps the graph's table (and exceptions) reachable
+        self._table = table  # keeps the graph's bodies (and their exceptions) reachable
         self._pool = pool
         self._finalizer = weakref.finalize(self, F.gf_run_destroy, handle)
         self._outcome = None  # (status, message) once finished
@@ -99,7 +94,7 @@ class Run:
         return self._outcome is not None or F.gf_run_poll(self.handle) != F.GF_TIMEOUT
 
     def cancel(self):
-        _check(F.gf_run_cancel(self.handle))
+        check(F.gf_run_cancel(self.handle))
 
     def result(self, timeout: float | None = None):
         """Waits; raises the first failed task's original exception (or a GpuflowError such as
@@ -108,7 +103,8 @@ class Run:
             raise TimeoutError(f"the run did not finish within {timeout} s")
         st, message = self._outcome
         if st < 0:
-            raise failure_exception(st, message, self._state)
+            handle = self._handle if self._finalizer.alive else None
+            raise failure_exception(st, message, self._table, handle)
 
     def exception(self, timeout: float | None = None):
         try:
@@ -122,22 +118,23 @@ class Run:
     @property
     def state(self) -> str:
         s = c_int()
-        _check(F.gf_run_state_get(byref(s), self.handle))
+        check(F.gf_run_state_get(byref(s), self.handle))
         return _STATE_NAMES.get(s.value, str(s.value))
 
     def value(self, item):
         """The Python value of a Task's output or a Data object (kept, or consumed by nobody)."""
-        d = item.output.id if isinstance(item, Task) else item.id
+        output = getattr(item, "output", None)  # a Task; a Data object has none
+        d = output.id if output is not None else item.id
         p = c_void_p()
-        _check(F.gf_run_value(byref(p), self.handle, d))
-        return _VALUES[p.value]
+        check(F.gf_run_value(byref(p), self.handle, d))
+        return VALUES[p.value]
 
     __getitem__ = value
 
     def fileno(self) -> int:
         """A descriptor that becomes readable once the run finished (for selectors/asyncio)."""
         fd = c_int()
-        _check(F.gf_run_fd(byref(fd), self.handle))
+        check(F.gf_run_fd(byref(fd), self.handle))
         return fd.value
 
     def __await__(self):
@@ -153,30 +150,30 @@ class Run:
                 loop.remove_reader(fd)
         return self.result()
 
-    def task_state(self, task: Task) -> str:
+    def task_state(self, task) -> str:
         s = c_int()
-        _check(F.gf_run_task_state(byref(s), self.handle, task.id))
+        check(F.gf_run_task_state(byref(s), self.handle, task.id))
         return _TASK_STATE_NAMES.get(s.value, str(s.value))
 
-    def task_error(self, task: Task) -> str:
+    def task_error(self, task) -> str:
         p = c_char_p()
-        _check(F.gf_run_task_error(byref(p), self.handle, task.id))
+        check(F.gf_run_task_error(byref(p), self.handle, task.id))
         return (p.value or b"").decode("utf-8", "replace")
 
-    def task_attempts(self, task: Task) -> int:
+    def task_attempts(self, task) -> int:
         n = c_uint32()
-        _check(F.gf_run_task_attempts(byref(n), self.handle, task.id))
+        check(F.gf_run_task_attempts(byref(n), self.handle, task.id))
         return n.value
 
-    def task_worker(self, task: Task) -> int:
+    def task_worker(self, task) -> int:
         n = c_uint32()
-        _check(F.gf_run_task_worker(byref(n), self.handle, task.id))
+        check(F.gf_run_task_worker(byref(n), self.handle, task.id))
         return n.value
 
     def stats(self) -> RunStats:
         s = F.gf_run_stats()
         s.struct_size = ctypes.sizeof(F.gf_run_stats)
-        _check(F.gf_run_stats_get(byref(s), self.handle))
+        check(F.gf_run_stats_get(byref(s), self.handle))
         return RunStats(s.tasks, s.succeeded, s.failed, s.cancelled, s.attempts, s.transfers,
                         s.bytes_transferred, s.elapsed_s)
 
@@ -186,7 +183,7 @@ class Future:
 
     __slots__ = ("run", "task")
 
-    def __init__(self, run: Run, task: Task):
+    def __init__(self, run: Run, task):
         self.run = run
         self.task = task
 
@@ -198,7 +195,7 @@ class Future:
         if st == "succeeded":
             return self.run.value(self.task)
         self.run.result()  # raises the run's first failure
-        raise _error(F.GF_ERR_TASK_FAILED, self.run.task_error(self.task))
+        raise status_error(F.GF_ERR_TASK_FAILED, self.run.task_error(self.task))
 
     def done(self) -> bool:
         return self.run.done()

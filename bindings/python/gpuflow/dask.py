@@ -32,18 +32,25 @@ from collections.abc import Mapping
 import dask
 from dask._task_spec import Alias, DataNode, Task, convert_legacy_graph
 from dask.highlevelgraph import HighLevelGraph
+from dask.utils import key_split
 
-from . import _core as C
 from . import _ffi as F
+from ._bodies import (BODY_ADDR, HAS_COST_KEY, TASK_DESC, cost_key_text, current_ctx,
+                      failure_exception, input_value)
+from ._errors import status_error
+from ._graph import Graph, bodies_for, resource_array, table_of
+from ._pool import Pool
+from ._run import wait_run
+from ._values import DESTROY_VALUE_ADDR, VALUES, put_value
 
 __all__ = ["get", "default_pool", "set_default_pool", "annotations_of"]
 
 _EMPTY: dict = {}
-_default_pool: C.Pool | None = None
+_default_pool: Pool | None = None
 _default_lock = threading.Lock()
 
 
-def default_pool() -> C.Pool:
+def default_pool() -> Pool:
     """The process-wide pool used when no pool is given: created on first use with gpuflow's
     defaults (GPUFLOW_CPU_WORKERS, GPUFLOW_EMULATED_DEVICES, ... override them), closed at exit.
     """
@@ -53,11 +60,11 @@ def default_pool() -> C.Pool:
         return pool
     with _default_lock:
         if _default_pool is None or _default_pool.closed:
-            _default_pool = C.Pool()
+            _default_pool = Pool()
         return _default_pool
 
 
-def set_default_pool(pool: C.Pool | None) -> None:
+def set_default_pool(pool: Pool | None) -> None:
     """Makes `pool` the pool used when none is given (None: back to the lazily created one)."""
     global _default_pool
     with _default_lock:
@@ -139,66 +146,32 @@ def annotations_of(dsk) -> tuple[Mapping, dict]:
 # The task body
 # ------------------------------------------------------------------------------------------
 
-_tls = C._tls
-_GRAPHS = C._GRAPHS
-_VALUES = C._VALUES
-_next_value_key = C._next_value_key
-_DESTROY_ADDR = C._DESTROY_ADDR
-_input = F.gf_task_ctx_input
-_set_value = F.gf_task_ctx_set_value
-_BITS = C._INDEX_BITS
-_MASK = C._INDEX_MASK
+def _compute(ctx, spec):
+    """What the body of a Dask key computes: its node called with the values of its
+    dependencies (the task's inputs, in order)."""
+    node, deps = spec
+    if deps:
+        values = {}
+        i = 0
+        for k in deps:
+            values[k] = input_value(ctx, i)
+            i += 1
+    else:
+        values = _EMPTY
+    return node(values)
 
 
-def _dask_body(ctx, user_data):
-    """Computes one Dask key: its node called with the values of its dependencies."""
-    gid = user_data >> _BITS
-    try:
-        if not hasattr(_tls, "pinned"):
-            C.pin_thread_state()
-        node, deps = _GRAPHS[gid].specs[user_data & _MASK]
-        if deps:
-            try:
-                buf, p_addr, s_addr = _tls.scratch
-            except AttributeError:
-                buf, p_addr, s_addr = C._scratch()
-            values = {}
-            i = 0
-            for k in deps:
-                st = _input(p_addr, s_addr, ctx, i)
-                if st:
-                    raise C._error(st)
-                values[k] = _VALUES[buf[0]]
-                i += 1
-        else:
-            values = _EMPTY
-        _tls.ctx = ctx
-        try:
-            result = node(values)
-        finally:
-            _tls.ctx = None
-        key = _next_value_key()
-        _VALUES[key] = result
-        st = _set_value(ctx, 0, key, _DESTROY_ADDR, 0)
-        if st:
-            _VALUES.pop(key, None)
-            raise C._error(st)
-        return 0
-    except BaseException as exc:  # noqa: B036 -- nothing may propagate into C
-        try:
-            return C.record_failure(ctx, gid, exc)
-        except BaseException:
-            return 1
+_cost_keys: dict = {}
 
 
-# gpuflow learns a body's duration per body function pointer, and places tasks by estimated
-# finish time. One trampoline for every Dask task would mix the durations of all Python
-# functions into one estimate; a bank of identical trampolines, picked by the task's Python
-# function, gives each function (up to collisions) its own estimate.
-_BANK_SIZE = 32
-_DASK_BODIES = [F.TASK_FN(_dask_body) for _ in range(_BANK_SIZE)]
-_DASK_BODY_ADDRS = tuple(ctypes.cast(b, ctypes.c_void_p).value for b in _DASK_BODIES)
-_DASK_BODY_ADDR = _DASK_BODY_ADDRS[0]
+def _cost_key(key) -> bytes:
+    """The cost key of a Dask key: its prefix, as Dask's own scheduler groups durations
+    ("inc-123" and "('inc-abc', 4)" are both "inc")."""
+    prefix = key_split(key)
+    b = _cost_keys.get(prefix)
+    if b is None:
+        b = _cost_keys[prefix] = cost_key_text(str(prefix))
+    return b
 
 
 # ------------------------------------------------------------------------------------------
@@ -240,11 +213,11 @@ def _task_options(key, annotations):
 
 def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
     """A gpuflow graph with one task per computed key of the (task spec) graph `dsk`."""
-    graph = C.Graph()
+    graph = Graph()
     h = graph.handle
-    state = graph._state
-    specs = state.specs
-    gid_bits = graph.gid << _BITS
+    table = table_of(graph)
+    add_body = table.add
+    added = table.added
     n = len(dsk)
     index = {}
     data_ids = array("Q", bytes(8 * max(n, 1)))
@@ -260,22 +233,21 @@ def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
         if type(node) is Task:  # the common case first
             st = add_value(base + 8 * i, h, None, 0, F.GF_DATA_KEEP if key in outputs else 0)
             if st:
-                raise C._error(st)
+                raise status_error(st)
             tasks.append((i, key, node))
             n_inputs += len(node.dependencies)
         elif isinstance(node, Alias):
             aliases.append(key)
         elif isinstance(node, DataNode):
-            vkey = _next_value_key()
-            _VALUES[vkey] = node.value
-            st = add_host_value(base + 8 * i, h, None, vkey, _DESTROY_ADDR, 0)
+            vkey = put_value(node.value)
+            st = add_host_value(base + 8 * i, h, None, vkey, DESTROY_VALUE_ADDR, 0)
             if st:
-                _VALUES.pop(vkey, None)
-                raise C._error(st)
+                VALUES.pop(vkey, None)
+                raise status_error(st)
         else:
             st = add_value(base + 8 * i, h, None, 0, F.GF_DATA_KEEP if key in outputs else 0)
             if st:
-                raise C._error(st)
+                raise status_error(st)
             tasks.append((i, key, node))
             n_inputs += len(node.dependencies)
     if aliases:  # an alias shares the data of the key it names
@@ -287,9 +259,10 @@ def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
             data_ids[index[key]] = data_ids[index[target]]
     inputs = array("Q", bytes(8 * max(n_inputs, 1)))
     in_base = inputs.buffer_info()[0]
-    desc = F.gf_task_desc()
-    desc.struct_size = ctypes.sizeof(F.gf_task_desc)
+    desc = TASK_DESC()
+    desc.struct_size = ctypes.sizeof(TASK_DESC)
     desc.output_count = 1
+    desc.cpu_fn = BODY_ADDR
     desc_addr = ctypes.addressof(desc)
     add_task = F.gf_graph_add_task
     task_out = ctypes.c_uint64()
@@ -299,10 +272,9 @@ def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
     annotated = bool(annotations) and any(
         annotations.get(k) for k in ("resources", "priority", "retries"))
     pos = 0
-    bodies = _DASK_BODY_ADDRS
     for i, key, node in tasks:
-        body = bodies[hash(getattr(node, "func", None)) % _BANK_SIZE]
-        desc.cpu_fn = body
+        if HAS_COST_KEY:
+            desc.cost_key = _cost_key(key)
         deps = tuple(node.dependencies)
         nd = len(deps)
         if nd:
@@ -318,20 +290,21 @@ def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
             desc.inputs = None
         desc.input_count = nd
         desc.outputs = base + 8 * i
-        desc.user_data = gid_bits | len(specs)
-        specs.append((node, deps))
         if annotated:
             resources, priority, retries = _task_options(key, annotations)
-            _apply_options(desc, key, resources, priority, retries, res_cache, keep_alive, body)
+            _apply_options(desc, key, resources, priority, retries, res_cache, keep_alive)
+        desc.user_data = add_body(_compute, (node, deps))
         st = add_task(task_out_addr, h, desc_addr)
         if st:
-            raise C._error(st)
+            table.discard()
+            raise status_error(st)
+        added(task_out.value)
     b = _Built()
     b.graph, b.data_ids, b.index, b.dsk = graph, data_ids, index, dsk
     return b
 
 
-def _apply_options(desc, key, resources, priority, retries, res_cache, keep_alive, body):
+def _apply_options(desc, key, resources, priority, retries, res_cache, keep_alive):
     if resources:
         if not isinstance(resources, Mapping):
             raise TypeError(f"gpuflow.dask: the resources annotation of {key!r} must be a "
@@ -339,12 +312,12 @@ def _apply_options(desc, key, resources, priority, retries, res_cache, keep_aliv
         rkey = tuple(sorted((str(k), float(v)) for k, v in resources.items()))
         hit = res_cache.get(rkey)
         if hit is None:
-            arr, count, names = C._resource_array(dict(rkey))
+            arr, count, names = resource_array(dict(rkey))
             hit = res_cache[rkey] = (ctypes.addressof(arr), count)
             keep_alive.append((arr, names))
         desc.resources, desc.resource_count = hit
-        cpu, gpu = C.bodies_for(resources, None)
-        desc.gpu_fn = body if gpu else None
+        cpu, gpu = bodies_for(resources, None)
+        desc.gpu_fn = BODY_ADDR if gpu else None
     else:
         desc.resources, desc.resource_count = None, 0
         desc.gpu_fn = None
@@ -373,10 +346,10 @@ def _nested(keys, values):
 
 
 def _in_task_body() -> bool:
-    return bool(getattr(_tls, "ctx", None))
+    return bool(current_ctx())
 
 
-def get(dsk, keys, pool: C.Pool | None = None, **kwargs):
+def get(dsk, keys, pool: Pool | None = None, **kwargs):
     """Dask scheduler entry point: computes `keys` of `dsk` on a gpuflow pool and returns their
     values in the nested shape of `keys`.
 
@@ -399,9 +372,9 @@ def get(dsk, keys, pool: C.Pool | None = None, **kwargs):
     built = build(graph, keys_flat, annotations)
     run = built.graph.submit(pool)
     try:
-        st = C.wait_run(run.handle)
+        st = wait_run(run.handle)
         if st < 0:
-            raise C.failure_exception(st, F.last_error(), built.graph._state)
+            raise failure_exception(st, F.last_error(), table_of(built.graph), run.handle)
         results = {}
         p = ctypes.c_void_p()
         p_addr = ctypes.addressof(p)
@@ -416,8 +389,8 @@ def get(dsk, keys, pool: C.Pool | None = None, **kwargs):
                 continue
             st = F.gf_run_value(p_addr, rh, built.data_ids[built.index[target]])
             if st:
-                raise C._error(st)
-            results[k] = _VALUES[p.value]
+                raise status_error(st)
+            results[k] = VALUES[p.value]
         return _nested(keys, results)
     finally:
         run.close()

@@ -308,6 +308,95 @@ def test_task_exception_original_type_and_traceback(pool):
     assert isinstance(run.exception(), CustomError)
 
 
+def test_task_error_is_the_python_error_without_internal_tags(pool):
+    g = gpuflow.Graph()
+    a = g.task(deep_failure, 5, name="fails")
+    b = g.task(lambda: 1 / 0)
+    run = pool.run(g)
+    with pytest.raises((CustomError, ZeroDivisionError)):
+        run.result()
+    assert run.task_error(a) == "test_binding.CustomError: bad value 5"
+    assert run.task_error(b) == "ZeroDivisionError: division by zero"
+    # The run's summary (TaskFailedError when the exception cannot be re-raised) is clean too.
+    run.close()
+    with pytest.raises((CustomError, ZeroDivisionError, gpuflow.TaskFailedError)) as e:
+        run.result()
+    assert "python exception" not in str(e.value)
+
+
+def test_first_failed_task_exception_is_raised(pool):
+    def late():
+        time.sleep(0.3)
+        raise KeyError("late")
+
+    g = gpuflow.Graph()
+    g.task(late)
+    first = g.task(deep_failure, 1)
+    run = pool.run(g)
+    with pytest.raises(CustomError, match="bad value 1"):
+        run.result()
+    assert run.task_state(first) == "failed"
+
+
+def alpha():
+    """Slow on CPU workers, fast on GPU workers."""
+    where = gpuflow.current_task().env().kind
+    if where == "cpu":
+        time.sleep(0.1)
+    return where
+
+
+def beta():
+    """Fast on CPU workers, slow on GPU workers."""
+    where = gpuflow.current_task().env().kind
+    if where == "gpu":
+        time.sleep(0.1)
+    return where
+
+
+def test_callables_have_their_own_duration_estimates():
+    # Every Python task has the same C body; the cost key (the callable's qualified name) is
+    # what keeps alpha's and beta's estimates apart. With one shared estimate both would be
+    # placed on the same kind of worker (the GPU, given this learning order).
+    with gpuflow.Pool(cpu_workers=1, emulated_devices=1, backend="host") as p:
+        assert p.submit(alpha, where="cpu").result() == "cpu"
+        assert p.submit(alpha, resources={"GPU": 1}).result() == "gpu"
+        assert p.submit(beta, where="cpu").result() == "cpu"
+        assert p.submit(beta, resources={"GPU": 1}).result() == "gpu"
+        for _ in range(3):
+            assert p.submit(alpha, where="any").result() == "gpu"
+            assert p.submit(beta, where="any").result() == "cpu"
+
+
+class Scaler:
+    def __call__(self, x):
+        return 2 * x
+
+    def method(self, x):
+        return x
+
+
+def test_cost_keys_of_callables():
+    import functools
+
+    from gpuflow._bodies import cost_key_of, cost_key_text
+
+    assert cost_key_of(alpha) == b"test_binding.alpha"
+    assert cost_key_of(alpha) != cost_key_of(beta)
+    assert cost_key_of(functools.partial(alpha)) == cost_key_of(alpha)
+    assert cost_key_of(Scaler()) == b"test_binding.Scaler"
+    assert cost_key_of(Scaler().method) == b"test_binding.Scaler.method"
+    f = lambda: 1  # noqa: E731
+    g = (
+        lambda: 2)
+    assert cost_key_of(f) != cost_key_of(g)
+    assert cost_key_of(f).startswith(b"test_binding.test_cost_keys_of_callables.<locals>.<lambda>:")
+    assert cost_key_of(len) == b"builtins.len"
+    assert cost_key_text("tab\there\n") == b"tab?here?"
+    assert len(cost_key_text("\u00e9" * 5000)) <= 4096
+    assert cost_key_text("") == b"?"
+
+
 def test_future_exception(pool):
     f = pool.submit(lambda: 1 / 0)
     assert isinstance(f.exception(), ZeroDivisionError)
