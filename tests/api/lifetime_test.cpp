@@ -34,7 +34,7 @@ TEST(Lifetime, FetchWhileTheDeviceSpillsReturnsTheProducersBytes) {
   // A chain of tasks on one device thread produces kept 4 MiB results; past a low threshold each
   // is copied to host and dropped from the device while the next is made. A reader fetches each
   // result over and over from the moment it exists, so reads overlap those spills.
-  constexpr int kBlocks = 40;
+  constexpr int kBlocks = 24;
   constexpr uint64_t kSize = 4 * MiB;
   gf_pool_config config = host_config(1, 1, 16 * MiB, 1e9, 1);
   config.spill_threshold = 0.2;
@@ -55,7 +55,7 @@ TEST(Lifetime, FetchWhileTheDeviceSpillsReturnsTheProducersBytes) {
   int reads = 0;
   for (int i = 0; i < kBlocks; ++i) {
     ASSERT_TRUE(wait_until([&] { return task_state(run.get(), made[i]) == GF_TASK_SUCCEEDED; }));
-    for (int k = 0; k < 8; ++k) {
+    for (int k = 0; k < 6; ++k) {
       uint64_t size = 0;
       GF_ASSERT_OK(gf_run_fetch(&size, run.get(), kept[i], bytes.data(), bytes.size()));
       ASSERT_EQ(size, kSize);
@@ -76,10 +76,12 @@ TEST(Lifetime, DestroyingFinishedRunsWhileTheirDeviceSpills) {
   // Two threads submit small graphs with kept 4 MiB results, wait and destroy the run; two others
   // push producer/consumer graphs through the same 48 MiB device, which spills all the while.
   Pool pool = make_pool(small_device(48 * MiB, 0.25));
-  std::atomic<bool> stop{false};
+  // Bounded by rounds and by time, so sanitized builds (several times slower) stay short.
+  const auto deadline = std::chrono::steady_clock::now() + 8s;
+  auto stop = [&] { return std::chrono::steady_clock::now() > deadline; };
   std::atomic<int> failures{0};
   auto keepers = [&](int id) {
-    for (int round = 0; round < 150 && !stop.load(); ++round) {
+    for (int round = 0; round < 150 && !stop(); ++round) {
       Graph g = make_graph();
       for (int i = 0; i < 3; ++i) {
         std::string n = std::to_string(i);
@@ -96,7 +98,7 @@ TEST(Lifetime, DestroyingFinishedRunsWhileTheirDeviceSpills) {
     }
   };
   auto streamers = [&](int id) {
-    for (int round = 0; round < 12 && !stop.load(); ++round) {
+    for (int round = 0; round < 12 && !stop(); ++round) {
       Graph g = make_graph();
       for (int i = 0; i < 6; ++i) {
         std::string n = std::to_string(i);
