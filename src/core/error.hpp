@@ -23,8 +23,4 @@ class Error : public std::runtime_error {
   throw Error(status, std::move(message));
 }
 
-inline void require(bool condition, gf_status status, const char *message) {
-  if (!condition) fail(status, message);
-}
-
 }  // namespace gf

@@ -35,7 +35,6 @@ class Ledger {
   void acquire(const PoolRequest &request);
   void release(const PoolRequest &request);
 
-  bool advertises(ResourceId resource) const { return find(resource) != nullptr; }
   FixedPoint free_amount(ResourceId resource) const;
   bool try_charge(ResourceId resource, FixedPoint amount);
   void discharge(ResourceId resource, FixedPoint amount);

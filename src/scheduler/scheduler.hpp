@@ -109,7 +109,6 @@ class Scheduler {
 
   DeviceBackend &backend() { return backend_; }
   const ResourceRegistry &registry() const { return registry_; }
-  std::vector<std::unique_ptr<WorkerState>> &workers() { return workers_; }
   ResourceId gpu_memory_resource() const { return gpu_memory_; }
 
  private:

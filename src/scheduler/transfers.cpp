@@ -70,7 +70,6 @@ bool Scheduler::start_transfer(RunState &run, DataIndex d, SpaceId to, Deferred 
   if (owner) spill(*owner, 0, deferred);
   data.arriving |= space_bit(to);
   data.pins++;
-  if (owner) owner->transfers_in++;
   transfers_in_flight_++;
   run.transfers++;
   run.bytes_transferred += data.size;
@@ -90,7 +89,6 @@ void Scheduler::transfer_done(const std::shared_ptr<RunState> &run_ptr, DataInde
     RunState &run = *run_ptr;
     DataRun &data = run.data[d];
     WorkerState *owner = owner_of(to);
-    if (owner) owner->transfers_in--;
     transfers_in_flight_--;
     data.arriving &= ~space_bit(to);
     data.pins--;

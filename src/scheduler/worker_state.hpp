@@ -35,7 +35,6 @@ struct WorkerState {
   double backlog_s = 0;           // estimated seconds of queued and running work, all threads
   uint32_t running = 0;           // tasks dispatched to its threads and not yet finished
   uint32_t idle_threads = 0;      // threads asleep on `wake`
-  uint32_t transfers_in = 0;      // copies in flight into its space
   DeviceMemory memory;            // device workers: their device's memory
   std::condition_variable wake;
 };
