@@ -10,7 +10,7 @@ scripts/install-deps.sh
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   "-DGPUFLOW_SANITIZE=address;undefined" -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link \
-  -DGPUFLOW_FUZZ=ON -DGPUFLOW_WITH_CUDA=OFF -DGPUFLOW_BUILD_EXAMPLES=OFF -DGPUFLOW_BUILD_BENCH=OFF \
+  -DGPUFLOW_FUZZ=ON -DGPUFLOW_WERROR=ON -DGPUFLOW_WITH_CUDA=OFF -DGPUFLOW_BUILD_EXAMPLES=OFF -DGPUFLOW_BUILD_BENCH=OFF \
   >/dev/null
 cmake --build build-fuzz -j "$(nproc)" --target fuzz_graph_deserialize
 mkdir -p build-fuzz/fuzz/corpus

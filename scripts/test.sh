@@ -11,12 +11,19 @@ jobs=$(nproc)
 run_suite() {  # run_suite BUILD_DIR [cmake args...]
   local dir=$1; shift
   echo "=== $dir ==="
-  cmake -S . -B "$dir" -G Ninja -DGPUFLOW_BUILD_BENCH=ON "$@" >/dev/null
+  cmake -S . -B "$dir" -G Ninja -DGPUFLOW_BUILD_BENCH=ON -DGPUFLOW_WERROR=ON "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 300
 }
 
 run_suite build
+# What a user types: a Release build with default options (warnings are not errors there) must
+# build everything, tests included.
+if [ -z "${GPUFLOW_QUICK:-}" ]; then
+  echo "=== build-user-release ==="
+  cmake -S . -B build-user-release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build-user-release -j "$jobs"
+fi
 # The Python binding, the Dask plugin and Dask's own test modules, against the plain build.
 if [ -x scripts/test-python.sh ]; then scripts/test-python.sh build; fi
 if [ -z "${GPUFLOW_QUICK:-}" ]; then

@@ -160,7 +160,7 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::string stem = dir + "/" + task.log_stem;
-  if (env.attempt > 1) stem += "." + std::to_string(env.attempt);
+  if (env.attempt > 1) stem.append(".").append(std::to_string(env.attempt));
   const std::string out_path = stem + ".out", err_path = stem + ".err";
   Fd out_fd{::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
   Fd err_fd{::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
