@@ -2,6 +2,8 @@
 #include "scheduler/scheduler.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdio>
 
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
@@ -66,15 +68,69 @@ void Scheduler::check_feasible(const RunState &run) {
     if ((body.cpu_fn && !r.cpu_workers.empty()) || (body.gpu_fn && !r.gpu_workers.empty())) {
       continue;
     }
-    std::string wanted;
-    for (const auto &[name, amount] : graph.requests().get(task.request)) {
-      wanted += (wanted.empty() ? "" : ", ") + name + "=" + std::to_string(amount.to_double());
-    }
-    std::string bodies = body.cpu_fn && body.gpu_fn ? "CPU or GPU" : body.cpu_fn ? "CPU" : "GPU";
-    fail(GF_ERR_INFEASIBLE, graph.task_label(t) + " asks for {" + wanted + "} on a " + bodies +
-                                " worker, and no " + bodies +
-                                " worker of this pool has that much (or the resource at all)");
+    fail(GF_ERR_INFEASIBLE, graph.task_label(t) + " " + why_infeasible(run, t));
   }
+}
+
+std::string Scheduler::why_infeasible(const RunState &run, TaskIndex t) const {
+  const Graph &graph = run.graph();
+  const TaskBody &body = run.body(t);
+  auto amount_text = [](FixedPoint amount) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.10g", amount.to_double());
+    return std::string(text);
+  };
+  auto runs_it = [&](const WorkerState &w) {
+    return w.kind == GF_WORKER_CPU ? body.cpu_fn != nullptr : body.gpu_fn != nullptr;
+  };
+  std::string wanted, problems;
+  auto problem = [&](const std::string &text) {
+    problems += (problems.empty() ? "" : "; ") + text;
+  };
+  for (const auto &[name, amount] : graph.requests().get(graph.task(t).request)) {
+    wanted += (wanted.empty() ? "" : ", ") + name + "=" + amount_text(amount);
+    ResourceId id = registry_.find(name);
+    if (id == UINT32_MAX) {
+      std::string hint;
+      for (ResourceId other = 0; other < registry_.size(); ++other) {
+        const std::string &known = registry_.name(other);
+        if (known.size() == name.size() &&
+            std::equal(known.begin(), known.end(), name.begin(), [](char a, char b) {
+              return std::tolower(static_cast<unsigned char>(a)) ==
+                     std::tolower(static_cast<unsigned char>(b));
+            })) {
+          hint = " (did you mean '" + known + "'?)";
+        }
+      }
+      problem("no worker of this pool has a resource named '" + name + "'" + hint);
+      continue;
+    }
+    FixedPoint most;
+    bool offered = false;
+    for (const auto &w : workers_) {
+      if (!runs_it(*w)) continue;
+      for (const auto &line : w->ledger.lines()) {
+        if (line.resource != id) continue;
+        offered = true;
+        most = std::max(most, line.capacity);
+      }
+    }
+    if (!offered) {
+      problem("no worker that could run it has '" + name + "'");
+    } else if (most < amount) {
+      problem("the most any worker that could run it has of '" + name + "' is " +
+              amount_text(most));
+    }
+  }
+  bool any_worker = false;
+  for (const auto &w : workers_) any_worker = any_worker || runs_it(*w);
+  if (!any_worker) {
+    problems = std::string("it has only a ") + (body.cpu_fn ? "CPU" : "GPU") +
+               " body, and this pool has no " + (body.cpu_fn ? "CPU" : "GPU") + " workers";
+  } else if (problems.empty()) {
+    problems = "no single worker that could run it has all of it at once";
+  }
+  return "asks for {" + wanted + "}: " + problems;
 }
 
 void Scheduler::resolve_bodies(RunState &run, const BodyResolvers &bodies) {

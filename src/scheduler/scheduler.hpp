@@ -116,6 +116,8 @@ class Scheduler {
 
   std::vector<ResolvedRequest> resolve_requests(const Graph &graph);
   void check_feasible(const RunState &run);
+  // Why no worker can ever run task t, naming the resource (and a near miss in its name).
+  std::string why_infeasible(const RunState &run, TaskIndex t) const;
   void resolve_bodies(RunState &run, const BodyResolvers &bodies);
   // Places a task whose dependencies are done; returns the worker chosen.
   uint32_t make_ready(RunState &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred,

@@ -50,6 +50,24 @@ class Validation : public ::testing::Test {
     EXPECT_EQ(ran->load(), 0) << "a task of a rejected graph ran";
   }
 
+  // Like expect_rejected, and the message holds every one of `parts`.
+  void expect_rejected_saying(const gf_pool_config &c, gf_graph *g, gf_status want,
+                              std::initializer_list<const char *> parts) {
+    Pool pool = make_pool(c);
+    ASSERT_NE(pool, nullptr);
+    gf_run *run = nullptr;
+    const gf_status s = gf_graph_submit(&run, pool.get(), g, nullptr);
+    const std::string msg = last_error();
+    EXPECT_EQ(s, want) << gf_status_name(s) << ": " << msg;
+    if (s == GF_OK && run != nullptr) {
+      gf_run_wait(run, kWaitMs);
+      gf_run_destroy(run);
+    }
+    for (const char *part : parts) {
+      EXPECT_NE(msg.find(part), std::string::npos) << "\"" << part << "\" not in \"" << msg << "\"";
+    }
+  }
+
   // Submits g and expects it to run to success; returns the number of bodies that ran.
   int expect_runs(const gf_pool_config &c, gf_graph *g) {
     Pool pool = make_pool(c);
@@ -206,7 +224,9 @@ TEST_F(Validation, MoreGpuThanAnyWorkerHas) {
   s.gpu = body();
   s.resources = {{"GPU", 2.0}};
   must_add_task(g.get(), s);
-  expect_rejected(host_config(1, 2), g.get(), GF_ERR_INFEASIBLE, {"wants_two_gpus"});
+  expect_rejected(
+      host_config(1, 2), g.get(), GF_ERR_INFEASIBLE,
+      {"wants_two_gpus", "GPU=2", "the most any worker that could run it has of 'GPU' is 1"});
 }
 
 TEST_F(Validation, UnknownLabel) {
@@ -218,6 +238,17 @@ TEST_F(Validation, UnknownLabel) {
   expect_rejected(host_config(1, 1), g.get(), GF_ERR_INFEASIBLE, {"wants_unicorn"});
 }
 
+TEST_F(Validation, GpuOnlyTaskOnAPoolWithoutGpusSaysSo) {
+  Graph g = make_graph();
+  TaskSpec s;
+  s.name = "needs_a_device";
+  s.gpu = body();
+  s.resources = {{"GPU", 1.0}};
+  must_add_task(g.get(), s);
+  expect_rejected_saying(host_config(1, -1), g.get(), GF_ERR_INFEASIBLE,
+                         {"needs_a_device", "only a GPU body", "no GPU workers"});
+}
+
 TEST_F(Validation, ResourceNamesAreCaseSensitive) {
   Graph g = make_graph();
   TaskSpec s;
@@ -225,7 +256,9 @@ TEST_F(Validation, ResourceNamesAreCaseSensitive) {
   s.gpu = body();
   s.resources = {{"gpu", 1.0}};
   must_add_task(g.get(), s);
-  expect_rejected(host_config(1, 1), g.get(), GF_ERR_INFEASIBLE, {"lowercase_gpu"});
+  expect_rejected_saying(host_config(1, 1), g.get(), GF_ERR_INFEASIBLE,
+                         {"lowercase_gpu", "no worker of this pool has a resource named 'gpu'",
+                          "did you mean 'GPU'?"});
 }
 
 TEST_F(Validation, MoreGpuMemoryThanTheDevice) {
