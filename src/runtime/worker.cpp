@@ -1,5 +1,7 @@
 #include "runtime/worker.hpp"
 
+#include <cxxabi.h>
+
 #include "core/clock.hpp"
 #include "runtime/task_context.hpp"
 
@@ -127,6 +129,10 @@ void Worker::execute(Dispatch &dispatch, void *stream) {
         ctx.error = std::move(r.device_error);
       }
     }
+  } catch (abi::__forced_unwind &) {
+    // The thread is being ended (pthread_exit, or an interpreter finalizing while a body still
+    // runs): the unwind must go on, or the C library aborts the process.
+    throw;
   } catch (const std::exception &e) {
     rc = -1;
     ctx.failed = true;
