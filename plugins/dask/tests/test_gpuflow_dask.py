@@ -1,5 +1,6 @@
 """Tests of the Dask scheduler gpuflow.dask.get: collections, annotations, errors, interrupts."""
 import _thread
+import ctypes
 import gc
 import os
 import re
@@ -381,6 +382,22 @@ def test_task_names_are_keys_as_dask_prints_them():
     # keys that print alike still make a valid graph (names are unique in a graph)
     dsk = {"('x', 0)": (add, 1, 1), ("x", 0): (add, 2, 2)}
     assert get(dsk, ["('x', 0)", ("x", 0)]) == (2, 4)
+
+
+def test_task_error_names_the_failed_key(pool):
+    from gpuflow.dask import build
+    dsk = dask._task_spec.convert_legacy_graph({("x", 0): (explode, 1), "y": (add, ("x", 0), 1)})
+    built = build(dsk, ["y"], {})
+    run = built.graph.submit(pool)
+    try:
+        run.wait(10)
+        y = built.graph._table.task_ids[[k for k in dsk].index("y")]
+        p = ctypes.c_char_p()
+        assert gpuflow._ffi.gf_run_task_error(ctypes.byref(p), run.handle, y) == 0
+        assert "('x', 0)" in p.value.decode() and "#" not in p.value.decode()
+    finally:
+        run.close()
+        built.graph.close()
 
 
 def test_task_env_name_is_the_key(pool):
