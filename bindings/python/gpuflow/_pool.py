@@ -16,7 +16,7 @@ from . import _ffi as F
 from ._bodies import current_ctx
 from ._errors import StateError, check
 from ._graph import Graph, resource_array
-from ._run import Future, Run
+from ._run import Future, Run, interpreter_exiting, reap_abandoned
 
 WorkerInfo = namedtuple("WorkerInfo", "index kind device threads emulated name")
 LedgerEntry = namedtuple("LedgerEntry", "resource capacity in_use peak_in_use")
@@ -30,6 +30,10 @@ _BACKENDS = {"auto": F.GF_BACKEND_AUTO, "host": F.GF_BACKEND_HOST, "cuda": F.GF_
 
 
 def _destroy_pool(handle):
+    if not reap_abandoned(handle, interpreter_exiting()):
+        # At exit, with bodies of an interrupted (Ctrl-C) run still running: gf_pool_destroy
+        # would wait for them. Leave the pool to the process exit instead (see gpuflow._run).
+        return
     if current_ctx():
         # Dropped inside a task body of this (or another) pool: gf_pool_destroy waits for
         # running bodies, so it must not run here. Hand it to a helper thread.
@@ -121,7 +125,8 @@ class Pool:
         return not self._finalizer.alive
 
     def close(self):
-        """Shuts the pool down: pending tasks are cancelled, running bodies waited for."""
+        """Shuts the pool down: pending tasks are cancelled, running bodies waited for (also those
+        of runs interrupted by Ctrl-C; at interpreter exit those are not waited for)."""
         self._finalizer()
 
     def __enter__(self):
@@ -162,6 +167,16 @@ class Pool:
             name = e.resource.decode()
             out[name] = LedgerEntry(name, e.capacity, e.in_use, e.peak_in_use)
         return out
+
+    def resource_names(self) -> frozenset:
+        """The names of every resource some worker of this pool advertises ("cpu", "GPU",
+        "gpu_memory", labels): the union of the workers' ledgers (fixed for the pool's life)."""
+        names = getattr(self, "_resource_names", None)
+        if names is None:
+            names = frozenset(name for w in range(len(self.workers()))
+                              for name in self.ledger(w))
+            self._resource_names = names
+        return names
 
     # -- running
     def run(self, graph: "Graph") -> "Run":

@@ -1,12 +1,21 @@
 """Runs and futures: waiting for a submitted graph (interruptibly) and reading its results.
 
 Waiting uses gf_run_wait in slices with the GIL released (ctypes.CDLL), so Ctrl-C interrupts
-it: the run is cancelled and KeyboardInterrupt re-raised. Runs are released by
-``weakref.finalize``, which also runs them at exit before the interpreter finalizes.
+it: the run is cancelled and KeyboardInterrupt re-raised at once, without waiting for the bodies
+still running (their results are dropped). Runs are released by ``weakref.finalize``, which also
+runs them at exit before the interpreter finalizes.
+
+An interrupted run whose bodies may still be running is "abandoned": its handle is kept (not
+destroyed) until its pool is closed, so that the pool can tell whether bodies are still running.
+At interpreter exit, a pool with an abandoned run still running is not destroyed (gf_pool_destroy
+would wait for those bodies, possibly for minutes): the process exits without joining its
+workers, and a body still running is then treated like a daemon thread's code.
 """
 from __future__ import annotations
 
+import atexit
 import ctypes
+import sys
 import time
 import weakref
 from collections import namedtuple
@@ -29,10 +38,65 @@ _TASK_STATE_NAMES = {F.GF_TASK_WAITING: "waiting", F.GF_TASK_QUEUED: "queued",
                      F.GF_TASK_FAILED: "failed", F.GF_TASK_CANCELLED: "cancelled"}
 
 
-def wait_run(handle: int, timeout: float | None = None) -> int:
+# Abandoned runs: run handle -> pool handle, for runs interrupted while bodies may still run.
+# Their handles stay valid (not destroyed) until reap_abandoned(pool) destroys them.
+_ABANDONED: dict[int, int] = {}
+
+
+_exiting = False
+
+
+def _set_exiting():
+    global _exiting
+    _exiting = True
+
+
+# weakref.finalize registers its atexit hook (which runs the finalizers of runs and pools) when
+# the first finalizer is made; make sure it is registered before ours, so that ours (atexit runs
+# hooks last registered first) marks the exit before any of those finalizers runs.
+_ALWAYS = type("_Always", (), {})()
+weakref.finalize(_ALWAYS, int)
+atexit.register(_set_exiting)
+
+
+def interpreter_exiting() -> bool:
+    """Whether the interpreter is exiting (atexit hooks running, or finalizing)."""
+    return _exiting or sys.is_finalizing()
+
+
+def abandon_run(handle: int, pool_handle: int | None) -> None:
+    """Records an interrupted (cancelled) run whose bodies may still be running: its handle is
+    destroyed by reap_abandoned instead of when its Run is released."""
+    if pool_handle is not None:
+        _ABANDONED[handle] = pool_handle
+
+
+def _destroy_run(handle):
+    if handle in _ABANDONED:
+        if F.gf_run_poll(handle) == F.GF_TIMEOUT:
+            return  # bodies still running: reap_abandoned destroys it with its pool
+        del _ABANDONED[handle]
+    F.gf_run_destroy(handle)
+
+
+def reap_abandoned(pool_handle: int, exiting: bool) -> bool:
+    """Destroys the abandoned runs of a pool about to be destroyed. At exit, returns False (and
+    keeps them) when one of them still has bodies running: the pool must then not be destroyed,
+    since gf_pool_destroy would wait for those bodies."""
+    mine = [r for r, p in _ABANDONED.items() if p == pool_handle]
+    if exiting and any(F.gf_run_poll(r) == F.GF_TIMEOUT for r in mine):
+        return False
+    for r in mine:
+        del _ABANDONED[r]
+        F.gf_run_destroy(r)
+    return True
+
+
+def wait_run(handle: int, timeout: float | None = None, pool_handle: int | None = None) -> int:
     """gf_run_wait in slices (GIL released in each), so that KeyboardInterrupt can interrupt it:
-    on Ctrl-C the run is cancelled, its running bodies finish, and the interrupt is re-raised.
-    Returns the final gf_status, or GF_TIMEOUT."""
+    on Ctrl-C the run is cancelled and the interrupt re-raised at once; bodies still running are
+    not waited for (the run is abandoned, see the module documentation, when `pool_handle` is
+    given). Returns the final gf_status, or GF_TIMEOUT."""
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
         while True:
@@ -47,10 +111,16 @@ def wait_run(handle: int, timeout: float | None = None) -> int:
             if st != F.GF_TIMEOUT:
                 return st
     except KeyboardInterrupt:
-        F.gf_run_cancel(handle)
-        while F.gf_run_wait(handle, _WAIT_SLICE_MS) == F.GF_TIMEOUT:
-            pass
+        interrupted(handle, pool_handle)
         raise
+
+
+def interrupted(handle: int, pool_handle: int | None) -> None:
+    """What a wait does on KeyboardInterrupt: cancel the run; if bodies are still running,
+    abandon it (do not wait for them)."""
+    F.gf_run_cancel(handle)
+    if F.gf_run_poll(handle) == F.GF_TIMEOUT:
+        abandon_run(handle, pool_handle)
 
 
 class Run:
@@ -61,7 +131,8 @@ class Run:
         self._handle = handle
         self._table = table  # keeps the graph's bodies (and their exceptions) reachable
         self._pool = pool
-        self._finalizer = weakref.finalize(self, F.gf_run_destroy, handle)
+        self._pool_handle = getattr(pool, "_handle", None)
+        self._finalizer = weakref.finalize(self, _destroy_run, handle)
         self._outcome = None  # (status, message) once finished
 
     @property
@@ -84,7 +155,7 @@ class Run:
         """Waits for the run to finish; True when finished, False on timeout."""
         if self._outcome is not None:
             return True
-        st = wait_run(self.handle, timeout)
+        st = wait_run(self.handle, timeout, self._pool_handle)
         if st == F.GF_TIMEOUT:
             return False
         self._outcome = (st, F.last_error() if st < 0 else "")

@@ -18,6 +18,25 @@ materializes it with ``optimization.fuse.active=False`` and ``optimization.annot
 (blockwise fusion still merges layers whose annotations are equal; layers with different
 annotations stay separate tasks). Graphs without annotations are materialized as Dask would.
 
+``import gpuflow.dask`` registers the scheduler under the name "gpuflow" (in
+``dask.base.named_schedulers``), so ``dask.config.set(scheduler="gpuflow")`` and
+``x.compute(scheduler="gpuflow")`` work too.
+
+Each gpuflow task is named after its Dask key (``str(key)``: "inc-abc", "('x', 0, 1)"), so
+gpuflow's messages (an infeasible request, a failed input) name the key. A resource annotation
+whose name differs from one of the pool's resources only by case ("gpu" for "GPU") is rejected
+before submission with an InfeasibleError saying which name was meant.
+
+Dask's local-scheduler callbacks (dask.diagnostics ProgressBar, Profiler, ResourceProfiler,
+CacheProfiler, and any dask.callbacks.Callback) are called as Dask's own local schedulers call
+them: start, start_state, pretask, posttask (with the result, Dask's state dict and the name of
+the gpuflow worker that ran the task, e.g. "cpu:0") and finish, all on the thread that called
+compute(): task bodies report to it through a queue. Aliases are reported when their target
+finished (with their target's worker). Without active callbacks nothing of this costs anything.
+
+Ctrl-C while waiting cancels the run and raises KeyboardInterrupt at once; bodies still running
+are not waited for, and their results are dropped (see gpuflow._run on what happens at exit).
+
 A compute() called from inside a task body (nested compute) runs that inner graph with Dask's
 synchronous scheduler on the calling worker thread: waiting for other tasks of the same pool from
 a worker could deadlock it, and gpuflow has no way for a body to give up its worker meanwhile.
@@ -25,6 +44,7 @@ a worker could deadlock it, and gpuflow has no way for a body to give up its wor
 from __future__ import annotations
 
 import ctypes
+import queue
 import threading
 from array import array
 from collections.abc import Mapping
@@ -35,15 +55,15 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.utils import key_split
 
 from . import _ffi as F
-from ._bodies import (BODY_ADDR, HAS_COST_KEY, TASK_DESC, cost_key_text, current_ctx,
-                      failure_exception, input_value)
-from ._errors import status_error
+from ._bodies import (BODY_ADDR, HAS_COST_KEY, TASK_DESC, TaskContext, cost_key_text,
+                      current_ctx, failure_exception, input_value)
+from ._errors import InfeasibleError, status_error
 from ._graph import Graph, bodies_for, resource_array, table_of
 from ._pool import Pool
-from ._run import wait_run
+from ._run import interrupted, wait_run
 from ._values import DESTROY_VALUE_ADDR, VALUES, put_value
 
-__all__ = ["get", "default_pool", "set_default_pool", "annotations_of"]
+__all__ = ["get", "default_pool", "set_default_pool", "annotations_of", "register"]
 
 _EMPTY: dict = {}
 _default_pool: Pool | None = None
@@ -161,6 +181,19 @@ def _compute(ctx, spec):
     return node(values)
 
 
+_PRE, _POST = 0, 1
+
+
+def _compute_reporting(ctx, spec):
+    """_compute for a run with Dask callbacks: reports the start and the result of the key to
+    the thread that called get() (which calls the callbacks), through `events`."""
+    node, deps, key, events = spec
+    events.put((_PRE, key, None, None))
+    result = _compute(ctx, (node, deps))
+    events.put((_POST, key, result, TaskContext(ctx).env().worker))
+    return result
+
+
 _cost_keys: dict = {}
 
 
@@ -211,8 +244,18 @@ def _task_options(key, annotations):
     return resources, priority, retries
 
 
-def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
-    """A gpuflow graph with one task per computed key of the (task spec) graph `dsk`."""
+def task_name(key) -> bytes:
+    """The gpuflow task name of a Dask key: the key as Dask prints it ("inc-abc",
+    "('x', 0, 1)"), as UTF-8."""
+    text = key if type(key) is str else str(key)
+    if "\0" in text:
+        text = text.replace("\0", "\\0")
+    return text.encode("utf-8", "backslashreplace")
+
+
+def build(dsk: Mapping, keys_flat, annotations: dict, events=None) -> _Built:
+    """A gpuflow graph with one task per computed key of the (task spec) graph `dsk`, each
+    named after its key. With `events` (a queue), the bodies report to it (see get)."""
     graph = Graph()
     h = graph.handle
     table = table_of(graph)
@@ -272,7 +315,13 @@ def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
     annotated = bool(annotations) and any(
         annotations.get(k) for k in ("resources", "priority", "retries"))
     pos = 0
+    names: set = set()
     for i, key, node in tasks:
+        name = task_name(key)
+        if name in names:  # two keys that print alike ("('x', 0)" and ('x', 0)): keep unique
+            name += b" @%d" % i
+        names.add(name)
+        desc.name = name
         if HAS_COST_KEY:
             desc.cost_key = _cost_key(key)
         deps = tuple(node.dependencies)
@@ -293,7 +342,10 @@ def build(dsk: Mapping, keys_flat, annotations: dict) -> _Built:
         if annotated:
             resources, priority, retries = _task_options(key, annotations)
             _apply_options(desc, key, resources, priority, retries, res_cache, keep_alive)
-        desc.user_data = add_body(_compute, (node, deps))
+        if events is None:
+            desc.user_data = add_body(_compute, (node, deps))
+        else:
+            desc.user_data = add_body(_compute_reporting, (node, deps, key, events))
         st = add_task(task_out_addr, h, desc_addr)
         if st:
             table.discard()
@@ -349,49 +401,249 @@ def _in_task_body() -> bool:
     return bool(current_ctx())
 
 
-def get(dsk, keys, pool: Pool | None = None, **kwargs):
+def _check_resource_names(annotations, pool: Pool) -> None:
+    """Raises InfeasibleError, naming the key and the meant name, for a resource annotation
+    whose name differs from a resource of the pool only by case ("gpu" for "GPU")."""
+    per_key = annotations.get("resources") if annotations else None
+    if not per_key:
+        return
+    known = pool.resource_names()
+    folded = None
+    seen = set()
+    for key, resources in per_key.items():
+        if not isinstance(resources, Mapping):
+            continue  # build() says what is wrong with it
+        for name in resources:
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in known:
+                continue
+            if folded is None:
+                folded = {}
+                for k in sorted(known):
+                    folded.setdefault(k.casefold(), k)
+            meant = folded.get(str(name).casefold())
+            if meant is not None:
+                raise InfeasibleError(
+                    f"gpuflow.dask: the resources annotation of {key} asks for {name!r}, which "
+                    f"no worker of this pool has; did you mean {meant!r}? (resource names are "
+                    f"case-sensitive; this pool has {', '.join(sorted(known))})",
+                    F.GF_ERR_INFEASIBLE)
+
+
+class _Ready(dict):
+    """Dask's state["ready"] (a list in Dask) as an ordered set: gpuflow starts ready keys in
+    its own order, so removing any of them must be cheap."""
+
+    __slots__ = ()
+
+    def append(self, key):
+        self[key] = None
+
+    def remove(self, key):
+        del self[key]
+
+    def pop(self, *args):
+        if args:
+            return dict.pop(self, *args)
+        return self.popitem()[0]
+
+
+def _no_order(key):
+    return 0
+
+
+class _Reporter:
+    """Calls Dask's local-scheduler callbacks on the caller's thread, keeping Dask's state dict
+    (start_state_from_dask, finish_task) up to date from what task bodies report."""
+
+    def __init__(self, callbacks, graph, keys_flat, pool):
+        from dask.callbacks import normalize_callback, unpack_callbacks
+        self.callbacks = [normalize_callback(cb) for cb in callbacks]
+        _, _, self.pretask, self.posttask, _ = unpack_callbacks(self.callbacks)
+        self.graph = graph
+        self.results = set(keys_flat)
+        self.started = []
+        self.state: dict = {}
+        self.names = [w.name for w in pool.workers()]
+        self.events = queue.SimpleQueue()
+        self.pending = 0  # keys of the state still to be reported finished
+        self.workers: dict = {}  # key -> the worker that ran it (an alias: its target's)
+
+    def start(self):
+        from dask.local import start_state_from_dask
+        graph = self.graph
+        for cb in self.callbacks:
+            if cb[0]:
+                cb[0](graph)
+            self.started.append(cb)
+        self.state = state = start_state_from_dask(graph, keys=self.results, cache=None,
+                                                   sortkey=_no_order)
+        state["ready"] = _Ready.fromkeys(state["ready"])
+        self.pending = sum(1 for k in state["dependencies"]
+                           if k in graph and not isinstance(graph[k], DataNode))
+        for cb in self.callbacks:
+            if cb[1]:
+                cb[1](graph, state)
+        self._aliases(list(state["ready"]))
+
+    def _pre(self, key):
+        state = self.state
+        if key not in state["dependencies"]:
+            return False  # not needed for the keys asked for: Dask would not run it
+        state["ready"].pop(key, None)
+        state["running"].add(key)
+        for f in self.pretask:
+            f(key, self.graph, state)
+        return True
+
+    def _post(self, key, result, worker):
+        from dask.local import finish_task
+        state = self.state
+        if key not in state["dependencies"]:
+            return
+        state["cache"][key] = result
+        self.workers[key] = worker
+        finish_task(self.graph, key, state, self.results, _no_order)
+        self.pending -= 1
+        for f in self.posttask:
+            f(key, result, self.graph, state, worker)
+        self._aliases(state["dependents"][key])
+
+    def _aliases(self, candidates):
+        """Reports the aliases among `candidates` that are ready: they run no body."""
+        graph, state = self.graph, self.state
+        for k in list(candidates):
+            node = graph.get(k)
+            if isinstance(node, Alias) and k in state["ready"]:
+                self._pre(k)
+                self._post(k, state["cache"].get(node.target),
+                           self.workers.get(node.target))
+
+    def handle(self, event):
+        kind, key, result, worker = event
+        if kind == _PRE:
+            self._pre(key)
+        else:
+            self._post(key, result,
+                        self.names[worker] if worker < len(self.names) else worker)
+
+    def wait(self, run) -> int:
+        """Waits for the run, calling the callbacks as bodies report; Ctrl-C as wait_run."""
+        events, handle = self.events, run.handle
+        try:
+            while True:
+                if self.pending <= 0:
+                    st = wait_run(handle, None, run._pool_handle)
+                    break
+                try:
+                    self.handle(events.get(timeout=0.05))
+                    continue
+                except queue.Empty:
+                    pass
+                st = F.gf_run_poll(handle)
+                if st != F.GF_TIMEOUT:
+                    break
+        except KeyboardInterrupt:
+            interrupted(handle, run._pool_handle)
+            raise
+        while True:  # what the last bodies reported before the run finished
+            try:
+                self.handle(events.get_nowait())
+            except queue.Empty:
+                break
+        return st
+
+    def finish(self, failed: bool):
+        for cb in self.started:
+            if cb[4]:
+                cb[4](self.graph, self.state, failed)
+
+
+def get(dsk, keys, pool: Pool | None = None, callbacks=None, **kwargs):
     """Dask scheduler entry point: computes `keys` of `dsk` on a gpuflow pool and returns their
     values in the nested shape of `keys`.
 
     pool: a gpuflow.Pool; default: dask.config "gpuflow.pool", else default_pool().
+    callbacks: Dask local-scheduler callbacks, as for dask.local.get_async (default: the
+    active ones, e.g. ``with ProgressBar():``).
     Other keyword arguments (num_workers, ...) are accepted and ignored.
     """
     if _in_task_body():
         from dask.local import get_sync
-        return get_sync(dsk, keys)
+        return get_sync(dsk, keys, callbacks=callbacks)
+    from dask.callbacks import local_callbacks
     if pool is None:
         pool = dask.config.get("gpuflow.pool", None) or default_pool()
+    with local_callbacks(callbacks) as active:
+        if not active:
+            return _get(dsk, keys, pool, None)
+        return _get(dsk, keys, pool, active)
+
+
+def _get(dsk, keys, pool, callbacks):
     graph, annotations = annotations_of(dsk)
     graph = convert_legacy_graph(graph)
     keys_flat = _flatten(keys, []) if isinstance(keys, list) else [keys]
     for k in keys_flat:
         if k not in graph:
             raise KeyError(k)
-    if not graph:
-        return _nested(keys, {})
-    built = build(graph, keys_flat, annotations)
-    run = built.graph.submit(pool)
+    _check_resource_names(annotations, pool)
+    reporter = None
+    succeeded = False
     try:
-        st = wait_run(run.handle)
-        if st < 0:
-            raise failure_exception(st, F.last_error(), table_of(built.graph), run.handle)
-        results = {}
-        p = ctypes.c_void_p()
-        p_addr = ctypes.addressof(p)
-        rh = run.handle
-        for k in keys_flat:
-            if k in results:
-                continue
-            target = _resolve(k, graph)
-            node = graph[target]
-            if isinstance(node, DataNode):
-                results[k] = node.value
-                continue
-            st = F.gf_run_value(p_addr, rh, built.data_ids[built.index[target]])
-            if st:
-                raise status_error(st)
-            results[k] = VALUES[p.value]
-        return _nested(keys, results)
+        if callbacks:
+            reporter = _Reporter(callbacks, graph, keys_flat, pool)
+            reporter.start()
+        if not graph:
+            succeeded = True
+            return _nested(keys, {})
+        built = build(graph, keys_flat, annotations,
+                      reporter.events if reporter is not None else None)
+        try:
+            run = built.graph.submit(pool)
+        except BaseException:
+            built.graph.close()
+            raise
+        try:
+            if reporter is not None:
+                st = reporter.wait(run)
+            else:
+                st = wait_run(run.handle, None, run._pool_handle)
+            if st < 0:
+                raise failure_exception(st, F.last_error(), table_of(built.graph), run.handle)
+            results = {}
+            p = ctypes.c_void_p()
+            p_addr = ctypes.addressof(p)
+            rh = run.handle
+            for k in keys_flat:
+                if k in results:
+                    continue
+                target = _resolve(k, graph)
+                node = graph[target]
+                if isinstance(node, DataNode):
+                    results[k] = node.value
+                    continue
+                st = F.gf_run_value(p_addr, rh, built.data_ids[built.index[target]])
+                if st:
+                    raise status_error(st)
+                results[k] = VALUES[p.value]
+            succeeded = True
+            return _nested(keys, results)
+        finally:
+            run.close()
+            built.graph.close()
     finally:
-        run.close()
-        built.graph.close()
+        if reporter is not None:
+            reporter.finish(not succeeded)
+
+
+def register() -> None:
+    """Registers get as Dask's "gpuflow" scheduler (done on import of gpuflow.dask), so that
+    ``dask.config.set(scheduler="gpuflow")`` and ``x.compute(scheduler="gpuflow")`` use it."""
+    from dask.base import named_schedulers
+    named_schedulers["gpuflow"] = get
+
+
+register()

@@ -576,11 +576,49 @@ def test_keyboard_interrupt_cancels_the_run(pool):
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         run.result()
+    assert time.monotonic() - t0 < 2  # raised at once: the running body is not waited for
+    assert run.wait(10)  # the body sees gf_task_ctx_cancelled and returns early
     assert time.monotonic() - t0 < 10  # cancelled, not run to the end (10 s bodies)
     assert run.state == "cancelled"
     # the running body saw gf_task_ctx_cancelled and returned early (so it succeeded)
     assert run.task_state(t) == "succeeded" and run.value(t) is True
     assert pool.submit(lambda: "alive").result(timeout=5) == "alive"
+
+
+def test_ctrl_c_in_run_result_does_not_wait_for_the_body():
+    """SIGINT while Run.result() waits on a 20 s body: KeyboardInterrupt at once, and the
+    process exits in seconds (the pool's destruction at exit does not wait for the body)."""
+    import signal
+    code = textwrap.dedent("""
+        import time, gpuflow
+        pool = gpuflow.Pool(cpu_workers=1, emulated_devices=0)
+        g = gpuflow.Graph()
+        g.task(lambda: (print("started", flush=True), time.sleep(20)))
+        run = pool.run(g)
+        try:
+            run.result()
+        except KeyboardInterrupt:
+            print("interrupted", time.monotonic(), flush=True)
+    """)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(gpuflow.__file__)), env.get("PYTHONPATH", "")])
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "started"
+        time.sleep(0.3)
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        line = child.stdout.readline().split()
+        assert line and line[0] == "interrupted", child.stderr.read()
+        assert float(line[1]) - sent < 1.0
+        assert child.wait(timeout=5) == 0
+        assert time.monotonic() - sent < 5
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
 
 
 def test_fileno_and_await(pool):

@@ -1,5 +1,6 @@
 """Tests of the Dask scheduler gpuflow.dask.get: collections, annotations, errors, interrupts."""
 import _thread
+import ctypes
 import gc
 import os
 import re
@@ -314,6 +315,195 @@ def test_keyboard_interrupt_cancels(pool):
     assert time.monotonic() - t0 < 10  # cancelled, not run to the end (10 s bodies)
     # the pool is free again: nothing left running
     assert delayed(add)(2, 2).compute(scheduler=get, pool=pool) == 4
+
+
+def test_ctrl_c_in_a_long_body_interrupts_at_once_and_exits():
+    """SIGINT while a 20 s body runs: KeyboardInterrupt within ~1 s, process gone in seconds."""
+    import signal
+    import subprocess
+    import sys
+    code = """if True:
+        import time, dask, gpuflow.dask
+        from dask import delayed
+        def body():
+            print("started", flush=True)
+            time.sleep(20)
+            return 1
+        try:
+            delayed(body)().compute(scheduler="gpuflow")
+        except KeyboardInterrupt:
+            print("interrupted", time.monotonic(), flush=True)
+            raise
+    """
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [os.path.dirname(os.path.dirname(gpuflow.__file__)), env.get("PYTHONPATH", "")])
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert child.stdout.readline().strip() == "started"
+        time.sleep(0.3)  # the body is in its sleep
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        line = child.stdout.readline().split()
+        assert line and line[0] == "interrupted", child.stderr.read()
+        assert float(line[1]) - sent < 1.0
+        rc = child.wait(timeout=5)
+        assert time.monotonic() - sent < 5
+        assert rc != 0  # the KeyboardInterrupt went out of the script
+        assert "KeyboardInterrupt" in child.stderr.read()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+# ------------------------------------------------------------------------------------------
+# Task names, resource name hints
+# ------------------------------------------------------------------------------------------
+
+
+def test_errors_name_the_dask_key():
+    with gpuflow.Pool(cpu_workers=1, emulated_devices=0) as cpu_only:
+        with dask.annotate(resources={"GPU": 1}):
+            x = da.ones((4, 4), chunks=2) + 1
+        keys = [str(k) for k in dask.core.flatten(x.__dask_keys__())]
+        with pytest.raises(gpuflow.InfeasibleError) as e:
+            x.compute(scheduler=get, pool=cpu_only)
+        msg = str(e.value)
+        assert any(f"'{k}'" in msg for k in keys), msg  # "task '('add-...', 0, 0)' ..."
+        assert "task #" not in msg
+
+
+def test_task_names_are_keys_as_dask_prints_them():
+    from gpuflow.dask import task_name
+    assert task_name("inc-abc") == b"inc-abc"
+    assert task_name(("x", 0, 1)) == b"('x', 0, 1)"
+    # keys that print alike still make a valid graph (names are unique in a graph)
+    dsk = {"('x', 0)": (add, 1, 1), ("x", 0): (add, 2, 2)}
+    assert get(dsk, ["('x', 0)", ("x", 0)]) == (2, 4)
+
+
+def test_task_error_names_the_failed_key(pool):
+    from gpuflow.dask import build
+    dsk = dask._task_spec.convert_legacy_graph({("x", 0): (explode, 1), "y": (add, ("x", 0), 1)})
+    built = build(dsk, ["y"], {})
+    run = built.graph.submit(pool)
+    try:
+        run.wait(10)
+        y = built.graph._table.task_ids[[k for k in dsk].index("y")]
+        p = ctypes.c_char_p()
+        assert gpuflow._ffi.gf_run_task_error(ctypes.byref(p), run.handle, y) == 0
+        assert "('x', 0)" in p.value.decode() and "#" not in p.value.decode()
+    finally:
+        run.close()
+        built.graph.close()
+
+
+def test_task_env_name_is_the_key(pool):
+    def name():
+        return gpuflow.current_task().env().name
+    t = delayed(name, pure=True)(dask_key_name="my-key")
+    assert t.compute(scheduler=get, pool=pool) == "my-key"
+
+
+def test_resource_name_case_hint(pool):
+    with dask.annotate(resources={"gpu": 1}):
+        t = delayed(kind)(dask_key_name="needs-gpu")
+    with pytest.raises(gpuflow.InfeasibleError, match=r"needs-gpu.*'gpu'.*did you mean 'GPU'"):
+        t.compute(scheduler=get, pool=pool)
+    with dask.annotate(resources={"BIGMEM": 1}):
+        t = delayed(kind)()
+    with pytest.raises(gpuflow.InfeasibleError, match="did you mean 'bigmem'"):
+        t.compute(scheduler=get, pool=pool)
+    assert {"cpu", "GPU", "gpu_memory", "bigmem"} <= pool.resource_names()
+
+
+# ------------------------------------------------------------------------------------------
+# Dask's diagnostics and callbacks; the "gpuflow" scheduler name
+# ------------------------------------------------------------------------------------------
+
+
+def in_gpuflow(x=None):
+    return gpuflow.current_task() is not None
+
+
+def test_named_scheduler(pool):
+    assert dask.base.named_schedulers["gpuflow"] is get
+    t = delayed(in_gpuflow)()
+    assert t.compute(scheduler="gpuflow", pool=pool) is True
+    with dask.config.set(scheduler="gpuflow", **{"gpuflow.pool": pool}):
+        assert t.compute() is True
+        assert dask.base.get_scheduler() is get
+    assert t.compute(scheduler="sync") is False
+
+
+def test_progress_bar(pool, capsys):
+    from dask.diagnostics import ProgressBar
+    x = (da.ones((8, 8), chunks=2) + 1).sum()
+    with ProgressBar():
+        assert x.compute(scheduler="gpuflow", pool=pool) == 128
+    out = capsys.readouterr().out
+    assert "100% Completed" in out and "#" * 40 in out
+
+
+def test_profiler_one_entry_per_task(pool):
+    from dask.diagnostics import CacheProfiler, Profiler
+    x = (da.ones((8, 8), chunks=2) + 1).sum()
+    with Profiler() as ref:
+        x.compute(scheduler="sync")
+    with Profiler() as prof, CacheProfiler() as cache:
+        assert x.compute(scheduler="gpuflow", pool=pool) == 128
+    keys = [r.key for r in prof.results]
+    assert len(keys) == len(set(keys)) == len(ref.results)
+    # the same keys, but for the finalize keys, whose names change with each compute
+    def stable(ks):
+        return {k for k in ks if "finalize" not in str(k)}
+    assert stable(keys) == stable(r.key for r in ref.results) and len(stable(keys)) > 10
+    names = {w.name for w in pool.workers()}
+    assert all(r.worker_id in names and r.end_time >= r.start_time for r in prof.results)
+    assert {r.key for r in cache.results} == set(keys)
+
+
+def test_callback_subclass(pool):
+    from dask.callbacks import Callback
+    main = threading.get_ident()
+    calls = []
+
+    class Record(Callback):
+        def _start(self, dsk):
+            calls.append(("start", threading.get_ident()))
+
+        def _start_state(self, dsk, state):
+            calls.append(("start_state", len(state["ready"]) + len(state["waiting"])))
+
+        def _pretask(self, key, dsk, state):
+            calls.append(("pretask", key, threading.get_ident()))
+
+        def _posttask(self, key, result, dsk, state, worker_id):
+            calls.append(("posttask", key, result, worker_id, threading.get_ident()))
+
+        def _finish(self, dsk, state, failed):
+            calls.append(("finish", failed, len(state["finished"])))
+
+    a = delayed(add)(1, 2, dask_key_name="a")
+    b = delayed(add)(a, 10, dask_key_name="b")
+    with Record():
+        assert b.compute(scheduler="gpuflow", pool=pool) == 13
+    assert calls[0] == ("start", main) and calls[1] == ("start_state", 2)
+    assert calls[-1] == ("finish", False, 2)
+    pre = [c for c in calls if c[0] == "pretask"]
+    post = [c for c in calls if c[0] == "posttask"]
+    assert [c[1] for c in pre] == ["a", "b"] and all(c[2] == main for c in pre)
+    assert [(c[1], c[2]) for c in post] == [("a", 3), ("b", 13)]
+    assert all(c[3].startswith("cpu:") and c[4] == main for c in post)
+    # a failing graph: finish(failed=True); callbacks passed as an argument work too
+    seen = []
+    cb = (None, None, None, None, lambda dsk, state, failed: seen.append(failed))
+    with pytest.raises(MyError):
+        delayed(explode)(1).compute(scheduler="gpuflow", pool=pool, callbacks=[cb])
+    assert seen == [True]
+    assert not Callback.active  # restored
 
 
 # ------------------------------------------------------------------------------------------
