@@ -8,12 +8,15 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
 
+ran=()  # what ran and passed, for the closing line (set -e stops at the first failure)
+
 run_suite() {  # run_suite BUILD_DIR [cmake args...]
   local dir=$1; shift
   echo "=== $dir ==="
   cmake -S . -B "$dir" -G Ninja -DGPUFLOW_BUILD_BENCH=ON -DGPUFLOW_WERROR=ON "$@" >/dev/null
   cmake --build "$dir" -j "$jobs"
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 300
+  ran+=("ctest in $dir")
 }
 
 run_suite build
@@ -23,9 +26,13 @@ if [ -z "${GPUFLOW_QUICK:-}" ]; then
   echo "=== build-user-release ==="
   cmake -S . -B build-user-release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build-user-release -j "$jobs"
+  ran+=("the Release build with default options")
 fi
 # The Python binding, the Dask plugin and Dask's own test modules, against the plain build.
-if [ -x scripts/test-python.sh ]; then scripts/test-python.sh build; fi
+if [ -x scripts/test-python.sh ]; then
+  scripts/test-python.sh build
+  ran+=("the Python suites")
+fi
 if [ -z "${GPUFLOW_QUICK:-}" ]; then
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_suite build-asan -DCMAKE_BUILD_TYPE=Debug "-DGPUFLOW_SANITIZE=address;undefined" \
@@ -34,9 +41,12 @@ fi
 if [ -z "${GPUFLOW_QUICK:-}" ]; then
   # The graph deserializer takes untrusted bytes: a bounded libFuzzer run (clang).
   scripts/fuzz.sh "${GPUFLOW_FUZZ_SECONDS:-30}"
+  ran+=("the fuzz run")
 fi
 if [ -n "${GPUFLOW_TSAN:-}" ]; then
   TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp" \
     run_suite build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUFLOW_SANITIZE=thread \
       -DGPUFLOW_WITH_CUDA=OFF
 fi
+summary=$(printf '%s; ' "${ran[@]}")
+echo "test.sh: all passed: ${summary%; }"
