@@ -3,7 +3,7 @@
 //   gpuflow info     [pool options] [--plugin LIB]...
 //   gpuflow validate GRAPH [--plugin LIB]... [pool options]
 //   gpuflow run      GRAPH [--plugin LIB]... [pool options] [--trace OUT.json] [--log-dir DIR]
-//                    [--no-progress] [--quiet]
+//                    [--no-progress] [--progress-interval S] [--show-outputs] [--quiet]
 //   gpuflow convert  GRAPH OUT (--json | --binary)
 //
 // Exit codes: 0 success; 1 the run failed (a task failed) or was cancelled; 2 usage, graph,
@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cinttypes>
 #include <cstdio>
@@ -35,7 +36,7 @@ const char *kUsage = R"(usage:
   gpuflow info     [pool options] [--plugin LIB]...
   gpuflow validate GRAPH [--plugin LIB]... [pool options]
   gpuflow run      GRAPH [--plugin LIB]... [pool options] [--trace OUT.json] [--log-dir DIR]
-                   [--no-progress] [--quiet]
+                   [--no-progress] [--progress-interval SECONDS] [--show-outputs] [--quiet]
   gpuflow convert  GRAPH OUT (--json | --binary)
 
 GRAPH is a graph document, JSON or binary (detected); '-' reads standard input.
@@ -45,8 +46,10 @@ pool options:
   --emulated-devices N   emulated devices on the host backend (-1: none)
   --cpu-workers N        CPU workers (default: one per core)
   --backend auto|host|cuda
-validate without --plugin checks the document; with plugins it also checks the graph against a
-pool (kernels known, requests feasible).
+validate checks the document and, against the pool the options describe, that every request is
+feasible; a graph naming kernels is checked against a pool only when --plugin provides them.
+run shows a progress bar on a terminal; otherwise a progress line every --progress-interval
+seconds (default 10) and at the end. --show-outputs prints the value of every kept output.
 exit codes: 0 success, 1 the run failed or was cancelled, 2 nothing ran (usage, graph, plugin or
 pool error).
 )";
@@ -59,7 +62,8 @@ struct Options {
   int cpu_workers = 0;
   gf_backend backend = GF_BACKEND_AUTO;
   std::string trace, log_dir;
-  bool progress = true, quiet = false;
+  bool progress = true, quiet = false, show_outputs = false;
+  double progress_interval = 10.0;
   gf_graph_format convert_to = GF_GRAPH_FORMAT_AUTO;
 };
 
@@ -111,6 +115,15 @@ Options parse(int argc, char **argv) {
       o.trace = value();
     } else if (a == "--log-dir") {
       o.log_dir = value();
+    } else if (a == "--progress-interval") {
+      std::string v = value();
+      char *end = nullptr;
+      o.progress_interval = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(o.progress_interval > 0) || o.progress_interval > 1e6) {
+        usage_error("--progress-interval wants a number of seconds above 0, not '" + v + "'");
+      }
+    } else if (a == "--show-outputs") {
+      o.show_outputs = true;
     } else if (a == "--no-progress") {
       o.progress = false;
     } else if (a == "--quiet" || a == "-q") {
@@ -161,10 +174,33 @@ int error(const std::string &what) {
   return kExitError;
 }
 
+// Catches what the library would call "shorter than a FlatBuffers header": an empty file, or text
+// (JSON) whose top level is not an object. A binary document holds NUL bytes; text does not.
+std::string not_a_document(const std::string &bytes) {
+  size_t first = bytes.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos)
+    return bytes.empty() ? "the file is empty" : "it holds only blanks";
+  if (bytes.find('\0') != std::string::npos || bytes[first] == '{') return "";
+  char c = bytes[first];
+  const char *what = c == '['                             ? "an array"
+                     : c == '"'                           ? "a string"
+                     : c == '-' || (c >= '0' && c <= '9') ? "a number"
+                     : c == 't' || c == 'f'               ? "a boolean"
+                     : c == 'n'                           ? "null"
+                                                          : nullptr;
+  if (!what) return "it is text, but not JSON";
+  return std::string("its JSON top level is ") + what + ", not an object";
+}
+
 gf_graph *load_graph(const Options &o, int &rc) {
   std::string bytes;
   if (!read_file(o.graph, bytes)) {
     std::cerr << "gpuflow: cannot read " << o.graph << ": " << std::strerror(errno) << "\n";
+    rc = kExitError;
+    return nullptr;
+  }
+  if (std::string why = not_a_document(bytes); !why.empty()) {
+    std::cerr << "gpuflow: " << o.graph << " is not a gpuflow graph document: " << why << "\n";
     rc = kExitError;
     return nullptr;
   }
@@ -207,6 +243,54 @@ gf_pool *make_pool(const Options &o, int &rc) {
   return pool;
 }
 
+// Why a pool with the default backend came out emulated, in words; "" when it has real GPUs or
+// the backend was chosen explicitly. The library tells the reason only when the CUDA backend is
+// forced, so this asks a throwaway pool for it. *no_cuda_build is set when the build lacks CUDA.
+std::string emulation_reason(const Options &o, gf_pool *pool, bool *no_cuda_build) {
+  *no_cuda_build = false;
+  if (o.backend != GF_BACKEND_AUTO) return "";
+  uint32_t devices = 0;
+  gf_pool_device_count(&devices, pool);
+  for (uint32_t d = 0; d < devices; ++d) {
+    gf_device_info info = GF_DEVICE_INFO_INIT;
+    if (gf_pool_device_info(&info, pool, d) == GF_OK && !info.emulated) return "";
+  }
+  gf_pool_config config = GF_POOL_CONFIG_INIT;
+  config.backend = GF_BACKEND_CUDA;
+  config.cpu_workers = 1;
+  gf_pool *probe = nullptr;
+  if (gf_pool_create(&probe, &config) == GF_OK) {
+    gf_pool_destroy(probe);
+    return "";
+  }
+  std::string detail = gf_last_error();
+  const std::string lead = "GF_BACKEND_CUDA, but ";
+  if (size_t at = detail.find(lead); at != std::string::npos) detail.erase(0, at + lead.size());
+  const std::string wrapper = "no CUDA device is usable (";
+  if (detail.rfind(wrapper, 0) == 0 && detail.back() == ')') {
+    detail = detail.substr(wrapper.size(), detail.size() - wrapper.size() - 1);
+  }
+  if (detail.find("no CUDA backend") != std::string::npos) {
+    *no_cuda_build = true;
+    return "this build of gpuflow has no CUDA backend";
+  }
+  const char *visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::string words;
+  if (visible && (*visible == '\0' || std::string(visible) == "-1")) {
+    words = std::string("CUDA_VISIBLE_DEVICES is ") + (*visible ? "-1" : "set but empty");
+  } else if (detail.find("NoDevice") != std::string::npos ||
+             detail.find("no CUDA-capable device") != std::string::npos ||
+             detail.find("is visible") != std::string::npos) {
+    words = "no GPU found";
+  } else if (detail.find("Driver") != std::string::npos ||
+             detail.find("driver") != std::string::npos) {
+    words = "the NVIDIA driver is missing or too old";
+  } else {
+    words = "the CUDA backend could not start";
+  }
+  return "no usable GPU: " + words + " (" + detail + ")";
+}
+
 std::string human_bytes(double bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
@@ -228,6 +312,10 @@ int cmd_info(const Options &o) {
   uint32_t devices = 0, workers = 0, kernels = 0;
   gf_pool_device_count(&devices, pool);
   std::printf("\ndevices: %u\n", devices);
+  bool no_cuda_build = false;
+  if (std::string why = emulation_reason(o, pool, &no_cuda_build); !why.empty()) {
+    std::printf("  emulated by the host backend: %s\n", why.c_str());
+  }
   for (uint32_t d = 0; d < devices; ++d) {
     gf_device_info info = GF_DEVICE_INFO_INIT;
     if (gf_pool_device_info(&info, pool, d) != GF_OK) continue;
@@ -273,19 +361,24 @@ int cmd_validate(const Options &o) {
   uint64_t tasks = 0, data = 0;
   gf_graph_task_count(&tasks, graph);
   gf_graph_data_count(&data, graph);
-  if (!o.plugins.empty()) {
-    gf_pool *pool = make_pool(o, rc);
-    if (!pool) {
-      gf_graph_destroy(graph);
-      return rc;
-    }
-    gf_status s = gf_graph_check(graph, pool);
-    if (s != GF_OK) rc = error(o.graph);
-    gf_pool_destroy(pool);
+  // Always checked against the pool the options describe: requests must be feasible there. A
+  // graph naming kernels cannot be resolved without the plugins that provide them.
+  gf_pool *pool = make_pool(o, rc);
+  if (!pool) {
+    gf_graph_destroy(graph);
+    return rc;
   }
+  std::string verdict = "; feasible on this pool";
+  gf_status s = gf_graph_check(graph, pool);
+  if (s == GF_ERR_NOT_FOUND && o.plugins.empty()) {
+    verdict = "; NOT checked against a pool: it names kernels, give --plugin LIB to check it";
+  } else if (s != GF_OK) {
+    rc = error(o.graph);
+  }
+  gf_pool_destroy(pool);
   if (rc == 0) {
     std::printf("%s: valid (%" PRIu64 " tasks, %" PRIu64 " data objects)%s\n", o.graph.c_str(),
-                tasks, data, o.plugins.empty() ? "" : "; runs on this pool");
+                tasks, data, verdict.c_str());
   }
   gf_graph_destroy(graph);
   return rc;
@@ -318,16 +411,265 @@ extern "C" void on_sigint(int) {
   g_interrupted.store(true);
 }
 
-void draw_progress(const gf_run_stats &s, bool final) {
-  constexpr int kWidth = 30;
-  uint64_t done = s.succeeded + s.failed + s.cancelled;
-  int filled = s.tasks ? static_cast<int>(kWidth * done / s.tasks) : kWidth;
-  std::string bar(static_cast<size_t>(filled), '#');
-  bar.resize(kWidth, '.');
-  std::printf("\r[%s] %" PRIu64 "/%" PRIu64 " tasks", bar.c_str(), done, s.tasks);
-  if (s.failed) std::printf(", %" PRIu64 " failed", s.failed);
-  std::printf("  %.1f s\x1b[K%s", s.elapsed_s, final ? "\n" : "");
-  std::fflush(stdout);
+std::string duration_text(double seconds) {
+  char buf[32];
+  if (seconds < 60) {
+    std::snprintf(buf, sizeof buf, "%.1f s", seconds);
+  } else if (seconds < 3600) {
+    std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(seconds / 60),
+                  static_cast<int>(seconds) % 60);
+  } else {
+    std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(seconds / 3600),
+                  static_cast<int>(seconds / 60) % 60);
+  }
+  return buf;
+}
+
+// A bar redrawn in place on a terminal; elsewhere (batch logs) one line every `interval` seconds
+// and one at the end.
+class Progress {
+ public:
+  Progress(bool terminal, double interval) : terminal_(terminal), interval_(interval) {}
+
+  void show(const gf_run_stats &s, bool final) {
+    uint64_t done = std::min(s.succeeded + s.failed + s.cancelled, s.tasks);
+    double rate = s.elapsed_s > 0 ? static_cast<double>(done) / s.elapsed_s : 0;
+    std::string eta = done == s.tasks ? duration_text(0)
+                      : rate > 0      ? duration_text(static_cast<double>(s.tasks - done) / rate)
+                                      : "?";
+    int percent = s.tasks ? static_cast<int>(100 * done / s.tasks) : 100;
+    if (terminal_) {
+      constexpr int kWidth = 30;
+      int filled = s.tasks ? static_cast<int>(kWidth * done / s.tasks) : kWidth;
+      std::string bar(static_cast<size_t>(filled), '#');
+      bar.resize(kWidth, '.');
+      std::printf("\r[%s] %3d%% %" PRIu64 "/%" PRIu64 " tasks", bar.c_str(), percent, done,
+                  s.tasks);
+      if (s.failed) std::printf(", %" PRIu64 " failed", s.failed);
+      std::printf("  %.1f tasks/s  ETA %s  elapsed %s\x1b[K%s", rate, eta.c_str(),
+                  duration_text(s.elapsed_s).c_str(), final ? "\n" : "");
+    } else {
+      if (!final && s.elapsed_s < next_s_) return;
+      while (next_s_ <= s.elapsed_s) next_s_ += interval_;
+      std::printf("progress: %" PRIu64 "/%" PRIu64 " tasks (%d%%), %" PRIu64
+                  " failed, %.1f tasks/s, ETA %s, elapsed %s\n",
+                  done, s.tasks, percent, s.failed, rate, eta.c_str(),
+                  duration_text(s.elapsed_s).c_str());
+    }
+    std::fflush(stdout);
+  }
+
+ private:
+  bool terminal_;
+  double interval_;
+  double next_s_ = interval_;
+};
+
+// "task 'x' failed: task 'x': command ..." -> "task 'x' failed: command ...": the library's
+// summary names the task, and so does the error text of a command task.
+std::string drop_repeated_label(std::string message) {
+  const std::string sep = " failed: ";
+  size_t at = message.find(sep);
+  if (at == std::string::npos || at == 0) return message;
+  std::string repeated = message.substr(0, at) + ": ";
+  if (message.compare(at + sep.size(), repeated.size(), repeated) == 0) {
+    message.erase(at + sep.size(), repeated.size());
+  }
+  return message;
+}
+
+// The name of every data object of the graph, and whether it is a literal input, read from its
+// JSON form (the ABI has no accessor for names).
+struct DataEntry {
+  std::string name;
+  bool literal = false;
+};
+
+class JsonScan {
+ public:
+  explicit JsonScan(const std::string &text) : t_(text) {}
+
+  std::vector<DataEntry> data_entries() {
+    std::vector<DataEntry> out;
+    ws();
+    if (!eat('{')) return out;
+    while (ws(), i_ < t_.size() && t_[i_] != '}') {
+      std::string key = string();
+      ws();
+      eat(':');
+      ws();
+      if (key == "data" && eat('[')) {
+        while (ws(), i_ < t_.size() && t_[i_] != ']') {
+          DataEntry entry;
+          if (eat('{')) {
+            while (ws(), i_ < t_.size() && t_[i_] != '}') {
+              std::string field = string();
+              ws();
+              eat(':');
+              ws();
+              if (field == "name" && i_ < t_.size() && t_[i_] == '"') {
+                entry.name = string();
+              } else {
+                if (field == "text" || field == "bytes" || field == "base64") entry.literal = true;
+                skip();
+              }
+              ws();
+              eat(',');
+            }
+            eat('}');
+          } else {
+            skip();
+          }
+          out.push_back(entry);
+          ws();
+          eat(',');
+        }
+        eat(']');
+      } else {
+        skip();
+      }
+      ws();
+      eat(',');
+    }
+    return out;
+  }
+
+ private:
+  void ws() {
+    while (i_ < t_.size() && std::strchr(" \t\r\n", t_[i_])) ++i_;
+  }
+  bool eat(char c) {
+    if (i_ < t_.size() && t_[i_] == c) {
+      ++i_;
+      return true;
+    }
+    return false;
+  }
+  std::string string() {
+    std::string out;
+    if (!eat('"')) {
+      ++i_;  // not a string: step on, so the scan always ends
+      return out;
+    }
+    while (i_ < t_.size() && t_[i_] != '"') {
+      if (t_[i_] == '\\' && i_ + 1 < t_.size()) ++i_;
+      out += t_[i_++];
+    }
+    ++i_;
+    return out;
+  }
+  void skip() {
+    if (i_ >= t_.size()) return;
+    char c = t_[i_];
+    if (c == '"') {
+      string();
+    } else if (c == '{' || c == '[') {
+      int depth = 0;
+      while (i_ < t_.size()) {
+        char d = t_[i_];
+        if (d == '"') {
+          string();
+          continue;
+        }
+        ++i_;
+        if (d == '{' || d == '[') ++depth;
+        if ((d == '}' || d == ']') && --depth == 0) return;
+      }
+    } else {
+      while (i_ < t_.size() && !std::strchr(",]}", t_[i_])) ++i_;
+    }
+  }
+
+  const std::string &t_;
+  size_t i_ = 0;
+};
+
+bool printable_utf8(const std::vector<unsigned char> &b) {
+  for (size_t i = 0; i < b.size();) {
+    unsigned char c = b[i];
+    if (c < 0x80) {
+      if ((c < 0x20 && c != '\n' && c != '\t' && c != '\r') || c == 0x7f) return false;
+      ++i;
+      continue;
+    }
+    size_t n = (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : 9;
+    if (n == 9 || c < 0xC2 || c > 0xF4 || i + n >= b.size()) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      if ((b[i + k] & 0xC0) != 0x80) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+// --show-outputs: the value of every output the run kept (literal inputs left out).
+void show_outputs(gf_run *run, gf_graph *graph) {
+  std::vector<DataEntry> entries;
+  gf_bytes json{nullptr, 0};
+  if (gf_graph_serialize(&json, graph, GF_GRAPH_FORMAT_JSON) == GF_OK) {
+    std::string text(static_cast<const char *>(json.data), json.size);
+    entries = JsonScan(text).data_entries();
+  }
+  gf_bytes_free(&json);
+  uint64_t count = 0;
+  gf_graph_data_count(&count, graph);
+  std::printf("outputs:\n");
+  int shown = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    gf_data d;
+    if (gf_graph_data_at(&d, graph, i) != GF_OK) continue;
+    std::string name = i < entries.size() && !entries[i].name.empty()
+                           ? entries[i].name
+                           : "data #" + std::to_string(i);
+    if (i < entries.size() && entries[i].literal) continue;
+    uint64_t size = 0;
+    gf_status s = gf_run_fetch(&size, run, d, nullptr, 0);
+    if (s != GF_OK) {
+      void *value = nullptr;
+      if (s == GF_ERR_INVALID_ARGUMENT && gf_run_value(&value, run, d) == GF_OK) {
+        std::printf("  %s: an opaque value\n", name.c_str());
+        ++shown;
+      }
+      continue;  // not kept, or not produced
+    }
+    ++shown;
+    std::printf("  %s: %" PRIu64 " byte%s", name.c_str(), size, size == 1 ? "" : "s");
+    constexpr uint64_t kSmall = 256;
+    if (size == 0 || size > kSmall) {
+      if (size > kSmall) std::printf(" (%s)", human_bytes(static_cast<double>(size)).c_str());
+      std::printf("\n");
+      continue;
+    }
+    std::vector<unsigned char> bytes(size);
+    if (gf_run_fetch(&size, run, d, bytes.data(), bytes.size()) != GF_OK) {
+      std::printf(" (cannot fetch: %s)\n", gf_last_error());
+      continue;
+    }
+    if (size == 8) {
+      int64_t as_int;
+      double as_double;
+      std::memcpy(&as_int, bytes.data(), 8);
+      std::memcpy(&as_double, bytes.data(), 8);
+      std::printf(", int64 %" PRId64 ", double %.17g", as_int, as_double);
+    }
+    if (printable_utf8(bytes)) {
+      std::string text;
+      for (unsigned char c : bytes) {
+        text += c == '\n'   ? std::string("\\n")
+                : c == '\t' ? std::string("\\t")
+                : c == '\r' ? std::string("\\r")
+                : c == '"'  ? std::string("\\\"")
+                : c == '\\' ? std::string("\\\\")
+                            : std::string(1, static_cast<char>(c));
+      }
+      std::printf(", text \"%s\"\n", text.c_str());
+    } else {
+      std::printf(", hex ");
+      for (unsigned char c : bytes) std::printf("%02x", c);
+      std::printf("\n");
+    }
+  }
+  if (shown == 0) std::printf("  (none kept)\n");
 }
 
 int cmd_run(const Options &o) {
@@ -339,6 +681,13 @@ int cmd_run(const Options &o) {
   if (!pool) {
     gf_graph_destroy(graph);
     return rc;
+  }
+  bool no_cuda_build = false;
+  if (std::string why = emulation_reason(o, pool, &no_cuda_build); !why.empty() && !no_cuda_build) {
+    uint32_t devices = 0;
+    gf_pool_device_count(&devices, pool);
+    std::fprintf(stderr, "gpuflow: running on %u emulated device(s) (host backend): %s\n", devices,
+                 why.c_str());
   }
   TaskTrace trace;
   gf_pool_set_event_callback(pool, TaskTrace::on_event, &trace);
@@ -353,7 +702,8 @@ int cmd_run(const Options &o) {
   sa.sa_handler = on_sigint;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  const bool progress = o.progress && !o.quiet && isatty(STDOUT_FILENO);
+  const bool progress = o.progress && !o.quiet;
+  Progress bar(isatty(STDOUT_FILENO) != 0, o.progress_interval);
   bool cancelled = false;
   gf_status status;
   while ((status = gf_run_wait(run, 100)) == GF_TIMEOUT) {
@@ -364,27 +714,48 @@ int cmd_run(const Options &o) {
     }
     if (progress) {
       gf_run_stats s = GF_RUN_STATS_INIT;
-      if (gf_run_stats_get(&s, run) == GF_OK) draw_progress(s, false);
+      if (gf_run_stats_get(&s, run) == GF_OK) bar.show(s, false);
     }
   }
   std::string message = status == GF_OK ? "" : gf_last_error();
   gf_pool_set_event_callback(pool, nullptr, nullptr);
   gf_run_stats stats = GF_RUN_STATS_INIT;
   gf_run_stats_get(&stats, run);
-  if (progress) draw_progress(stats, true);
+  if (progress) bar.show(stats, true);
+
+  // Counted from task states, so a task stopped by a cancel is counted once (the run's
+  // counters may hold it as both failed and cancelled).
+  uint64_t task_count = 0, succeeded = 0, failed = 0, cancelled_tasks = 0;
+  gf_graph_task_count(&task_count, graph);
+  for (uint64_t i = 0; i < task_count; ++i) {
+    gf_task t;
+    gf_task_state state;
+    if (gf_graph_task_at(&t, graph, i) != GF_OK || gf_run_task_state(&state, run, t) != GF_OK) {
+      continue;
+    }
+    // A body that failed because the cancel killed it (a command) counts as cancelled.
+    const char *why = "";
+    if (state == GF_TASK_FAILED && status == GF_ERR_CANCELLED &&
+        gf_run_task_error(&why, run, t) == GF_OK && std::strstr(why, ": cancelled") != nullptr) {
+      state = GF_TASK_CANCELLED;
+    }
+    succeeded += state == GF_TASK_SUCCEEDED;
+    failed += state == GF_TASK_FAILED;
+    cancelled_tasks += state == GF_TASK_CANCELLED;
+  }
 
   if (!o.quiet) {
     std::printf("\n%" PRIu64 " tasks: %" PRIu64 " succeeded, %" PRIu64 " failed, %" PRIu64
                 " cancelled (%" PRIu64 " attempts) in %.3f s\n",
-                stats.tasks, stats.succeeded, stats.failed, stats.cancelled, stats.attempts,
-                stats.elapsed_s);
+                task_count, succeeded, failed, cancelled_tasks, stats.attempts, stats.elapsed_s);
     trace.print_summary(pool, stats.elapsed_s);
     std::printf("moved %s in %" PRIu64 " transfers\n",
                 human_bytes(static_cast<double>(stats.bytes_transferred)).c_str(), stats.transfers);
   }
   if (status != GF_OK) {
     std::fprintf(stderr, "gpuflow: run %s: %s\n",
-                 status == GF_ERR_CANCELLED ? "cancelled" : "failed", message.c_str());
+                 status == GF_ERR_CANCELLED ? "cancelled" : "failed",
+                 drop_repeated_label(message).c_str());
     uint64_t tasks = 0;
     gf_graph_task_count(&tasks, graph);
     int shown = 0;
@@ -396,11 +767,16 @@ int cmd_run(const Options &o) {
           state != GF_TASK_FAILED || gf_run_task_error(&text, run, t) != GF_OK) {
         continue;
       }
-      std::fprintf(stderr, "  task #%" PRIu64 ": %s\n", i, text);
+      if (std::strncmp(text, "task '", 6) == 0 || std::strncmp(text, "task #", 6) == 0) {
+        std::fprintf(stderr, "  %s\n", text);  // it names the task already
+      } else {
+        std::fprintf(stderr, "  task #%" PRIu64 ": %s\n", i, text);
+      }
       ++shown;
     }
     rc = kExitFailed;
   }
+  if (o.show_outputs) show_outputs(run, graph);
   if (!o.trace.empty()) {
     std::string error_text;
     if (!trace.write_chrome_trace(o.trace, pool, error_text)) {
