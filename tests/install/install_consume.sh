@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# install.consume: installs BUILD into a temporary prefix, then uses the installed gpuflow as a
+# user would: (a) a CMake project with find_package(gpuflow), (b) the same program compiled with
+# `cc $(pkg-config --cflags --libs gpuflow)`, (c) the installed `gpuflow` command running the
+# installed seed.json with the installed plugin, with no LD_LIBRARY_PATH.
+# Usage: install_consume.sh BUILD_DIR CONSUMER_SOURCE_DIR LIBDIR DATADIR [C_COMPILER]
+# Exits 77 (a skip) when pkg-config is missing.
+set -euo pipefail
+build=$1 consumer_src=$2 libdir=$3 datadir=$4 cc=${5:-cc}
+if ! command -v pkg-config >/dev/null; then
+  echo "install.consume: SKIPPED: pkg-config is not installed"
+  exit 77
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuflow-install.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+unset LD_LIBRARY_PATH GPUFLOW_LIBRARY
+prefix=$tmp/prefix
+
+echo "== cmake --install $build --prefix $prefix"
+cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; exit 1; }
+
+echo "== (a) find_package(gpuflow)"
+cmake -S "$consumer_src" -B "$tmp/consumer-build" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release >"$tmp/configure.log" \
+  || { cat "$tmp/configure.log"; exit 1; }
+cmake --build "$tmp/consumer-build"
+# CMake's build tree RUNPATH points at $prefix/$libdir: no LD_LIBRARY_PATH needed.
+"$tmp/consumer-build/consumer"
+
+echo "== (b) pkg-config gpuflow"
+export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
+pkg-config --modversion gpuflow
+# shellcheck disable=SC2046
+"$cc" -std=c11 -o "$tmp/consumer-pc" "$consumer_src/consumer.c" $(pkg-config --cflags --libs gpuflow)
+LD_LIBRARY_PATH=$(pkg-config --variable=libdir gpuflow) "$tmp/consumer-pc"
+
+echo "== (c) the installed gpuflow command and plugin"
+"$prefix/bin/gpuflow" --version
+"$prefix/bin/gpuflow" run "$prefix/$datadir/gpuflow/examples/seed.json" \
+  --plugin "$prefix/$libdir/gpuflow/plugins/seed_kernels.so" --no-progress
+echo "install.consume: OK"
