@@ -5,7 +5,11 @@ The library is found, in this order:
    holding it);
 2. a libgpuflow.so* next to this package (an installed wheel may ship it there);
 3. the build directories of a source checkout (build*/src/ at the repository root);
-4. the system's library search path (ctypes.util.find_library).
+4. the libdir of an installed gpuflow.pc (`pkg-config --variable=libdir gpuflow`: set
+   PKG_CONFIG_PATH=PREFIX/lib/pkgconfig for a prefix pkg-config does not search by default);
+5. the system's library search path (ctypes.util.find_library, then a plain dlopen of
+   libgpuflow.so.0, which follows LD_LIBRARY_PATH and the ld.so cache).
+The ImportError raised when none loads lists every place tried and why it gave nothing.
 
 Only this module touches ctypes declarations; everything else goes through ``lib``.
 """
@@ -15,6 +19,7 @@ import ctypes
 import ctypes.util
 import glob
 import os
+import subprocess
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_double, c_int, c_int32, c_int64,
                     c_uint32, c_uint64, c_void_p)
 
@@ -171,37 +176,82 @@ class gf_task_env(Structure):
     ]
 
 
-def _candidates():
+def _pkg_config_libdir(tried):
+    """The libdir of an installed gpuflow.pc (PKG_CONFIG_PATH, or pkg-config's default paths)."""
+    where = "pkg-config --variable=libdir gpuflow"
+    try:
+        out = subprocess.run(["pkg-config", "--variable=libdir", "gpuflow"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as e:
+        tried.append(f"{where}: cannot run pkg-config ({e})")
+        return None
+    libdir = out.stdout.strip()
+    if out.returncode != 0 or not libdir:
+        pc_path = os.environ.get("PKG_CONFIG_PATH")
+        tried.append(f"{where}: no gpuflow.pc found (PKG_CONFIG_PATH="
+                     f"{pc_path if pc_path is not None else 'unset'})")
+        return None
+    return libdir
+
+
+def _in_dir(directory, where, tried):
+    """libgpuflow.so* in `directory`, the versioned names first; notes in `tried` if none."""
+    # The soname first (what a program linked against gpuflow loads), then the dev symlink.
+    found = sorted(glob.glob(os.path.join(os.path.normpath(directory), "libgpuflow.so*")),
+                   key=lambda p: (not p.endswith(".so.0"), not p.endswith(".so"), p))
+    if not found:
+        tried.append(f"{where} ({directory}): no libgpuflow.so*")
+    return [(where, path) for path in found]
+
+
+def _candidates(tried):
+    """Yields (where, path) pairs to dlopen, in order; each place that gives nothing to try is
+    noted in `tried` (a list of strings) so the ImportError can say where it looked."""
     env = os.environ.get("GPUFLOW_LIBRARY")
     if env:
+        where = "GPUFLOW_LIBRARY"
         if os.path.isdir(env):
-            yield from sorted(glob.glob(os.path.join(env, "libgpuflow.so*")))
-            yield from sorted(glob.glob(os.path.join(env, "src", "libgpuflow.so*")))
+            found = sorted(glob.glob(os.path.join(env, "libgpuflow.so*")))
+            found += sorted(glob.glob(os.path.join(env, "src", "libgpuflow.so*")))
+            if not found:
+                tried.append(f"{where}={env}: no libgpuflow.so* in it or in its src/")
+            for path in found:
+                yield where, path
         else:
-            yield env
+            yield where, env
         return  # an explicit choice: never fall back to another library silently
+    tried.append("GPUFLOW_LIBRARY: not set")
     here = os.path.dirname(os.path.abspath(__file__))
-    yield from sorted(glob.glob(os.path.join(here, "libgpuflow.so*")))
+    yield from _in_dir(here, "next to the package", tried)
     root = os.path.abspath(os.path.join(here, "..", "..", ".."))
-    for build in ("build", "build-rel", "build-py"):
-        path = os.path.join(root, build, "src", "libgpuflow.so")
-        if os.path.exists(path):
-            yield path
+    if os.path.exists(os.path.join(root, "include", "gpuflow.h")):  # a source checkout
+        for build in ("build", "build-rel", "build-py"):
+            path = os.path.join(root, build, "src", "libgpuflow.so")
+            if os.path.exists(path):
+                yield "the source checkout's build directory", path
+    libdir = _pkg_config_libdir(tried)
+    if libdir:
+        yield from _in_dir(libdir, "pkg-config's libdir for gpuflow", tried)
     found = ctypes.util.find_library("gpuflow")
     if found:
-        yield found
+        yield "ctypes.util.find_library('gpuflow')", found
+    else:
+        tried.append("ctypes.util.find_library('gpuflow'): nothing found")
+    # The dynamic loader's own search path: LD_LIBRARY_PATH, the ld.so cache, default directories.
+    yield "the loader's search path", "libgpuflow.so.0"
 
 
 def _load():
     tried = []
-    for path in _candidates():
+    for where, path in _candidates(tried):
         try:
             return ctypes.CDLL(path), path  # CDLL (not PyDLL): every call releases the GIL
         except OSError as e:
-            tried.append(f"{path}: {e}")
+            tried.append(f"{where}: {path}: {e}")
     raise ImportError(
-        "gpuflow: cannot load libgpuflow.so. Build it (cmake --build BUILD) and set "
-        "GPUFLOW_LIBRARY=BUILD/src/libgpuflow.so. Tried: " + ("; ".join(tried) or "nothing found"))
+        "gpuflow: cannot load libgpuflow.so. Install gpuflow (cmake --install BUILD --prefix "
+        "PREFIX) and set PKG_CONFIG_PATH=PREFIX/lib/pkgconfig, or set GPUFLOW_LIBRARY to the "
+        "library (BUILD/src/libgpuflow.so). Tried:\n  " + "\n  ".join(tried))
 
 
 lib, library_path = _load()
