@@ -3,10 +3,12 @@
 # user would: (a) a CMake project with find_package(gpuflow), (b) the same program compiled with
 # `cc $(pkg-config --cflags --libs gpuflow)`, (c) the installed `gpuflow` command running the
 # installed seed.json with the installed plugin, with no LD_LIBRARY_PATH.
-# Usage: install_consume.sh BUILD_DIR CONSUMER_SOURCE_DIR LIBDIR DATADIR [C_COMPILER]
+# Usage: install_consume.sh BUILD_DIR CONSUMER_SOURCE_DIR LIBDIR DATADIR [C_COMPILER [FLAGS]]
+# FLAGS (e.g. -fsanitize=address,undefined) are added to the consumer's compile and link: a
+# sanitized libgpuflow needs its sanitizer runtime in the program.
 # Exits 77 (a skip) when pkg-config is missing.
 set -euo pipefail
-build=$1 consumer_src=$2 libdir=$3 datadir=$4 cc=${5:-cc}
+build=$1 consumer_src=$2 libdir=$3 datadir=$4 cc=${5:-cc} flags=${6:-}
 if ! command -v pkg-config >/dev/null; then
   echo "install.consume: SKIPPED: pkg-config is not installed"
   exit 77
@@ -21,7 +23,8 @@ cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/i
 
 echo "== (a) find_package(gpuflow)"
 cmake -S "$consumer_src" -B "$tmp/consumer-build" -DCMAKE_PREFIX_PATH="$prefix" \
-  -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release >"$tmp/configure.log" \
+  -DCMAKE_C_COMPILER="$cc" -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_FLAGS="$flags" \
+  -DCMAKE_EXE_LINKER_FLAGS="$flags" >"$tmp/configure.log" \
   || { cat "$tmp/configure.log"; exit 1; }
 cmake --build "$tmp/consumer-build"
 # CMake's build tree RUNPATH points at $prefix/$libdir: no LD_LIBRARY_PATH needed.
@@ -30,8 +33,8 @@ cmake --build "$tmp/consumer-build"
 echo "== (b) pkg-config gpuflow"
 export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
 pkg-config --modversion gpuflow
-# shellcheck disable=SC2046
-"$cc" -std=c11 -o "$tmp/consumer-pc" "$consumer_src/consumer.c" $(pkg-config --cflags --libs gpuflow)
+# shellcheck disable=SC2046,SC2086
+"$cc" -std=c11 $flags -o "$tmp/consumer-pc" "$consumer_src/consumer.c" $(pkg-config --cflags --libs gpuflow)
 LD_LIBRARY_PATH=$(pkg-config --variable=libdir gpuflow) "$tmp/consumer-pc"
 
 echo "== (c) the installed gpuflow command and plugin"
