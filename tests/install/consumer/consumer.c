@@ -36,8 +36,10 @@ int main(void) {
       gf_graph_submit(&run, pool, graph, NULL) == GF_OK && gf_run_wait(run, -1) == GF_OK &&
       gf_run_fetch(&size, run, result, &value, sizeof value) == GF_OK)
     ok = size == sizeof value && value == 42;
-  if (!ok) fprintf(stderr, "consumer: failed (value %lld): %s\n", (long long)value, gf_last_error());
-  else printf("consumer: gpuflow %s, result %lld\n", gf_version_string(), (long long)value);
+  if (!ok)
+    fprintf(stderr, "consumer: failed (value %lld): %s\n", (long long)value, gf_last_error());
+  else
+    printf("consumer: gpuflow %s, result %lld\n", gf_version_string(), (long long)value);
   gf_run_destroy(run);
   gf_graph_destroy(graph);
   gf_pool_destroy(pool);
