@@ -92,6 +92,32 @@ def test_dataframe(pool):
     assert len(ddf[ddf.b > 50]) == 149
 
 
+def test_dataframe_annotations_are_dropped_by_dask_and_delayed_partitions_keep_them(pool):
+    """Under query planning (Dask's default for dataframes) Dask itself drops dask.annotate
+    before any scheduler sees the graph, and warns; the documented way to place dataframe
+    partitions is to annotate them as delayed objects."""
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    ddf = dd.from_pandas(pd.DataFrame({"x": np.zeros(40)}), npartitions=4)
+
+    def tag_partition(part):
+        return part.assign(x=part.x + (1 if kind() == "gpu" else 0))
+
+    with pytest.warns(UserWarning, match="ignored when using query-planning"):
+        with dask.annotate(resources={"GPU": 1}):
+            tagged = ddf.map_partitions(tag_partition)
+        assert tagged.x.sum().compute(scheduler=get, pool=pool) == 0  # ran on CPU workers
+
+    with dask.annotate(resources={"GPU": 1}):
+        parts = [delayed(tag_partition)(p) for p in ddf.to_delayed()]
+    done = dask.compute(*parts, scheduler=get, pool=pool)
+    assert pd.concat(done).x.sum() == 40  # every partition ran on a GPU worker
+    # rebuilding a dataframe from them goes through query planning again, which drops them
+    # (silently, this time)
+    back = dd.from_delayed(parts, meta=ddf._meta)
+    assert back.x.sum().compute(scheduler=get, pool=pool) == 0
+
+
 def test_config_scheduler_and_pool(pool):
     x = da.ones((100, 100), chunks=25)
     with dask.config.set(scheduler=get, **{"gpuflow.pool": pool}):
