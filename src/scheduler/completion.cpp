@@ -198,6 +198,14 @@ void Scheduler::free_data(RunState &run, DataIndex d, Deferred &deferred) {
   }
 }
 
+void Scheduler::free_if_unpinned(RunState &run, DataIndex d, Deferred &deferred) {
+  DataRun &data = run.data[d];
+  if (data.pins == 0 && data.free_when_unpinned) {
+    data.free_when_unpinned = false;
+    free_data(run, d, deferred);
+  }
+}
+
 void Scheduler::cancel(RunState &run) {
   Deferred deferred;
   {

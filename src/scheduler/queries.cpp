@@ -92,12 +92,8 @@ uint64_t Scheduler::read_buffer(RunState &run, DataIndex d, void *dst, uint64_t 
 }
 
 void Scheduler::unpin(RunState &run, DataIndex d, Deferred &deferred) {
-  DataRun &data = run.data[d];
-  data.pins--;
-  if (data.pins == 0 && data.free_when_unpinned) {
-    data.free_when_unpinned = false;
-    free_data(run, d, deferred);
-  }
+  run.data[d].pins--;
+  free_if_unpinned(run, d, deferred);
 }
 
 void *Scheduler::read_value(RunState &run, DataIndex d) {

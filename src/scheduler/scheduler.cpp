@@ -250,9 +250,12 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
   const ResolvedRequest &r = run.requests[task.request];
   thread_local std::vector<PlacementOption> options;
   options.clear();
+  const TaskBody &body = run.body(t);
   // On a device, the inputs, declared outputs and gpu_memory must fit together, or the task
-  // could only wait there for ever (moving data in and out).
-  const uint64_t device_bytes = task_device_bytes(run, t);
+  // could only wait there for ever (moving data in and out). Only device workers need the sum,
+  // so CPU-only placements (the hot path of most graphs) never compute it.
+  const uint64_t device_bytes =
+      body.gpu_fn && !r.gpu_workers.empty() ? task_device_bytes(run, t) : 0;
   bool too_big_somewhere = false;
   auto consider = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn, gf_worker_kind kind) {
     if (!fn) return;
@@ -267,7 +270,6 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
       options.push_back({w, worker.backlog_s / worker.threads, transfer, compute});
     }
   };
-  const TaskBody &body = run.body(t);
   consider(r.cpu_workers, body.cpu_fn, GF_WORKER_CPU);
   consider(r.gpu_workers, body.gpu_fn, GF_WORKER_GPU);
   if (options.empty() && too_big_somewhere) {

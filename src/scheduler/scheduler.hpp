@@ -162,6 +162,8 @@ class Scheduler {
   // The data, checked available for reading back (fails naming it otherwise).
   DataRun &readable(RunState &run, DataIndex d);
   void unpin(RunState &run, DataIndex d, Deferred &deferred);
+  // Frees data whose release waited for its last pin (a copy or a read) to go.
+  void free_if_unpinned(RunState &run, DataIndex d, Deferred &deferred);
   void discharge_space(SpaceId space, uint64_t bytes);
 
   // Data movement (scheduler/transfers.cpp).

@@ -125,10 +125,7 @@ void Scheduler::spill_done(const std::shared_ptr<RunState> &run_ptr, DataIndex d
         note_resident(run, d, space);  // a task or a copy reads it meanwhile: keep both
       }
     }
-    if (data.pins == 0 && data.free_when_unpinned) {
-      data.free_when_unpinned = false;
-      free_data(run, d, deferred);
-    }
+    free_if_unpinned(run, d, deferred);
     if (transfers_in_flight_ == 0 && running_total_ == 0) {
       for (auto &worker : workers_) worker->wake.notify_all();
     }

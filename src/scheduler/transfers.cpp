@@ -128,10 +128,7 @@ void Scheduler::transfer_done(const std::shared_ptr<RunState> &run_ptr, DataInde
         enqueue_ready(worker, run, waiter.task);
       }
     }
-    if (data.pins == 0 && data.free_when_unpinned) {
-      data.free_when_unpinned = false;
-      free_data(run, d, deferred);
-    }
+    free_if_unpinned(run, d, deferred);
     if (transfers_in_flight_ == 0 && running_total_ == 0) {
       for (auto &w : workers_) w->wake.notify_all();  // let an idle worker look for stuck tasks
     }

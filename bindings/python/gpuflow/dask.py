@@ -24,8 +24,8 @@ annotations stay separate tasks). Graphs without annotations are materialized as
 
 Each gpuflow task is named after its Dask key (``str(key)``: "inc-abc", "('x', 0, 1)"), so
 gpuflow's messages (an infeasible request, a failed input) name the key. A resource annotation
-whose name differs from one of the pool's resources only by case ("gpu" for "GPU") is rejected
-before submission with an InfeasibleError saying which name was meant.
+whose name differs from one of the pool's resources only by case ("gpu" for "GPU") is rejected at
+submit with an InfeasibleError in which the library says which name was meant.
 
 Dask's local-scheduler callbacks (dask.diagnostics ProgressBar, Profiler, ResourceProfiler,
 CacheProfiler, and any dask.callbacks.Callback) are called as Dask's own local schedulers call
@@ -57,7 +57,7 @@ from dask.utils import key_split
 from . import _ffi as F
 from ._bodies import (BODY_ADDR, HAS_COST_KEY, TASK_DESC, TaskContext, cost_key_text,
                       current_ctx, failure_exception, input_value)
-from ._errors import InfeasibleError, status_error
+from ._errors import status_error
 from ._graph import Graph, bodies_for, resource_array, table_of
 from ._pool import Pool
 from ._run import interrupted, wait_run
@@ -401,37 +401,6 @@ def _in_task_body() -> bool:
     return bool(current_ctx())
 
 
-def _check_resource_names(annotations, pool: Pool) -> None:
-    """Raises InfeasibleError, naming the key and the meant name, for a resource annotation
-    whose name differs from a resource of the pool only by case ("gpu" for "GPU")."""
-    per_key = annotations.get("resources") if annotations else None
-    if not per_key:
-        return
-    known = pool.resource_names()
-    folded = None
-    seen = set()
-    for key, resources in per_key.items():
-        if not isinstance(resources, Mapping):
-            continue  # build() says what is wrong with it
-        for name in resources:
-            if name in seen:
-                continue
-            seen.add(name)
-            if name in known:
-                continue
-            if folded is None:
-                folded = {}
-                for k in sorted(known):
-                    folded.setdefault(k.casefold(), k)
-            meant = folded.get(str(name).casefold())
-            if meant is not None:
-                raise InfeasibleError(
-                    f"gpuflow.dask: the resources annotation of {key} asks for {name!r}, which "
-                    f"no worker of this pool has; did you mean {meant!r}? (resource names are "
-                    f"case-sensitive; this pool has {', '.join(sorted(known))})",
-                    F.GF_ERR_INFEASIBLE)
-
-
 class _Ready(dict):
     """Dask's state["ready"] (a list in Dask) as an ordered set: gpuflow starts ready keys in
     its own order, so removing any of them must be cheap."""
@@ -589,7 +558,6 @@ def _get(dsk, keys, pool, callbacks):
     for k in keys_flat:
         if k not in graph:
             raise KeyError(k)
-    _check_resource_names(annotations, pool)
     reporter = None
     succeeded = False
     try:
