@@ -122,6 +122,9 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
       make_ready(run, s, worker.index, deferred);
     }
   }
+  // New results may lift the device over its threshold after every check made at placement.
+  // Checked once the successors are placed, so the inputs they hold are spilled last.
+  if (worker.space != kHostSpace) spill(worker, 0, deferred);
   run.tasks_left--;
   maybe_finish_run(run, deferred);
 }

@@ -92,8 +92,18 @@ uint64_t Scheduler::read_buffer(RunState &run, DataIndex d, void *dst, uint64_t 
 }
 
 void Scheduler::unpin(RunState &run, DataIndex d, Deferred &deferred) {
-  run.data[d].pins--;
+  DataRun &data = run.data[d];
+  data.pins--;
   free_if_unpinned(run, d, deferred);
+  // A spill that finished while this read held the data kept both copies; now the device copy
+  // may go, if its device is still over its threshold.
+  if (data.pins > 0 || data.phase != DataRun::Phase::kReady) return;
+  std::vector<WorkerState *> devices;  // gathered first: spilling may drop these very replicas
+  for (const Replica &r : data.replicas) {
+    WorkerState *owner = owner_of(r.space);
+    if (owner && owner->space != kHostSpace) devices.push_back(owner);
+  }
+  for (WorkerState *owner : devices) spill(*owner, 0, deferred);
 }
 
 void *Scheduler::read_value(RunState &run, DataIndex d) {
