@@ -16,13 +16,16 @@ shopt -s nullglob
 LAYERS=(
   capi      # the C ABI shims
   serialize # graphs as files (used by capi)
-  pool      # a pool: options, backend, scheduler, workers
+  service   # the node's shared pool: server, lease book (gpuflow serve)
+  pool      # a pool: options, backend, scheduler, workers; connected pools
   runtime   # worker threads, task contexts, runs
   scheduler # placement, dispatch, completion, spilling
   commands  # the external-command executor (public task API only)
   kernels   # named kernels and plugins
   graph     # the graph as described: tasks, data, requests, body descriptions
   devices   # backends: host (emulated) and CUDA
+  client    # a connection to a service: requests, leases, the reader thread
+  wire      # the service's control messages: schema, framing, verification
   core      # errors, clocks, amounts, names
 )
 

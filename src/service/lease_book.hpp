@@ -1,0 +1,167 @@
+// The service's ledger of the node: which client holds which share of which device, what waits,
+// and who goes next. Pure bookkeeping, no I/O and no clock of its own (callers pass `now` in
+// seconds), so every policy decision is unit-testable.
+//
+// Policy (see docs/service.md):
+// - Fair share is hierarchical, as in Slurm's fair-share tree: first between users (uid), by
+//   the service's per-user weights (default 1), then between one user's clients by the weight
+//   each client gave in its Hello. A user can only redistribute its own share, so a claimed
+//   weight gains nothing against other users.
+// - A client's usage is its dominant share (max over GPUs, device memory and CPUs of its part
+//   of the node) integrated over time with exponential decay (half-life `usage_half_life_s`);
+//   the key a user or client is ranked by is (usage + dominant share now) / weight, lowest
+//   first. With one device and two clients of weights 1 and 3 that both flood requests, the
+//   device's time splits 1:3.
+// - Within a client, requests go by priority (higher first), then arrival.
+// - Reserve, then backfill: the best-ranked request that does not fit reserves the devices it
+//   will use (those with the most free already); later requests may only take what no
+//   reservation claims, so a 4-GPU request is not starved by a stream of 1-GPU ones.
+// - Caps: per-client and per-user limits on GPUs held (in device units). A request above a cap
+//   is refused at submit; one that fits the cap but not with what the client already holds
+//   waits.
+// - A fraction of a device goes to the device where it fits most tightly (whole devices stay
+//   free for whole-device requests).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/fixed_point.hpp"
+
+namespace gf::service {
+
+using ClientId = uint64_t;
+using RequestId = uint64_t;  // unique per client (chosen by the client)
+using LeaseId = uint64_t;    // unique per service (chosen by the book)
+
+struct DeviceSlot {
+  int32_t ordinal = 0;
+  std::string uuid;
+  std::string pci_bus_id;
+  std::string name;
+  uint64_t memory = 0;  // bytes
+  bool emulated = false;
+};
+
+struct LeaseAsk {
+  double gpus = 0;           // 0; (0, 1): a share of one device; whole N >= 1: N devices
+  uint64_t gpu_memory = 0;   // bytes per device; 0: the share's part (whole devices: all)
+  double cpus = 0;
+  std::vector<int32_t> devices;  // only these ordinals; empty: any
+  int32_t priority = 0;
+  std::string name;
+};
+
+struct ClientInfo {
+  uint32_t uid = 0;
+  uint32_t pid = 0;
+  std::string user;  // from uid
+  std::string name;  // from Hello
+  double weight = 1; // from Hello, within its user's share; > 0
+  double since = 0;  // `now` at add_client
+};
+
+struct DeviceShare {
+  int32_t ordinal = 0;
+  FixedPoint share;   // of the device: 1 for a whole one
+  uint64_t memory = 0;
+};
+
+struct Lease {
+  LeaseId id = 0;
+  ClientId client = 0;
+  RequestId request = 0;
+  std::string name;
+  std::vector<DeviceShare> devices;
+  FixedPoint cpus;
+  double since = 0;
+  bool revoking = false;  // asked back (see revoke); still held until released
+};
+
+struct Policy {
+  double usage_half_life_s = 300;
+  std::map<uint32_t, double> user_weights;  // uid -> weight; absent: 1
+  double client_gpu_cap = 0;  // GPUs one client may hold at once (0: no cap)
+  double user_gpu_cap = 0;    // GPUs one user's clients may hold together (0: no cap)
+};
+
+// One queued request, in the order the book would consider them now.
+struct QueuedView {
+  ClientId client = 0;
+  RequestId request = 0;
+  LeaseAsk ask;
+  double since = 0;
+  bool reserved = false;
+};
+
+struct ClientView {
+  ClientId client = 0;
+  ClientInfo info;
+  uint32_t leases = 0;
+  uint32_t queued = 0;
+  double gpus_in_use = 0;
+  double dominant_share = 0;
+  double usage = 0;
+};
+
+struct DeviceView {
+  DeviceSlot slot;
+  FixedPoint share_in_use;
+  uint64_t memory_in_use = 0;
+};
+
+class LeaseBook {
+ public:
+  LeaseBook(std::vector<DeviceSlot> devices, double cpus, Policy policy);
+
+  void add_client(ClientId client, ClientInfo info);
+  // Drops the client's queued requests and releases its leases (it disconnected or died).
+  // Returns the leases that were released.
+  std::vector<LeaseId> remove_client(ClientId client, double now);
+
+  // Queues a request. Returns an empty string, or why it can never be granted on this node
+  // (more devices or memory than exist, a device ordinal that does not exist, a malformed
+  // amount, above a cap, a request id the client already uses): then nothing is queued.
+  std::string submit(ClientId client, RequestId request, const LeaseAsk &ask, double now);
+  // Withdraws a queued request of this client; false when it is not queued (already granted,
+  // never asked, or another client's).
+  bool cancel(ClientId client, RequestId request);
+  // Releases a lease. Only its holder may, unless `privileged` (root, the service's owner).
+  // Returns false when no such lease exists or it is not the caller's.
+  bool release(ClientId caller, LeaseId lease, bool privileged, double now);
+
+  // Grants every queued request that may go now, in fair-share order (reserve, then
+  // backfill). The caller tells each client about its grants.
+  std::vector<Lease> schedule(double now);
+
+  // Marks leases to ask back so that `client`'s best queued request could go, when fair share
+  // says the holders are over their due. Returns the leases newly marked. (Used by the service
+  // when a request has waited longer than its patience; never touches running work itself.)
+  std::vector<LeaseId> revoke_for(ClientId client, double now);
+
+  const Lease *lease(LeaseId id) const;
+  std::vector<Lease> leases() const;          // by id
+  std::vector<QueuedView> queued(double now) const;  // in the order schedule() considers them
+  std::vector<ClientView> clients(double now) const;
+  std::vector<DeviceView> devices() const;
+  const std::vector<DeviceSlot> &slots() const { return slots_; }
+  double cpus() const { return cpus_; }
+  FixedPoint cpus_in_use() const;
+
+  // 0 <= in use <= capacity on every device and for CPUs, and in-use equals the sum of the
+  // leases. Throws gf::Error (GF_ERR_INTERNAL) naming the line when it does not hold.
+  void check_invariant() const;
+
+ private:
+  struct Impl;
+  std::vector<DeviceSlot> slots_;
+  double cpus_;
+  Policy policy_;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace gf::service
