@@ -50,7 +50,7 @@ extern "C" {
 /* The version this header describes. A library of another major version refuses to create a
  * pool for code built against this header (GF_ERR_VERSION_MISMATCH). */
 #define GF_VERSION_MAJOR 0
-#define GF_VERSION_MINOR 1
+#define GF_VERSION_MINOR 2
 #define GF_VERSION_PATCH 0
 #define GF_VERSION_ENCODE(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
 #define GF_VERSION GF_VERSION_ENCODE(GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH)
@@ -170,6 +170,10 @@ typedef enum gf_worker_kind {
  * - spill_threshold: when data on a device passes this fraction of its memory, data no running
  *   or starting task needs is moved to host memory, least recently used first, and brought back
  *   on demand; 0: 0.8 (GPUFLOW_SPILL_THRESHOLD); 1 or more: never spill.
+ * - endpoint: the node's shared pool to connect to, "unix:///path/to.sock" or a socket path;
+ *   NULL or "": GPUFLOW_POOL when set, else an embedded pool private to this process. "embedded"
+ *   forces a private pool whatever GPUFLOW_POOL says. A connected pool takes its devices from
+ *   the service (the device options above are then ignored); see "Shared pools".
  */
 typedef struct gf_pool_config {
   uint32_t struct_size;
@@ -187,10 +191,11 @@ typedef struct gf_pool_config {
   uint32_t device_count;
   uint64_t device_memory_limit;
   double spill_threshold;
+  const char *endpoint; /* copied; appended in 0.2: see "Shared pools" below */
 } gf_pool_config;
 
 #define GF_POOL_CONFIG_INIT \
-  { sizeof(gf_pool_config), GF_BACKEND_AUTO, 0, 0, 0, 0.0, 0, NULL, 0, NULL, 0, NULL, 0, 0, 0.0 }
+  { sizeof(gf_pool_config), GF_BACKEND_AUTO, 0, 0, 0, 0.0, 0, NULL, 0, NULL, 0, NULL, 0, 0, 0.0, NULL }
 
 /* Sets *config to GF_POOL_CONFIG_INIT (for bindings that cannot use the macro). Every gf_*_init
  * function takes the size of the caller's struct and writes at most that many bytes, with
@@ -818,6 +823,143 @@ typedef void (*gf_event_fn)(const gf_event *event, void *user_data);
 /* Sets the pool's event callback (NULL: none). It applies to events after the call returns; a
  * previous callback may still be finishing a call on another thread. Thread-safe. */
 GF_API gf_status gf_pool_set_event_callback(gf_pool *pool, gf_event_fn callback, void *user_data);
+
+/* ---------------------------------------------------------------------------------------------
+ * Shared pools: the node's service and leases
+ *
+ * One service per node (`gpuflow serve`, or gf_service_start) owns the devices and one ledger of
+ * them; processes connect through gf_pool_config.endpoint or GPUFLOW_POOL. Who a client is comes
+ * from the socket's peer credentials (uid, pid), never from what it says. A lease is a grant of
+ * devices (whole, or a share of one) and CPUs that its holder may use until it releases it; the
+ * service also releases it when the holder's connection closes, whatever ended the holder.
+ * Waiting requests are served by weighted fair share between users, then between each user's
+ * clients, with reservation and backfill so that large requests are not starved
+ * (docs/service.md).
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct gf_service gf_service;
+typedef struct gf_lease gf_lease;
+
+/* Called with each line the service logs (connects, disconnects, leases, refusals), from the
+ * service's own thread. It must not call into the service. */
+typedef void (*gf_log_fn)(const char *line, void *user_data);
+
+/* Service configuration. Zero means "default" for every field.
+ * - pool: the devices to serve (backend, devices, emulated_devices, emulated_device_memory,
+ *   emulated_bandwidth, device_memory_limit, cpu_workers as the CPUs to lease); NULL: defaults.
+ * - socket_path: the unix socket to listen on; NULL: $XDG_RUNTIME_DIR/gpuflow.sock, else
+ *   /tmp/gpuflow-$UID/gpuflow.sock (the directory made 0700). A stale socket file (nothing
+ *   listening) is replaced; a live one is GF_ERR_STATE naming it.
+ * - group: NULL: the socket is 0600, the service owner's only; a group name: 0660 and owned by
+ *   that group, for a node-wide service.
+ * - usage_half_life_s: how fast past use is forgotten by fair share; 0: 300 s.
+ * - client_gpu_cap / user_gpu_cap: GPUs one client / one user may hold at once; 0: no cap.
+ * - log / log_user_data: where log lines go; NULL: standard error. */
+typedef struct gf_service_config {
+  uint32_t struct_size;
+  const gf_pool_config *pool;
+  const char *socket_path;
+  const char *group;
+  double usage_half_life_s;
+  double client_gpu_cap;
+  double user_gpu_cap;
+  gf_log_fn log;
+  void *log_user_data;
+} gf_service_config;
+
+#define GF_SERVICE_CONFIG_INIT \
+  { sizeof(gf_service_config), NULL, NULL, NULL, 0.0, 0.0, 0.0, NULL, NULL }
+
+/* Starts a service on its own thread; returns once it accepts connections. Ownership of *out
+ * goes to the caller: stop it with gf_service_stop. Errors: GF_ERR_STRUCT_SIZE,
+ * GF_ERR_INVALID_ARGUMENT (a field, named), GF_ERR_STATE (a service already listens there),
+ * GF_ERR_SYSTEM (the socket, naming the path and errno). Thread-safe. */
+GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *config);
+
+/* Where a service listens when given no socket path, as an endpoint ("unix:///…"): what
+ * `gpuflow serve` uses by default and what the gpuflow command's client commands try when
+ * neither --pool nor GPUFLOW_POOL names one. Static storage, computed once. Thread-safe. */
+GF_API const char *gf_default_endpoint(void);
+
+/* The endpoint clients use ("unix:///…"), owned by the service. Thread-safe. */
+GF_API const char *gf_service_endpoint(const gf_service *service);
+
+/* Stops the service: every client is told (Goodbye) and disconnected, every lease and queued
+ * request ends, the socket file is removed, the thread is joined and the service freed. NULL is
+ * ignored. Not to be called from a log callback. */
+GF_API void gf_service_stop(gf_service *service);
+
+/* A request for a lease.
+ * - gpus: 0 for none; a fraction in (0, 1) for a share of one device; a whole number N for N
+ *   whole devices. Anything else is GF_ERR_INVALID_ARGUMENT.
+ * - gpu_memory: bytes on each device granted; 0: the share's part of the device's memory (all
+ *   of it for whole devices).
+ * - cpus: CPUs of the node (counted, not pinned).
+ * - devices / device_count: only these device ordinals; NULL: any.
+ * - priority: orders this client's own requests (higher first); fair share orders clients.
+ * - name: shown by `gpuflow status`; NULL: none. */
+typedef struct gf_lease_request {
+  uint32_t struct_size;
+  double gpus;
+  uint64_t gpu_memory;
+  double cpus;
+  const int32_t *devices;
+  uint32_t device_count;
+  int32_t priority;
+  const char *name;
+} gf_lease_request;
+
+#define GF_LEASE_REQUEST_INIT \
+  { sizeof(gf_lease_request), 0.0, 0, 0.0, NULL, 0, 0, NULL }
+
+/* Waits for a lease from the pool's service. timeout_ms < 0 waits as long as it takes; 0 asks
+ * once. Returns ownership of *out (release with gf_lease_release); *out is NULL on failure.
+ * Errors: GF_ERR_STATE (the pool is embedded: leases come from a service), GF_ERR_INFEASIBLE
+ * (never grantable on this node: more than it has, or above a cap; the message says which),
+ * GF_TIMEOUT, GF_ERR_INVALID_ARGUMENT, GF_ERR_SYSTEM (the service went away; the message names
+ * the endpoint). Thread-safe; blocks only the calling thread. */
+GF_API gf_status gf_lease_acquire(gf_lease **out, gf_pool *pool, const gf_lease_request *request,
+                                  int64_t timeout_ms);
+
+/* One device of a lease. */
+typedef struct gf_lease_device {
+  uint32_t struct_size;
+  int32_t ordinal;        /* the service's device ordinal (PCI bus order) */
+  const char *uuid;       /* "GPU-…"; stable fake ones for emulated devices; owned by the lease */
+  const char *pci_bus_id; /* "" when emulated; owned by the lease */
+  double share;           /* of the device: 1 for a whole one */
+  uint64_t memory;        /* bytes of it */
+} gf_lease_device;
+
+#define GF_LEASE_DEVICE_INIT \
+  { sizeof(gf_lease_device), 0, NULL, NULL, 0.0, 0 }
+
+/* The lease's id (as `gpuflow status` shows it), device count and CPUs. Thread-safe. */
+GF_API gf_status gf_lease_info(uint64_t *id, uint32_t *device_count, double *cpus,
+                               const gf_lease *lease);
+
+/* Describes device `index` (0 <= index < device_count) of the lease. Thread-safe. */
+GF_API gf_status gf_lease_device_info(gf_lease_device *out, const gf_lease *lease,
+                                      uint32_t index);
+
+/* 1 in *out once the service has asked for the lease back (fair share or shutdown), or the
+ * connection to it is gone; the holder should finish what runs on it and release it. */
+GF_API gf_status gf_lease_revoked(int32_t *out, const gf_lease *lease);
+
+/* Hands the lease back and frees it. NULL is ignored. Returns GF_OK, or GF_ERR_SYSTEM when the
+ * service is gone (the lease ended with the connection anyway). Externally synchronized. */
+GF_API gf_status gf_lease_release(gf_lease *lease);
+
+typedef enum gf_status_format {
+  GF_STATUS_TEXT = 1, /* the table `gpuflow status` prints */
+  GF_STATUS_JSON = 2, /* one JSON object: service, devices, leases, queued, clients */
+  GF_STATUS_FORMAT_FORCE32 = 0x7FFFFFFF
+} gf_status_format;
+
+/* The service's view of the node: devices, every lease and its holder (pid, user, name, since),
+ * queued requests with their position, and per-client usage. For a connected pool only
+ * (GF_ERR_STATE otherwise). out->data is owned by the caller (gf_bytes_free). Thread-safe. */
+GF_API gf_status gf_pool_service_status(gf_bytes *out, gf_pool *pool, gf_status_format format);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -17,4 +17,14 @@ RunTable &runs() {
   return *table;
 }
 
+LeaseTable &leases() {
+  static auto *table = new LeaseTable;
+  return *table;
+}
+
+ServiceTable &services() {
+  static auto *table = new ServiceTable;
+  return *table;
+}
+
 }  // namespace gf::capi

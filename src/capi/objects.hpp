@@ -2,9 +2,11 @@
 #pragma once
 
 #include "capi/handles.hpp"
+#include "client/connection.hpp"
 #include "graph/graph.hpp"
 #include "pool/pool_core.hpp"
 #include "runtime/run.hpp"
+#include "service/server.hpp"
 
 namespace gf::capi {
 
@@ -12,11 +14,22 @@ using PoolTable = HandleTable<PoolCore, 1>;
 using GraphTable = HandleTable<Graph, 2>;
 using RunTable = HandleTable<Run, 3>;
 
+// A lease as its holder sees it: the grant, and the connection it came through (which must
+// outlive it: closing the connection is what releases a lease whose holder died).
+struct LeaseObject {
+  std::shared_ptr<client::Connection> connection;
+  client::Grant grant;
+};
+using LeaseTable = HandleTable<LeaseObject, 4>;
+using ServiceTable = HandleTable<service::Server, 5>;
+
 // Process-wide and deliberately never destroyed: a handle the caller leaks must not be torn
 // down by static destructors at exit, while other threads may still run.
 PoolTable &pools();
 GraphTable &graphs();
 RunTable &runs();
+LeaseTable &leases();
+ServiceTable &services();
 
 template <class Table, class Handle>
 auto &lookup(Table &table, const Handle *handle, const char *what) {
@@ -36,6 +49,12 @@ inline Graph &graph_of(const gf_graph *graph) {
 }
 inline Run &run_of(const gf_run *run) {
   return lookup(runs(), run, "gf_run");
+}
+inline LeaseObject &lease_of(const gf_lease *lease) {
+  return lookup(leases(), lease, "gf_lease");
+}
+inline service::Server &service_of(const gf_service *service) {
+  return lookup(services(), service, "gf_service");
 }
 
 }  // namespace gf::capi

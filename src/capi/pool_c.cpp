@@ -3,6 +3,7 @@
 
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
+#include "capi/pool_config.hpp"
 #include "capi/structs.hpp"
 
 using namespace gf;
@@ -74,8 +75,7 @@ GF_API gf_status gf_pool_create_versioned(gf_pool **out, const gf_pool_config *c
                                         std::to_string(header_version_major) +
                                         ", this library is " + gf_version_string());
     }
-    gf_pool_config defaults = GF_POOL_CONFIG_INIT;
-    gf_pool_config resolved = config ? read_struct(config, "gf_pool_config") : defaults;
+    gf_pool_config resolved = config ? read_pool_config(config) : pool_config_defaults();
     *out = handle_from_bits<gf_pool>(pools().insert(PoolCore::create(resolved)));
     return GF_OK;
   });

@@ -4,14 +4,14 @@
 #include <algorithm>
 #include <atomic>
 
+#include <cstdio>
 #include <ctime>
 #include <thread>
 
 #include "commands/command_bodies.hpp"
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
-#include "devices/cuda/make_cuda_backend.hpp"
-#include "devices/host/host_backend.hpp"
+#include "pool/backend_choice.hpp"
 
 namespace gf {
 namespace {
@@ -22,22 +22,51 @@ FixedPoint amount(double value) {
   return FixedPoint::from_double(value);
 }
 
-// GF_BACKEND_AUTO takes real GPUs when there are any, else emulates devices on the host.
-std::unique_ptr<DeviceBackend> make_backend(const PoolOptions &options) {
-  if (options.backend != GF_BACKEND_HOST) {
-    std::string why;
-    if (auto cuda = make_cuda_backend(options.cuda, why)) return cuda;
-    if (options.backend == GF_BACKEND_CUDA) {
-      fail(GF_ERR_NOT_FOUND, "gf_pool_config.backend is GF_BACKEND_CUDA, but " + why);
-    }
+}  // namespace
+
+namespace {
+
+// What this process is called, for the service's status.
+std::string program_name() {
+  char name[64] = {};
+  FILE *f = std::fopen("/proc/self/comm", "r");
+  if (f) {
+    if (!std::fgets(name, sizeof name, f)) name[0] = 0;
+    std::fclose(f);
   }
-  return std::make_unique<HostBackend>(options.host);
+  std::string s = name;
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s.empty() ? "gpuflow client" : s;
+}
+
+// A connected pool mirrors the service's devices: the same backend, the same devices.
+PoolOptions connected_options(PoolOptions options, const client::Welcome &welcome) {
+  if (welcome.backend == "cuda") {
+    options.backend = GF_BACKEND_CUDA;
+    options.cuda.devices.clear();
+    for (const client::ServiceDevice &d : welcome.devices) options.cuda.devices.push_back(d.ordinal);
+  } else {
+    options.backend = GF_BACKEND_HOST;
+    options.host.devices = static_cast<int>(welcome.devices.size());
+    options.host.device_memory = welcome.devices.empty() ? 0 : welcome.devices[0].memory;
+    options.host.memory_limit = 0;
+    options.host.bandwidth = welcome.emulated_bandwidth;
+  }
+  return options;
 }
 
 }  // namespace
 
 std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
-  return std::shared_ptr<PoolCore>(new PoolCore(resolve_pool_options(config)), [](PoolCore *pool) {
+  PoolOptions options = resolve_pool_options(config);
+  std::shared_ptr<client::Connection> connection;
+  const std::string endpoint = client::resolve_endpoint(config.endpoint);
+  if (!endpoint.empty()) {
+    connection = client::Connection::open(endpoint, program_name(), 1.0);
+    options = connected_options(std::move(options), connection->welcome());
+  }
+  return std::shared_ptr<PoolCore>(new PoolCore(options, std::move(connection)),
+                                   [](PoolCore *pool) {
     if (Worker::on_thread_of(pool->scheduler())) {
       std::thread([pool] { delete pool; }).detach();
     } else {
@@ -46,8 +75,10 @@ std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
   });
 }
 
-PoolCore::PoolCore(const PoolOptions &options)
-    : backend_(make_backend(options)), serial_(next_pool_serial.fetch_add(1)) {
+PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::Connection> connection)
+    : connection_(std::move(connection)),
+      backend_(make_backend(options)),
+      serial_(next_pool_serial.fetch_add(1)) {
   ResourceRegistry registry;
   ResourceId cpu = registry.intern(resource_names::kCpu);
   ResourceId gpu = registry.intern(resource_names::kGpu);

@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "client/connection.hpp"
 #include "core/clock.hpp"
 #include "devices/backend.hpp"
 #include "kernels/kernel_registry.hpp"
@@ -25,7 +26,7 @@ namespace gf {
 class PoolCore : public std::enable_shared_from_this<PoolCore> {
  public:
   static std::shared_ptr<PoolCore> create(const gf_pool_config &config);
-  explicit PoolCore(const PoolOptions &options);
+  PoolCore(const PoolOptions &options, std::shared_ptr<client::Connection> connection);
   ~PoolCore();
   PoolCore(const PoolCore &) = delete;
   PoolCore &operator=(const PoolCore &) = delete;
@@ -43,6 +44,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   KernelRegistry &kernels() { return kernels_; }
   EventHub &events() { return events_; }
   const std::vector<DeviceDescription> &devices() const { return devices_; }
+  // The node's service this pool is connected to; nullptr for an embedded pool.
+  const std::shared_ptr<client::Connection> &connection() const { return connection_; }
   // This pool's number among the pools of the process (1, 2, ...), for names that must differ
   // between pools (command logs).
   uint64_t serial() const { return serial_; }
@@ -57,6 +60,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   // First, so that they outlive the workers and every body resolved from them.
   KernelRegistry kernels_;
   EventHub events_;
+  std::shared_ptr<client::Connection> connection_;
   std::unique_ptr<DeviceBackend> backend_;
   std::vector<DeviceDescription> devices_;
   std::vector<std::string> device_uuids_;     // by device, "" when emulated: for command bodies

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "service_commands.hpp"
 #include "trace.hpp"
 
 namespace {
@@ -38,6 +39,7 @@ const char *kUsage = R"(usage:
   gpuflow run      GRAPH [--plugin LIB]... [pool options] [--trace OUT.json] [--log-dir DIR]
                    [--no-progress] [--progress-interval SECONDS] [--show-outputs] [--quiet]
   gpuflow convert  GRAPH OUT (--json | --binary)
+  gpuflow serve | lease | status | doctor   the node's shared pool (gpuflow serve --help)
 
 GRAPH is a graph document, JSON or binary (detected); '-' reads standard input.
 pool options:
@@ -46,6 +48,8 @@ pool options:
   --emulated-devices N   emulated devices on the host backend (-1: none)
   --cpu-workers N        CPU workers (default: one per core)
   --backend auto|host|cuda
+  --pool ENDPOINT        run on the node's shared pool (default: GPUFLOW_POOL, else a private
+                         pool); 'embedded' forces a private one
 validate checks the document and, against the pool the options describe, that every request is
 feasible; a graph naming kernels is checked against a pool only when --plugin provides them.
 run shows a progress bar on a terminal; otherwise a progress line every --progress-interval
@@ -61,7 +65,7 @@ struct Options {
   int emulated = 0;
   int cpu_workers = 0;
   gf_backend backend = GF_BACKEND_AUTO;
-  std::string trace, log_dir;
+  std::string trace, log_dir, endpoint;
   bool progress = true, quiet = false, show_outputs = false;
   double progress_interval = 10.0;
   gf_graph_format convert_to = GF_GRAPH_FORMAT_AUTO;
@@ -111,6 +115,8 @@ Options parse(int argc, char **argv) {
       std::string b = value();
       o.backend = b == "host" ? GF_BACKEND_HOST : b == "cuda" ? GF_BACKEND_CUDA : GF_BACKEND_AUTO;
       if (b != "host" && b != "cuda" && b != "auto") usage_error("unknown backend '" + b + "'");
+    } else if (a == "--pool") {
+      o.endpoint = value();
     } else if (a == "--trace") {
       o.trace = value();
     } else if (a == "--log-dir") {
@@ -217,6 +223,7 @@ gf_pool *make_pool(const Options &o, int &rc) {
   config.backend = o.backend;
   config.cpu_workers = o.cpu_workers;
   config.emulated_devices = o.emulated;
+  config.endpoint = o.endpoint.empty() ? nullptr : o.endpoint.c_str();
   if (!o.devices.empty()) {
     if (o.backend == GF_BACKEND_HOST) {
       config.emulated_devices = static_cast<int32_t>(o.devices.size());
@@ -796,6 +803,9 @@ int cmd_run(const Options &o) {
 }  // namespace
 
 int main(int argc, char **argv) {
+  if (argc > 1 && gpuflow_cli::is_service_command(argv[1])) {
+    return gpuflow_cli::service_main(argc, argv);
+  }
   Options o = parse(argc, argv);
   if (o.command == "info") return cmd_info(o);
   if (o.command == "validate") return cmd_validate(o);

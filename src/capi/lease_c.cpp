@@ -1,0 +1,150 @@
+// C shims: leases from the node's service, and its status.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "capi/guard.hpp"
+#include "capi/objects.hpp"
+#include "capi/structs.hpp"
+#include "client/status_render.hpp"
+#include "core/utf8.hpp"
+
+using namespace gf;
+using namespace gf::capi;
+
+namespace {
+
+const std::shared_ptr<client::Connection> &connection_of(gf_pool *pool) {
+  const auto &connection = pool_of(pool).connection();
+  if (!connection) {
+    fail(GF_ERR_STATE,
+         "the pool is embedded (private to this process): leases and the service's status come "
+         "from a shared pool; create the pool with gf_pool_config.endpoint or GPUFLOW_POOL set "
+         "to the service's socket (start one with `gpuflow serve`)");
+  }
+  return connection;
+}
+
+client::LeaseAsk ask_of(const gf_lease_request &r) {
+  client::LeaseAsk ask;
+  if (!std::isfinite(r.gpus) || r.gpus < 0 ||
+      (r.gpus > 1 && r.gpus != std::floor(r.gpus))) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_lease_request.gpus is " + std::to_string(r.gpus) +
+                                      ": use 0, a fraction below 1, or a whole number of devices");
+  }
+  if (!std::isfinite(r.cpus) || r.cpus < 0) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_lease_request.cpus must be finite and >= 0");
+  }
+  if (r.gpus == 0 && r.cpus == 0) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_lease_request asks for nothing (gpus and cpus are 0)");
+  }
+  if (r.device_count && !r.devices) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_lease_request.devices is NULL but device_count is not 0");
+  }
+  if (r.name && utf8_error_at(r.name) != std::string::npos) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_lease_request.name is not UTF-8");
+  }
+  ask.gpus = r.gpus;
+  ask.gpu_memory = r.gpu_memory;
+  ask.cpus = r.cpus;
+  if (r.device_count) ask.devices.assign(r.devices, r.devices + r.device_count);
+  ask.priority = r.priority;
+  ask.name = r.name ? r.name : "";
+  return ask;
+}
+
+}  // namespace
+
+extern "C" {
+
+GF_API gf_status gf_lease_acquire(gf_lease **out, gf_pool *pool, const gf_lease_request *request,
+                                  int64_t timeout_ms) {
+  return guard([&] {
+    require_out(out, "out");
+    *out = nullptr;
+    const gf_lease_request r = read_struct(request, "gf_lease_request");
+    client::LeaseAsk ask = ask_of(r);
+    std::shared_ptr<client::Connection> connection = connection_of(pool);
+    auto lease = std::make_shared<LeaseObject>();
+    lease->grant = connection->acquire(ask, timeout_ms);
+    lease->connection = std::move(connection);
+    *out = handle_from_bits<gf_lease>(leases().insert(std::move(lease)));
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_lease_info(uint64_t *id, uint32_t *device_count, double *cpus,
+                               const gf_lease *lease) {
+  return guard([&] {
+    const LeaseObject &l = lease_of(lease);
+    if (id) *id = l.grant.lease_id;
+    if (device_count) *device_count = static_cast<uint32_t>(l.grant.devices.size());
+    if (cpus) *cpus = l.grant.cpus;
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_lease_device_info(gf_lease_device *out, const gf_lease *lease,
+                                      uint32_t index) {
+  return guard([&] {
+    check_struct_size(out, "gf_lease_device");
+    const LeaseObject &l = lease_of(lease);
+    if (index >= l.grant.devices.size()) {
+      fail(GF_ERR_INVALID_ARGUMENT, "device index " + std::to_string(index) +
+                                        " is out of range; the lease has " +
+                                        std::to_string(l.grant.devices.size()));
+    }
+    const client::LeasedDevice &d = l.grant.devices[index];
+    out->ordinal = d.ordinal;
+    out->uuid = d.uuid.c_str();
+    out->pci_bus_id = d.pci_bus_id.c_str();
+    out->share = d.share;
+    out->memory = d.memory;
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_lease_revoked(int32_t *out, const gf_lease *lease) {
+  return guard([&] {
+    require_out(out, "out");
+    const LeaseObject &l = lease_of(lease);
+    *out = l.connection->revoked(l.grant.lease_id) ? 1 : 0;
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_lease_release(gf_lease *lease) {
+  if (!lease) return GF_OK;
+  return guard([&] {
+    std::shared_ptr<LeaseObject> l = leases().remove(handle_bits(lease));
+    if (!l) fail(GF_ERR_INVALID_HANDLE, "gf_lease is not a live handle (released already?)");
+    if (!l->connection->alive()) {
+      fail(GF_ERR_SYSTEM, "the gpuflow service at " + l->connection->endpoint() +
+                              " is gone; the lease ended with the connection");
+    }
+    l->connection->release(l->grant.lease_id);
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_pool_service_status(gf_bytes *out, gf_pool *pool, gf_status_format format) {
+  return guard([&] {
+    require_out(out, "out");
+    out->data = nullptr;
+    out->size = 0;
+    if (format != GF_STATUS_TEXT && format != GF_STATUS_JSON) {
+      fail(GF_ERR_INVALID_ARGUMENT, "format must be GF_STATUS_TEXT or GF_STATUS_JSON");
+    }
+    std::vector<uint8_t> reply = connection_of(pool)->status();
+    std::string text =
+        format == GF_STATUS_JSON ? client::status_json(reply) : client::status_text(reply);
+    void *data = std::malloc(text.size() + 1);
+    if (!data) throw std::bad_alloc();
+    std::memcpy(data, text.c_str(), text.size() + 1);
+    out->data = data;
+    out->size = text.size();
+    return GF_OK;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,67 @@
+// C shims: running the node's service in this process.
+#include "capi/guard.hpp"
+#include "capi/objects.hpp"
+#include "capi/pool_config.hpp"
+#include "capi/structs.hpp"
+
+using namespace gf;
+using namespace gf::capi;
+
+namespace {
+
+double non_negative(double value, const char *field) {
+  if (!(value >= 0 && value <= 1e12)) {
+    fail(GF_ERR_INVALID_ARGUMENT, std::string("gf_service_config.") + field +
+                                      " must be a finite number >= 0");
+  }
+  return value;
+}
+
+}  // namespace
+
+extern "C" {
+
+GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *config) {
+  return guard([&] {
+    require_out(out, "out");
+    *out = nullptr;
+    gf_service_config defaults = GF_SERVICE_CONFIG_INIT;
+    const gf_service_config c = config ? read_struct(config, "gf_service_config") : defaults;
+    service::ServiceOptions options;
+    options.pool = resolve_pool_options(c.pool ? read_pool_config(c.pool) : pool_config_defaults());
+    options.socket_path = c.socket_path ? c.socket_path : "";
+    options.group = c.group ? c.group : "";
+    options.policy.usage_half_life_s = c.usage_half_life_s > 0
+                                           ? non_negative(c.usage_half_life_s, "usage_half_life_s")
+                                           : 300.0;
+    options.policy.client_gpu_cap = non_negative(c.client_gpu_cap, "client_gpu_cap");
+    options.policy.user_gpu_cap = non_negative(c.user_gpu_cap, "user_gpu_cap");
+    if (c.log) {
+      options.log = [log = c.log, user = c.log_user_data](const std::string &line) {
+        log(line.c_str(), user);
+      };
+    }
+    std::shared_ptr<service::Server> server = service::Server::start(std::move(options));
+    *out = handle_from_bits<gf_service>(services().insert(std::move(server)));
+    return GF_OK;
+  });
+}
+
+GF_API const char *gf_default_endpoint(void) {
+  static const std::string endpoint = "unix://" + client::default_socket_path();
+  return endpoint.c_str();
+}
+
+GF_API const char *gf_service_endpoint(const gf_service *service) {
+  const char *endpoint = nullptr;
+  guard_void([&] { endpoint = service_of(service).endpoint().c_str(); });
+  return endpoint;
+}
+
+GF_API void gf_service_stop(gf_service *service) {
+  guard_void([&] {
+    if (auto server = services().remove(handle_bits(service))) server->stop();
+  });
+}
+
+}  // extern "C"

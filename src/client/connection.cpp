@@ -1,0 +1,355 @@
+#include "client/connection.hpp"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "wire/framing.hpp"
+
+namespace gf::client {
+
+namespace fb = flatbuffers;
+
+std::string socket_path_of(const std::string &endpoint) {
+  static const std::string kUnix = "unix://";
+  std::string path = endpoint.rfind(kUnix, 0) == 0 ? endpoint.substr(kUnix.size()) : endpoint;
+  if (path.empty() || path[0] != '/') {
+    fail(GF_ERR_INVALID_ARGUMENT, "endpoint '" + endpoint +
+                                      "' is not a unix socket: use unix:///path/to.sock or an "
+                                      "absolute path");
+  }
+  if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
+    fail(GF_ERR_INVALID_ARGUMENT, "endpoint '" + endpoint + "': a socket path has at most " +
+                                      std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) +
+                                      " bytes");
+  }
+  return path;
+}
+
+std::string default_socket_path() {
+  const char *runtime = std::getenv("XDG_RUNTIME_DIR");
+  if (runtime && *runtime == '/') return std::string(runtime) + "/gpuflow.sock";
+  return "/tmp/gpuflow-" + std::to_string(getuid()) + "/gpuflow.sock";
+}
+
+std::string resolve_endpoint(const char *configured) {
+  std::string endpoint = configured ? configured : "";
+  if (endpoint.empty()) {
+    const char *env = std::getenv("GPUFLOW_POOL");
+    endpoint = env ? env : "";
+  }
+  if (endpoint == "embedded") return {};
+  return endpoint;
+}
+
+namespace {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string str(const fb::String *s) { return s ? s->str() : std::string(); }
+
+}  // namespace
+
+Connection::Connection(std::string endpoint, int fd) : endpoint_(std::move(endpoint)), fd_(fd) {}
+
+std::shared_ptr<Connection> Connection::open(const std::string &endpoint, const std::string &name,
+                                             double weight, int timeout_ms) {
+  const std::string path = socket_path_of(endpoint);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) fail(GF_ERR_SYSTEM, std::string("socket(): ") + std::strerror(errno));
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  if (::connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof address) != 0) {
+    int e = errno;
+    ::close(fd);
+    fail(GF_ERR_SYSTEM, "no gpuflow service at " + endpoint + ": " + std::strerror(e) +
+                            (e == ENOENT || e == ECONNREFUSED ? " (start one with `gpuflow serve`)"
+                                                              : ""));
+  }
+  std::shared_ptr<Connection> c(new Connection(endpoint, fd));
+  c->handshake(name, weight, timeout_ms);
+  c->reader_ = std::thread([raw = c.get()] { raw->read_loop(); });
+  return c;
+}
+
+Connection::~Connection() {
+  closed_ = true;
+  ::shutdown(fd_, SHUT_RDWR);  // wakes the reader
+  if (reader_.joinable()) reader_.join();
+  ::close(fd_);
+}
+
+void Connection::handshake(const std::string &name, double weight, int timeout_ms) {
+  fb::FlatBufferBuilder b;
+  send(wire::frame_of(b, wire::CreateHello(b, wire::kProtocolVersion, b.CreateString(name),
+                                           weight, 0)));
+  wire::FrameReader reader;
+  std::vector<uint8_t> payload;
+  std::string error;
+  const int64_t deadline = now_ms() + timeout_ms;
+  char buffer[64 << 10];
+  while (!reader.next(payload, error)) {
+    if (!error.empty()) fail(GF_ERR_SYSTEM, endpoint_ + " sent " + error);
+    pollfd p{fd_, POLLIN, 0};
+    int64_t left = deadline - now_ms();
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) == 0) {
+      fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " did not answer within " +
+                              std::to_string(timeout_ms) + " ms");
+    }
+    ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " closed the connection");
+    error = reader.feed(buffer, static_cast<size_t>(n));
+    if (!error.empty()) fail(GF_ERR_SYSTEM, endpoint_ + " sent " + error);
+  }
+  const wire::Message *m = wire::message_of(payload);
+  if (const auto *e = m->body_as_Error()) {
+    fail(static_cast<gf_status>(e->status()),
+         "the gpuflow service at " + endpoint_ + " refused the connection: " + str(e->message()));
+  }
+  const auto *w = m->body_as_Welcome();
+  if (!w) fail(GF_ERR_SYSTEM, endpoint_ + " answered Hello with " + wire::body_name(m->body_type()));
+  if (w->protocol() != wire::kProtocolVersion) {
+    fail(GF_ERR_VERSION_MISMATCH, "the gpuflow service at " + endpoint_ + " speaks protocol " +
+                                      std::to_string(w->protocol()) + ", this library " +
+                                      std::to_string(wire::kProtocolVersion));
+  }
+  welcome_.client_id = w->client_id();
+  welcome_.service_pid = w->service_pid();
+  welcome_.cpus = w->cpus();
+  welcome_.backend = str(w->backend());
+  welcome_.emulated_bandwidth = w->emulated_bandwidth();
+  if (w->devices()) {
+    for (const wire::DeviceInfo *d : *w->devices()) {
+      welcome_.devices.push_back({d->ordinal(), str(d->uuid()), str(d->pci_bus_id()),
+                                  str(d->name()), d->memory(), d->emulated()});
+    }
+  }
+}
+
+void Connection::send(const std::vector<uint8_t> &frame) {
+  std::lock_guard lock(write_mu_);
+  size_t sent = 0;
+  while (sent < frame.size()) {
+    ssize_t n = ::send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      close_with(std::string("writing to it failed: ") + std::strerror(errno));
+      fail_gone();
+    }
+    sent += static_cast<size_t>(n);
+  }
+}
+
+void Connection::fail_gone() const {
+  std::lock_guard lock(mu_);
+  fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_);
+}
+
+std::vector<uint8_t> Connection::call(uint64_t id, const std::vector<uint8_t> &frame,
+                                      int64_t deadline_ms) {
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " is gone: " +
+                                         close_reason_);
+    waiting_[id];
+  }
+  try {
+    send(frame);
+  } catch (...) {
+    std::lock_guard lock(mu_);
+    waiting_.erase(id);
+    throw;
+  }
+  std::unique_lock lock(mu_);
+  auto ready = [&] { return waiting_[id].done || closed_; };
+  if (deadline_ms < 0) {
+    replied_.wait(lock, ready);
+  } else if (!replied_.wait_until(lock,
+                                  std::chrono::steady_clock::time_point(
+                                      std::chrono::milliseconds(deadline_ms)),
+                                  ready)) {
+    waiting_.erase(id);
+    abandoned_.insert(id);
+    fail(GF_TIMEOUT, "the gpuflow service at " + endpoint_ + " did not answer in time");
+  }
+  Reply reply = std::move(waiting_[id]);
+  waiting_.erase(id);
+  if (!reply.done) {
+    fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_);
+  }
+  return std::move(reply.payload);
+}
+
+Grant Connection::acquire(const LeaseAsk &ask, int64_t timeout_ms) {
+  const uint64_t id = next_id_++;
+  fb::FlatBufferBuilder b;
+  auto request = wire::CreateLeaseRequest(
+      b, id, ask.gpus, ask.gpu_memory, ask.cpus,
+      ask.devices.empty() ? 0 : b.CreateVector(ask.devices), ask.priority, timeout_ms,
+      b.CreateString(ask.name));
+  // The service answers at its deadline; ours only guards against a service that stopped
+  // answering without closing (stopped, stuck).
+  const int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms + 10000;
+  std::vector<uint8_t> payload = call(id, wire::frame_of(b, request), deadline);
+  const wire::Message *m = wire::message_of(payload);
+  if (const auto *g = m->body_as_LeaseGranted()) {
+    Grant grant;
+    grant.lease_id = g->lease_id();
+    grant.cpus = g->cpus();
+    if (g->devices()) {
+      for (const wire::DeviceGrant *d : *g->devices()) {
+        grant.devices.push_back(
+            {d->ordinal(), str(d->uuid()), str(d->pci_bus_id()), d->share(), d->memory()});
+      }
+    }
+    return grant;
+  }
+  if (const auto *r = m->body_as_LeaseRefused()) {
+    fail(static_cast<gf_status>(r->status()), str(r->reason()));
+  }
+  if (const auto *e = m->body_as_Error()) fail(static_cast<gf_status>(e->status()), str(e->message()));
+  fail(GF_ERR_SYSTEM, endpoint_ + " answered a lease request with " +
+                          wire::body_name(m->body_type()));
+}
+
+void Connection::release(uint64_t lease_id) {
+  const uint64_t id = next_id_++;
+  fb::FlatBufferBuilder b;
+  std::vector<uint8_t> payload =
+      call(id, wire::frame_of(b, wire::CreateLeaseRelease(b, id, lease_id)), now_ms() + 10000);
+  const wire::Message *m = wire::message_of(payload);
+  if (const auto *e = m->body_as_Error()) fail(static_cast<gf_status>(e->status()), str(e->message()));
+  std::lock_guard lock(mu_);
+  revoked_.erase(lease_id);
+}
+
+std::vector<uint8_t> Connection::status() {
+  const uint64_t id = next_id_++;
+  fb::FlatBufferBuilder b;
+  std::vector<uint8_t> payload =
+      call(id, wire::frame_of(b, wire::CreateStatusRequest(b, id)), now_ms() + 10000);
+  const wire::Message *m = wire::message_of(payload);
+  if (const auto *e = m->body_as_Error()) fail(static_cast<gf_status>(e->status()), str(e->message()));
+  if (!m->body_as_StatusReply()) {
+    fail(GF_ERR_SYSTEM, endpoint_ + " answered a status request with " +
+                            wire::body_name(m->body_type()));
+  }
+  return payload;
+}
+
+bool Connection::revoked(uint64_t lease_id) const {
+  std::lock_guard lock(mu_);
+  return closed_ || revoked_.count(lease_id) > 0;
+}
+
+void Connection::on_revoke(std::function<void(uint64_t)> callback) {
+  std::lock_guard lock(mu_);
+  on_revoke_ = std::move(callback);
+}
+
+void Connection::close_with(const std::string &reason) {
+  std::function<void(uint64_t)> callback;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_.exchange(true)) return;
+    close_reason_ = reason;
+    callback = on_revoke_;
+  }
+  replied_.notify_all();
+  if (callback) callback(0);
+}
+
+namespace {
+
+// The request id an answer carries, or 0 for messages nobody waits for.
+uint64_t answer_id(const wire::Message &m) {
+  switch (m.body_type()) {
+    case wire::Body::LeaseGranted: return m.body_as_LeaseGranted()->request_id();
+    case wire::Body::LeaseRefused: return m.body_as_LeaseRefused()->request_id();
+    case wire::Body::Released: return m.body_as_Released()->request_id();
+    case wire::Body::Cancelled: return m.body_as_Cancelled()->request_id();
+    case wire::Body::StatusReply: return m.body_as_StatusReply()->request_id();
+    case wire::Body::Error: return m.body_as_Error()->request_id();
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+void Connection::read_loop() {
+  wire::FrameReader reader;
+  std::vector<char> buffer(64 << 10);
+  std::string reason;
+  while (reason.empty()) {
+    ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      reason = closed_ ? "the connection was closed by this process"
+                       : "the service closed the connection";
+      break;
+    }
+    reason = reader.feed(buffer.data(), static_cast<size_t>(n));
+    std::vector<uint8_t> payload;
+    while (reason.empty() && reader.next(payload, reason)) {
+      const wire::Message *m = wire::message_of(payload);
+      if (const auto *bye = m->body_as_Goodbye()) {
+        reason = "the service is stopping: " + str(bye->reason());
+        break;
+      }
+      if (const auto *revoke = m->body_as_LeaseRevoke()) {
+        std::function<void(uint64_t)> callback;
+        {
+          std::lock_guard lock(mu_);
+          revoked_.insert(revoke->lease_id());
+          callback = on_revoke_;
+        }
+        if (callback) callback(revoke->lease_id());
+        continue;
+      }
+      const uint64_t id = answer_id(*m);
+      if (id == 0) {
+        if (const auto *e = m->body_as_Error()) reason = str(e->message());
+        continue;
+      }
+      uint64_t late_lease = 0;
+      {
+        std::lock_guard lock(mu_);
+        auto it = waiting_.find(id);
+        if (it != waiting_.end()) {
+          it->second.done = true;
+          it->second.payload = payload;
+        } else if (abandoned_.erase(id) && m->body_type() == wire::Body::LeaseGranted) {
+          late_lease = m->body_as_LeaseGranted()->lease_id();
+        }
+      }
+      replied_.notify_all();
+      if (late_lease) {  // nobody waits for it any more: straight back
+        fb::FlatBufferBuilder b;
+        try {
+          send(wire::frame_of(b, wire::CreateLeaseRelease(b, 0, late_lease)));
+        } catch (const Error &) {
+        }
+      }
+    }
+  }
+  if (!reason.empty() && reason.find("service") == std::string::npos &&
+      reason.find("closed") == std::string::npos) {
+    reason = "it sent " + reason;
+  }
+  close_with(reason);
+}
+
+}  // namespace gf::client

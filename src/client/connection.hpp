@@ -1,0 +1,129 @@
+// One process's connection to the node's gpuflow service: the Hello/Welcome handshake, then
+// requests answered by id. A reader thread takes every frame the service sends, verifies it and
+// hands answers to the threads waiting for them; when the service goes away (closed socket,
+// Goodbye, garbage) every waiting call fails at once with an error naming the endpoint.
+//
+// Plain blocking POSIX sockets rather than a libuv loop: callers block on their own threads
+// (gf_lease_acquire, status), and one reader thread is all the asynchrony a client needs.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gf::client {
+
+// "unix:///run/x.sock" or "/run/x.sock" -> the socket path; anything else throws
+// GF_ERR_INVALID_ARGUMENT naming the text.
+std::string socket_path_of(const std::string &endpoint);
+// Where a service listens when told nothing: $XDG_RUNTIME_DIR/gpuflow.sock, else
+// /tmp/gpuflow-$UID/gpuflow.sock.
+std::string default_socket_path();
+// The endpoint a pool connects to: the configured one, else GPUFLOW_POOL; "" for an embedded
+// pool ("embedded" in either place means embedded).
+std::string resolve_endpoint(const char *configured);
+
+struct ServiceDevice {
+  int32_t ordinal = 0;
+  std::string uuid, pci_bus_id, name;
+  uint64_t memory = 0;
+  bool emulated = false;
+};
+
+struct Welcome {
+  uint64_t client_id = 0;
+  uint32_t service_pid = 0;
+  std::vector<ServiceDevice> devices;
+  double cpus = 0;
+  std::string backend;
+  double emulated_bandwidth = 0;
+};
+
+struct LeaseAsk {
+  double gpus = 0;
+  uint64_t gpu_memory = 0;
+  double cpus = 0;
+  std::vector<int32_t> devices;
+  int32_t priority = 0;
+  std::string name;
+};
+
+struct LeasedDevice {
+  int32_t ordinal = 0;
+  std::string uuid, pci_bus_id;
+  double share = 0;
+  uint64_t memory = 0;
+};
+
+struct Grant {
+  uint64_t lease_id = 0;
+  std::vector<LeasedDevice> devices;
+  double cpus = 0;
+};
+
+class Connection {
+ public:
+  // Connects and shakes hands within `timeout_ms`. Throws gf::Error: GF_ERR_SYSTEM naming the
+  // endpoint when nothing listens there or it answers with something else.
+  static std::shared_ptr<Connection> open(const std::string &endpoint, const std::string &name,
+                                          double weight, int timeout_ms = 5000);
+  ~Connection();
+  Connection(const Connection &) = delete;
+  Connection &operator=(const Connection &) = delete;
+
+  const std::string &endpoint() const { return endpoint_; }
+  const Welcome &welcome() const { return welcome_; }
+
+  // Waits for a lease (timeout_ms < 0: as long as it takes). Throws gf::Error with the
+  // service's status (GF_ERR_INFEASIBLE, GF_TIMEOUT, …) or GF_ERR_SYSTEM when the connection
+  // is gone.
+  Grant acquire(const LeaseAsk &ask, int64_t timeout_ms);
+  void release(uint64_t lease_id);
+  // The service's StatusReply, as the verified frame payload.
+  std::vector<uint8_t> status();
+
+  bool revoked(uint64_t lease_id) const;
+  bool alive() const { return !closed_.load(); }
+  // Called on the reader thread when the service asks for a lease back, or (lease 0) when the
+  // connection closes. Must be quick. Set before leases are taken.
+  void on_revoke(std::function<void(uint64_t lease_id)> callback);
+
+ private:
+  struct Reply {
+    bool done = false;
+    std::vector<uint8_t> payload;  // a verified Message
+  };
+  Connection(std::string endpoint, int fd);
+  void handshake(const std::string &name, double weight, int timeout_ms);
+  void send(const std::vector<uint8_t> &frame);
+  // Sends a request and waits for the answer with its id (deadline_ms < 0: no deadline).
+  std::vector<uint8_t> call(uint64_t id, const std::vector<uint8_t> &frame, int64_t deadline_ms);
+  void read_loop();
+  void close_with(const std::string &reason);
+  [[noreturn]] void fail_gone() const;
+
+  const std::string endpoint_;
+  const int fd_;
+  Welcome welcome_;
+  std::atomic<uint64_t> next_id_{1};
+  std::mutex write_mu_;
+  mutable std::mutex mu_;
+  std::condition_variable replied_;
+  std::map<uint64_t, Reply> waiting_;
+  std::set<uint64_t> abandoned_;  // acquire gave up: a late grant is handed straight back
+  std::set<uint64_t> revoked_;
+  std::function<void(uint64_t)> on_revoke_;
+  std::atomic<bool> closed_{false};
+  std::string close_reason_;
+  std::thread reader_;
+};
+
+}  // namespace gf::client

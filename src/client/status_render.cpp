@@ -1,0 +1,190 @@
+#include "client/status_render.hpp"
+
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <ctime>
+
+#include "wire/framing.hpp"
+
+namespace gf::client {
+
+namespace {
+
+namespace fb = flatbuffers;
+
+std::string str(const fb::String *s) { return s ? s->str() : std::string(); }
+
+std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char *fmt, ...) {
+  char buffer[512];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buffer, sizeof buffer, fmt, args);
+  va_end(args);
+  return buffer;
+}
+
+std::string quoted(const std::string &s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      out += format("\\u%04x", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string number(double v) { return format("%.17g", v); }
+
+std::string bytes_text(uint64_t bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  return u == 0 ? format("%" PRIu64 " B", bytes) : format("%.1f %s", v, units[u]);
+}
+
+std::string age_text(int64_t since_ms) {
+  const int64_t now_ms = static_cast<int64_t>(std::time(nullptr)) * 1000;
+  int64_t s = (now_ms - since_ms) / 1000;
+  if (s < 0) s = 0;
+  if (s < 120) return format("%" PRId64 "s", s);
+  if (s < 7200) return format("%" PRId64 "m", s / 60);
+  return format("%" PRId64 "h%02" PRId64 "m", s / 3600, s / 60 % 60);
+}
+
+std::string grants_text(const fb::Vector<fb::Offset<wire::DeviceGrant>> *grants) {
+  std::string out;
+  if (!grants) return out;
+  for (const wire::DeviceGrant *g : *grants) {
+    if (!out.empty()) out += ",";
+    out += format("gpu:%d", g->ordinal());
+    if (g->share() < 1) out += format("x%g", g->share());
+  }
+  return out;
+}
+
+template <class T>
+std::vector<const T *> items(const fb::Vector<fb::Offset<T>> *v) {
+  std::vector<const T *> out;
+  if (v) out.assign(v->begin(), v->end());
+  return out;
+}
+
+}  // namespace
+
+std::string status_text(const std::vector<uint8_t> &payload) {
+  const wire::StatusReply &s = *wire::message_of(payload)->body_as_StatusReply();
+  std::string out = format("gpuflow service at %s (pid %u, up %s)\n", str(s.endpoint()).c_str(),
+                           s.service_pid(), age_text(s.started_ms()).c_str());
+  out += "\nDEVICE  NAME                      MEMORY      IN USE  MEMORY IN USE  UUID\n";
+  for (const wire::DeviceStatus *d : items(s.devices())) {
+    out += format("gpu:%-3d %-25.25s %-11s %5.0f%%  %-13s  %s\n", d->ordinal(),
+                  (str(d->name()) + (d->emulated() ? " (emulated)" : "")).c_str(),
+                  bytes_text(d->memory()).c_str(), d->share_in_use() * 100,
+                  bytes_text(d->memory_in_use()).c_str(), str(d->uuid()).c_str());
+  }
+  out += format("cpus: %g of %g in use\n", s.cpus_in_use(), s.cpus());
+  out += "\nLEASE  HOLDER                    PID      USER        DEVICES          CPUS  SINCE\n";
+  if (items(s.leases()).empty()) out += "(none)\n";
+  for (const wire::LeaseStatus *l : items(s.leases())) {
+    out += format("%-6" PRIu64 " %-25.25s %-8u %-11.11s %-16.16s %-5g %s%s\n", l->lease_id(),
+                  str(l->name()).c_str(), l->pid(), str(l->user()).c_str(),
+                  grants_text(l->devices()).c_str(), l->cpus(), age_text(l->since_ms()).c_str(),
+                  l->revoking() ? "  (asked back)" : "");
+  }
+  out += "\nQUEUED  REQUEST                   PID      USER        GPUS   MEMORY      CPUS  WAITING\n";
+  if (items(s.queued()).empty()) out += "(none)\n";
+  for (const wire::QueuedStatus *q : items(s.queued())) {
+    out += format("%-7u %-25.25s %-8u %-11.11s %-6g %-11s %-5g %s%s\n", q->position(),
+                  str(q->name()).c_str(), q->pid(), str(q->user()).c_str(), q->gpus(),
+                  q->gpu_memory() ? bytes_text(q->gpu_memory()).c_str() : "-", q->cpus(),
+                  age_text(q->since_ms()).c_str(), q->reserved() ? "  (reserved)" : "");
+  }
+  out += "\nCLIENT  NAME                      PID      USER        WEIGHT  LEASES  QUEUED  GPUS   SHARE\n";
+  for (const wire::ClientStatus *c : items(s.clients())) {
+    out += format("%-7" PRIu64 " %-25.25s %-8u %-11.11s %-7g %-7u %-7u %-6g %.0f%%\n",
+                  c->client_id(), str(c->name()).c_str(), c->pid(), str(c->user()).c_str(),
+                  c->weight(), c->leases(), c->queued(), c->gpus_in_use(),
+                  c->dominant_share() * 100);
+  }
+  return out;
+}
+
+std::string status_json(const std::vector<uint8_t> &payload) {
+  const wire::StatusReply &s = *wire::message_of(payload)->body_as_StatusReply();
+  auto grants_json = [](const fb::Vector<fb::Offset<wire::DeviceGrant>> *grants) {
+    std::string out = "[";
+    for (const wire::DeviceGrant *g : items(grants)) {
+      if (out.size() > 1) out += ",";
+      out += "{\"ordinal\":" + std::to_string(g->ordinal()) + ",\"uuid\":" + quoted(str(g->uuid())) +
+             ",\"share\":" + number(g->share()) + ",\"memory\":" + std::to_string(g->memory()) +
+             "}";
+    }
+    return out + "]";
+  };
+  std::string out = "{\"endpoint\":" + quoted(str(s.endpoint())) +
+                    ",\"service_pid\":" + std::to_string(s.service_pid()) +
+                    ",\"started_ms\":" + std::to_string(s.started_ms()) +
+                    ",\"cpus\":" + number(s.cpus()) + ",\"cpus_in_use\":" + number(s.cpus_in_use()) +
+                    ",\"devices\":[";
+  bool first = true;
+  for (const wire::DeviceStatus *d : items(s.devices())) {
+    out += std::string(first ? "" : ",") + "{\"ordinal\":" + std::to_string(d->ordinal()) +
+           ",\"uuid\":" + quoted(str(d->uuid())) + ",\"name\":" + quoted(str(d->name())) +
+           ",\"memory\":" + std::to_string(d->memory()) +
+           ",\"share_in_use\":" + number(d->share_in_use()) +
+           ",\"memory_in_use\":" + std::to_string(d->memory_in_use()) +
+           ",\"emulated\":" + (d->emulated() ? "true" : "false") + "}";
+    first = false;
+  }
+  out += "],\"leases\":[";
+  first = true;
+  for (const wire::LeaseStatus *l : items(s.leases())) {
+    out += std::string(first ? "" : ",") + "{\"lease_id\":" + std::to_string(l->lease_id()) +
+           ",\"client_id\":" + std::to_string(l->client_id()) +
+           ",\"pid\":" + std::to_string(l->pid()) + ",\"uid\":" + std::to_string(l->uid()) +
+           ",\"user\":" + quoted(str(l->user())) + ",\"name\":" + quoted(str(l->name())) +
+           ",\"since_ms\":" + std::to_string(l->since_ms()) +
+           ",\"devices\":" + grants_json(l->devices()) + ",\"cpus\":" + number(l->cpus()) +
+           ",\"revoking\":" + (l->revoking() ? "true" : "false") + "}";
+    first = false;
+  }
+  out += "],\"queued\":[";
+  first = true;
+  for (const wire::QueuedStatus *q : items(s.queued())) {
+    out += std::string(first ? "" : ",") + "{\"request_id\":" + std::to_string(q->request_id()) +
+           ",\"client_id\":" + std::to_string(q->client_id()) +
+           ",\"position\":" + std::to_string(q->position()) +
+           ",\"pid\":" + std::to_string(q->pid()) + ",\"uid\":" + std::to_string(q->uid()) +
+           ",\"user\":" + quoted(str(q->user())) + ",\"name\":" + quoted(str(q->name())) +
+           ",\"since_ms\":" + std::to_string(q->since_ms()) + ",\"gpus\":" + number(q->gpus()) +
+           ",\"gpu_memory\":" + std::to_string(q->gpu_memory()) +
+           ",\"cpus\":" + number(q->cpus()) +
+           ",\"reserved\":" + (q->reserved() ? "true" : "false") + "}";
+    first = false;
+  }
+  out += "],\"clients\":[";
+  first = true;
+  for (const wire::ClientStatus *c : items(s.clients())) {
+    out += std::string(first ? "" : ",") + "{\"client_id\":" + std::to_string(c->client_id()) +
+           ",\"pid\":" + std::to_string(c->pid()) + ",\"uid\":" + std::to_string(c->uid()) +
+           ",\"user\":" + quoted(str(c->user())) + ",\"name\":" + quoted(str(c->name())) +
+           ",\"weight\":" + number(c->weight()) + ",\"since_ms\":" + std::to_string(c->since_ms()) +
+           ",\"leases\":" + std::to_string(c->leases()) +
+           ",\"queued\":" + std::to_string(c->queued()) +
+           ",\"gpus_in_use\":" + number(c->gpus_in_use()) +
+           ",\"dominant_share\":" + number(c->dominant_share()) +
+           ",\"usage\":" + number(c->usage()) + "}";
+    first = false;
+  }
+  return out + "]}";
+}
+
+}  // namespace gf::client

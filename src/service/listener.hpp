@@ -1,0 +1,33 @@
+// The service's socket: binding it safely (private directory, mode, stale files), who is on the
+// other end of a connection, and names for devices that have no UUID of their own.
+#pragma once
+
+#include <uv.h>
+
+#include <cstdint>
+#include <string>
+
+namespace gf::service {
+
+// Binds `pipe` (initialised on `loop` here) to `path`: creates /tmp/gpuflow-$UID mode 0700 when
+// the path lies in it, replaces a stale socket file (nothing listening), refuses a live one
+// (GF_ERR_STATE) and anything that is not a socket, and sets mode 0600, or 0660 and the group
+// when `group` is given. Throws gf::Error naming the path.
+void listen_on(uv_loop_t *loop, uv_pipe_t *pipe, const std::string &path,
+               const std::string &group);
+void remove_socket_file(const std::string &path);
+
+// Who is connected, from the kernel (SO_PEERCRED), never from what the client says.
+struct Peer {
+  uint32_t uid = UINT32_MAX;
+  uint32_t pid = 0;
+  std::string user;         // the uid's name, or the number
+  bool privileged = false;  // root or the service's own user: may act on others' leases
+};
+Peer peer_of(uv_os_fd_t fd);
+
+// "GPU-00000000-gpuf-emul-0000-00000000000N": stable across restarts, so scripts that name
+// emulated devices by UUID keep working.
+std::string emulated_uuid(int ordinal);
+
+}  // namespace gf::service

@@ -1,0 +1,509 @@
+#include "service/server.hpp"
+
+#include <uv.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "client/connection.hpp"
+#include "core/error.hpp"
+#include "core/utf8.hpp"
+#include "pool/backend_choice.hpp"
+#include "service/listener.hpp"
+#include "service/status_reply.hpp"
+#include "wire/framing.hpp"
+
+namespace gf::service {
+
+namespace fb = flatbuffers;
+
+namespace {
+
+// A client whose unsent replies pass this is not reading: it is cut off rather than let the
+// service's memory grow.
+constexpr size_t kMaxQueuedWrite = 16u << 20;
+constexpr uint64_t kTickMs = 20;  // request deadlines are checked this often
+
+std::string str(const fb::String *s) { return s ? s->str() : std::string(); }
+
+std::string amount_text(double v) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g", v);
+  return buffer;
+}
+
+}  // namespace
+
+struct Client {
+  uv_pipe_t pipe;  // first: libuv hands callbacks the handle, cast back to the client
+  struct Server::Impl *server = nullptr;
+  ClientId id = 0;
+  Peer peer;
+  bool greeted = false;
+  bool closing = false;
+  wire::FrameReader reader;
+  std::map<RequestId, double> deadlines;  // queued requests with a timeout: when they end
+  std::string name;
+};
+
+struct Server::Impl {
+  ServiceOptions options;
+  std::string endpoint;
+  std::string socket_path;
+  uv_loop_t loop{};
+  uv_pipe_t listener{};
+  uv_async_t wake{};
+  uv_timer_t tick{};
+  std::thread thread;
+  std::unique_ptr<LeaseBook> book;
+  std::map<ClientId, Client *> clients;
+  ClientId next_client = 1;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  int64_t started_ms = 0;
+  std::string backend_name;
+  double emulated_bandwidth = 0;
+  bool stopping = false;
+  double stop_began = 0;
+  bool stopped = false;
+
+  double now() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  }
+  void log(const std::string &line) {
+    if (options.log) {
+      options.log(line);
+    } else {
+      std::fprintf(stderr, "gpuflow serve: %s\n", line.c_str());
+    }
+  }
+  std::string who(const Client &c) const {
+    return "client " + std::to_string(c.id) + " (pid " + std::to_string(c.peer.pid) + ", " +
+           c.peer.user + (c.name.empty() ? "" : ", '" + c.name + "'") + ")";
+  }
+
+  // ---- Writing ----
+  void write(Client &c, std::vector<uint8_t> bytes) {
+    if (c.closing) return;
+    if (uv_stream_get_write_queue_size(reinterpret_cast<uv_stream_t *>(&c.pipe)) >
+        kMaxQueuedWrite) {
+      drop(c,
+           "it does not read its replies (more than " + std::to_string(kMaxQueuedWrite >> 20) +
+               " MiB queued)",
+           false);
+      return;
+    }
+    struct Pending {
+      uv_write_t request;
+      std::vector<uint8_t> bytes;
+    };
+    auto *p = new Pending{{}, std::move(bytes)};
+    uv_buf_t buf = uv_buf_init(reinterpret_cast<char *>(p->bytes.data()),
+                               static_cast<unsigned>(p->bytes.size()));
+    int rc = uv_write(&p->request, reinterpret_cast<uv_stream_t *>(&c.pipe), &buf, 1,
+                      [](uv_write_t *req, int) { delete reinterpret_cast<Pending *>(req); });
+    if (rc != 0) {
+      delete p;
+      drop(c, std::string("writing to it failed: ") + uv_strerror(rc));
+    }
+  }
+  void send_error(Client &c, uint64_t request, gf_status status, const std::string &message) {
+    fb::FlatBufferBuilder b;
+    write(c, wire::frame_of(b, wire::CreateError(b, request, status, b.CreateString(message))));
+  }
+
+  // ---- Connections ----
+  void accept() {
+    auto *c = new Client;
+    c->server = this;
+    uv_pipe_init(&loop, &c->pipe, 0);
+    c->pipe.data = c;
+    if (uv_accept(reinterpret_cast<uv_stream_t *>(&listener),
+                  reinterpret_cast<uv_stream_t *>(&c->pipe)) != 0) {
+      uv_close(reinterpret_cast<uv_handle_t *>(&c->pipe),
+               [](uv_handle_t *h) { delete static_cast<Client *>(h->data); });
+      return;
+    }
+    uv_os_fd_t fd = -1;
+    uv_fileno(reinterpret_cast<uv_handle_t *>(&c->pipe), &fd);
+    c->peer = peer_of(fd);
+    c->id = next_client++;
+    clients[c->id] = c;
+    uv_read_start(
+        reinterpret_cast<uv_stream_t *>(&c->pipe),
+        [](uv_handle_t *, size_t suggested, uv_buf_t *buf) {
+          buf->base = new char[suggested];
+          buf->len = suggested;
+        },
+        [](uv_stream_t *stream, ssize_t n, const uv_buf_t *buf) {
+          auto *client = static_cast<Client *>(stream->data);
+          std::unique_ptr<char[]> owned(buf->base);
+          client->server->on_read(*client, n, buf->base);
+        });
+  }
+
+  void on_read(Client &c, ssize_t n, const char *bytes) {
+    if (n == 0 || c.closing) return;
+    if (n < 0) {
+      drop(c, n == UV_EOF ? "" : std::string("reading failed: ") + uv_strerror(static_cast<int>(n)),
+           false);
+      return;
+    }
+    std::string problem = c.reader.feed(bytes, static_cast<size_t>(n));
+    std::vector<uint8_t> payload;
+    while (problem.empty() && !c.closing && c.reader.next(payload, problem)) {
+      handle(c, *wire::message_of(payload), problem);
+    }
+    if (!problem.empty() && !c.closing) {
+      send_error(c, 0, GF_ERR_INVALID_ARGUMENT, "closing the connection: you sent " + problem);
+      drop(c, "it sent " + problem);
+    }
+  }
+
+  // Ends a connection: its leases and queued requests go back to the book at once. With
+  // `flush`, replies already queued (an Error saying why, a Goodbye) are sent first; a client
+  // that does not read is closed at once.
+  void drop(Client &c, const std::string &reason, bool flush = true) {
+    if (c.closing) return;
+    c.closing = true;
+    uv_read_stop(reinterpret_cast<uv_stream_t *>(&c.pipe));
+    clients.erase(c.id);
+    std::string line = who(c) + " disconnected";
+    if (!reason.empty()) line += ": " + reason;
+    if (c.greeted) {
+      size_t queued = 0;
+      for (const QueuedView &q : book->queued(now())) queued += q.client == c.id;
+      std::vector<LeaseId> released = book->remove_client(c.id, now());
+      line += "; " + std::to_string(released.size()) + " lease(s) released, " +
+              std::to_string(queued) + " request(s) dropped";
+    }
+    log(line);
+    auto *shutdown = new uv_shutdown_t;
+    if (!flush || uv_shutdown(shutdown, reinterpret_cast<uv_stream_t *>(&c.pipe),
+                              [](uv_shutdown_t *req, int) {
+                                close_client(reinterpret_cast<uv_handle_t *>(req->handle));
+                                delete req;
+                              }) != 0) {
+      delete shutdown;
+      close_client(reinterpret_cast<uv_handle_t *>(&c.pipe));
+    }
+    if (!stopping) schedule();
+  }
+
+  static void close_client(uv_handle_t *handle) {
+    if (uv_is_closing(handle)) return;
+    uv_close(handle, [](uv_handle_t *h) { delete static_cast<Client *>(h->data); });
+  }
+
+  // ---- Messages ----
+  void handle(Client &c, const wire::Message &m, std::string &problem) {
+    if (!c.greeted) {
+      const auto *hello = m.body_as_Hello();
+      if (!hello) {
+        problem = std::string("a ") + wire::body_name(m.body_type()) + " message before Hello";
+        return;
+      }
+      greet(c, *hello, problem);
+      return;
+    }
+    switch (m.body_type()) {
+      case wire::Body::LeaseRequest: return request(c, *m.body_as_LeaseRequest(), problem);
+      case wire::Body::LeaseRelease: return release(c, *m.body_as_LeaseRelease());
+      case wire::Body::LeaseCancel: return cancel(c, *m.body_as_LeaseCancel());
+      case wire::Body::StatusRequest: return status(c, *m.body_as_StatusRequest());
+      default:
+        problem = std::string("a ") + wire::body_name(m.body_type()) +
+                  " message, which clients do not send" +
+                  (m.body_type() == wire::Body::Hello ? " twice" : "");
+    }
+  }
+
+  void greet(Client &c, const wire::Hello &hello, std::string &problem) {
+    if (hello.protocol() != wire::kProtocolVersion) {
+      send_error(c, 0, GF_ERR_VERSION_MISMATCH,
+                 "this service speaks protocol " + std::to_string(wire::kProtocolVersion) +
+                     ", the client " + std::to_string(hello.protocol()));
+      problem = "protocol " + std::to_string(hello.protocol());
+      return;
+    }
+    std::string name = str(hello.name());
+    if (utf8_error_at(name) != std::string::npos || name.size() > 256) {
+      problem = "a Hello whose name is not UTF-8 text of at most 256 bytes";
+      return;
+    }
+    double weight = hello.weight();
+    if (!(weight > 0 && weight <= 1e6)) {
+      problem = "a Hello with weight " + amount_text(weight) + " (it must be in (0, 1e6])";
+      return;
+    }
+    c.name = name;
+    c.greeted = true;
+    ClientInfo info;
+    info.uid = c.peer.uid;
+    info.pid = c.peer.pid;
+    info.user = c.peer.user;
+    info.name = name;
+    info.weight = weight;
+    info.since = now();
+    book->add_client(c.id, info);
+    log(who(c) + " connected");
+    fb::FlatBufferBuilder b;
+    std::vector<fb::Offset<wire::DeviceInfo>> devices;
+    for (const DeviceSlot &d : book->slots()) {
+      devices.push_back(wire::CreateDeviceInfo(b, d.ordinal, b.CreateString(d.uuid),
+                                               b.CreateString(d.pci_bus_id),
+                                               b.CreateString(d.name), d.memory, d.emulated));
+    }
+    write(c, wire::frame_of(b, wire::CreateWelcome(b, wire::kProtocolVersion, c.id,
+                                                   static_cast<uint32_t>(::getpid()),
+                                                   b.CreateVector(devices), book->cpus(),
+                                                   b.CreateString(backend_name),
+                                                   emulated_bandwidth)));
+  }
+
+  void request(Client &c, const wire::LeaseRequest &r, std::string &problem) {
+    LeaseAsk ask;
+    ask.gpus = r.gpus();
+    ask.gpu_memory = r.gpu_memory();
+    ask.cpus = r.cpus();
+    if (r.devices()) ask.devices.assign(r.devices()->begin(), r.devices()->end());
+    ask.priority = r.priority();
+    ask.name = str(r.name());
+    if (utf8_error_at(ask.name) != std::string::npos || ask.name.size() > 4096) {
+      problem = "a LeaseRequest whose name is not UTF-8 text of at most 4096 bytes";
+      return;
+    }
+    if (r.request_id() == 0) {
+      problem = "a LeaseRequest with request id 0";
+      return;
+    }
+    std::string why = book->submit(c.id, r.request_id(), ask, now());
+    if (!why.empty()) {
+      log(who(c) + ": lease request refused: " + why);
+      refuse(c, r.request_id(), GF_ERR_INFEASIBLE, why);
+      return;
+    }
+    if (r.timeout_ms() >= 0) {
+      c.deadlines[r.request_id()] = now() + static_cast<double>(r.timeout_ms()) / 1000.0;
+    }
+    schedule();
+    if (r.timeout_ms() == 0) expire(now());  // now or never
+  }
+
+  void refuse(Client &c, RequestId id, gf_status status, const std::string &why) {
+    fb::FlatBufferBuilder b;
+    write(c, wire::frame_of(b, wire::CreateLeaseRefused(b, id, status, b.CreateString(why))));
+  }
+
+  void release(Client &c, const wire::LeaseRelease &r) {
+    const Lease *lease = book->lease(r.lease_id());
+    ClientId holder = lease ? lease->client : 0;
+    if (!book->release(c.id, r.lease_id(), c.peer.privileged, now())) {
+      send_error(c, r.request_id(), GF_ERR_NOT_FOUND,
+                 lease ? "lease " + std::to_string(r.lease_id()) + " is not yours"
+                       : "no lease " + std::to_string(r.lease_id()));
+      return;
+    }
+    log(who(c) + " released lease " + std::to_string(r.lease_id()) +
+        (holder != c.id ? " of client " + std::to_string(holder) : ""));
+    fb::FlatBufferBuilder b;
+    write(c, wire::frame_of(b, wire::CreateReleased(b, r.request_id(), r.lease_id())));
+    schedule();
+  }
+
+  void cancel(Client &c, const wire::LeaseCancel &r) {
+    if (!book->cancel(c.id, r.target_request_id())) {
+      send_error(c, r.request_id(), GF_ERR_NOT_FOUND,
+                 "no queued request " + std::to_string(r.target_request_id()) + " of yours");
+      return;
+    }
+    c.deadlines.erase(r.target_request_id());
+    refuse(c, r.target_request_id(), GF_ERR_CANCELLED, "cancelled by the client");
+    fb::FlatBufferBuilder b;
+    write(c, wire::frame_of(b, wire::CreateCancelled(b, r.request_id(), r.target_request_id())));
+    schedule();
+  }
+
+  void status(Client &c, const wire::StatusRequest &r) {
+    StatusContext context{endpoint, static_cast<uint32_t>(::getpid()), started_ms, now(),
+                          c.peer.uid, c.peer.privileged};
+    fb::FlatBufferBuilder b;
+    write(c, wire::frame_of(b, build_status_reply(b, *book, context, r.request_id(), clients_info())));
+  }
+
+  std::map<ClientId, std::pair<Peer, std::string>> clients_info() const {
+    std::map<ClientId, std::pair<Peer, std::string>> out;
+    for (const auto &[id, c] : clients) out[id] = {c->peer, c->name};
+    return out;
+  }
+
+  // ---- Granting ----
+  void schedule() {
+    for (const Lease &lease : book->schedule(now())) {
+      auto it = clients.find(lease.client);
+      if (it == clients.end()) continue;  // cannot happen: departed clients leave the book
+      Client &c = *it->second;
+      c.deadlines.erase(lease.request);
+      fb::FlatBufferBuilder b;
+      std::vector<fb::Offset<wire::DeviceGrant>> devices;
+      std::string where;
+      for (const DeviceShare &d : lease.devices) {
+        const DeviceSlot &slot = slot_of(d.ordinal);
+        devices.push_back(wire::CreateDeviceGrant(b, d.ordinal, b.CreateString(slot.uuid),
+                                                  b.CreateString(slot.pci_bus_id),
+                                                  d.share.to_double(), d.memory));
+        where += (where.empty() ? "" : ", ") + std::string("gpu:") + std::to_string(d.ordinal) +
+                 (d.share.to_double() < 1 ? " x" + amount_text(d.share.to_double()) : "");
+      }
+      if (lease.cpus.raw() > 0) {
+        where += (where.empty() ? "" : ", ") + amount_text(lease.cpus.to_double()) + " cpu";
+      }
+      log("lease " + std::to_string(lease.id) + " granted to " + who(c) + ": " + where);
+      write(c, wire::frame_of(b, wire::CreateLeaseGranted(b, lease.request, lease.id,
+                                                          b.CreateVector(devices),
+                                                          lease.cpus.to_double())));
+    }
+  }
+
+  const DeviceSlot &slot_of(int32_t ordinal) const {
+    for (const DeviceSlot &s : book->slots())
+      if (s.ordinal == ordinal) return s;
+    fail(GF_ERR_INTERNAL, "a lease names device " + std::to_string(ordinal));
+  }
+
+  void expire(double t) {
+    std::vector<std::pair<Client *, RequestId>> due;
+    for (auto &[id, c] : clients) {
+      for (auto &[request, deadline] : c->deadlines)
+        if (deadline <= t) due.emplace_back(c, request);
+    }
+    for (auto &[c, request] : due) {
+      c->deadlines.erase(request);
+      if (!book->cancel(c->id, request)) continue;
+      refuse(*c, request, GF_TIMEOUT, "no lease was free in time");
+    }
+  }
+
+  // ---- Lifecycle ----
+  void shut_down() {
+    stopping = true;
+    std::vector<Client *> all;
+    for (auto &[id, c] : clients) all.push_back(c);
+    for (Client *c : all) {
+      fb::FlatBufferBuilder b;
+      write(*c, wire::frame_of(b, wire::CreateGoodbye(b, b.CreateString("the service is stopping"))));
+      drop(*c, "the service is stopping");
+    }
+    uv_close(reinterpret_cast<uv_handle_t *>(&listener), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t *>(&wake), nullptr);
+    remove_socket_file(socket_path);
+    // Clients get a moment to take their Goodbye; one that does not read is closed anyway.
+    uv_timer_stop(&tick);
+    stop_began = now();
+    uv_timer_start(&tick, [](uv_timer_t *t) { static_cast<Impl *>(t->data)->finish_stop(); }, 0,
+                   10);
+  }
+
+  // Waits up to half a second for clients to take their Goodbye, then closes what is left.
+  void finish_stop() {
+    struct Walk {
+      bool force;
+      int open = 0;
+    } walk{now() - stop_began > 0.5};
+    uv_walk(
+        &loop,
+        [](uv_handle_t *h, void *arg) {
+          auto *w = static_cast<Walk *>(arg);
+          if (h->type != UV_NAMED_PIPE || uv_is_closing(h)) return;
+          if (w->force) {
+            close_client(h);
+          } else {
+            ++w->open;
+          }
+        },
+        &walk);
+    if (walk.force || walk.open == 0) uv_close(reinterpret_cast<uv_handle_t *>(&tick), nullptr);
+  }
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<Server> Server::start(ServiceOptions options) {
+  auto impl = std::make_unique<Impl>();
+  Impl &s = *impl;
+  s.options = std::move(options);
+  s.started_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+  {
+    std::unique_ptr<DeviceBackend> backend = make_backend(s.options.pool);
+    s.backend_name = backend->name();
+    s.emulated_bandwidth = s.options.pool.host.bandwidth;
+    std::vector<DeviceSlot> slots;
+    for (int d = 0; d < backend->device_count(); ++d) {
+      DeviceDescription desc = backend->describe(d);
+      DeviceSlot slot;
+      slot.ordinal = d;
+      slot.name = desc.name;
+      slot.memory = desc.memory_bytes;
+      slot.emulated = desc.emulated;
+      slot.pci_bus_id = desc.pci_bus_id;
+      slot.uuid = desc.uuid.empty() ? emulated_uuid(d) : desc.uuid;
+      slots.push_back(slot);
+    }
+    backend->shutdown();
+    s.book = std::make_unique<LeaseBook>(std::move(slots), s.options.pool.cpu_workers,
+                                         s.options.policy);
+  }
+  s.socket_path =
+      s.options.socket_path.empty() ? client::default_socket_path() : s.options.socket_path;
+  s.endpoint = "unix://" + s.socket_path;
+  if (int rc = uv_loop_init(&s.loop)) fail(GF_ERR_SYSTEM, std::string("uv_loop_init: ") + uv_strerror(rc));
+  try {
+    listen_on(&s.loop, &s.listener, s.socket_path, s.options.group);
+  } catch (...) {
+    uv_loop_close(&s.loop);
+    throw;
+  }
+  s.listener.data = &s;
+  uv_listen(reinterpret_cast<uv_stream_t *>(&s.listener), 128, [](uv_stream_t *l, int status) {
+    if (status == 0) static_cast<Impl *>(l->data)->accept();
+  });
+  uv_async_init(&s.loop, &s.wake, [](uv_async_t *a) {
+    auto *self = static_cast<Impl *>(a->data);
+    if (!self->stopping) self->shut_down();
+  });
+  s.wake.data = &s;
+  uv_timer_init(&s.loop, &s.tick);
+  s.tick.data = &s;
+  uv_timer_start(
+      &s.tick, [](uv_timer_t *t) {
+        auto *self = static_cast<Impl *>(t->data);
+        self->expire(self->now());
+      },
+      kTickMs, kTickMs);
+  s.log("serving " + std::to_string(s.book->slots().size()) + " device(s) (" + s.backend_name +
+        ") and " + amount_text(s.book->cpus()) + " CPU(s) at " + s.endpoint);
+  s.thread = std::thread([&s] {
+    uv_run(&s.loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s.loop);
+  });
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::~Server() { stop(); }
+
+void Server::stop() {
+  if (!impl_ || impl_->stopped) return;
+  impl_->stopped = true;
+  uv_async_send(&impl_->wake);
+  impl_->thread.join();
+  impl_->log("stopped");
+}
+
+const std::string &Server::endpoint() const { return impl_->endpoint; }
+
+}  // namespace gf::service

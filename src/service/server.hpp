@@ -1,0 +1,46 @@
+// The node's gpuflow service: a libuv loop on its own thread that accepts clients on a unix
+// socket, learns who each one is from the socket's peer credentials, and answers their control
+// messages (wire/wire.fbs) from one LeaseBook. Every frame is verified before it is read; a
+// client that sends garbage, messages out of order, or stops reading is disconnected with a
+// logged reason, and everything it held goes back to the book. Nothing a client does blocks the
+// loop: writes are queued, and a client whose queue grows past a bound is cut off.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "pool/pool_options.hpp"
+#include "service/lease_book.hpp"
+
+namespace gf::service {
+
+struct ServiceOptions {
+  PoolOptions pool;         // the devices to serve (and cpu_workers as the CPUs to lease)
+  std::string socket_path;  // empty: client::default_socket_path()
+  std::string group;        // empty: socket 0600; else 0660 owned by this group
+  Policy policy;
+  std::function<void(const std::string &line)> log;  // empty: standard error
+};
+
+class Server {
+ public:
+  // Binds the socket and starts the loop; returns once clients can connect. Throws gf::Error.
+  static std::unique_ptr<Server> start(ServiceOptions options);
+  ~Server();  // stop()
+  Server(const Server &) = delete;
+  Server &operator=(const Server &) = delete;
+
+  // Tells every client goodbye, ends every lease, removes the socket file, joins the thread.
+  // Idempotent.
+  void stop();
+  const std::string &endpoint() const;
+
+  struct Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gf::service

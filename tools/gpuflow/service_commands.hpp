@@ -1,0 +1,9 @@
+// The service's commands of the gpuflow tool: serve, lease, status, doctor.
+#pragma once
+
+namespace gpuflow_cli {
+
+bool is_service_command(const char *command);
+int service_main(int argc, char **argv);
+
+}  // namespace gpuflow_cli
