@@ -48,8 +48,8 @@ struct DeviceSlot {
 };
 
 struct LeaseAsk {
-  double gpus = 0;           // 0; (0, 1): a share of one device; whole N >= 1: N devices
-  uint64_t gpu_memory = 0;   // bytes per device; 0: the share's part (whole devices: all)
+  double gpus = 0;          // 0; (0, 1): a share of one device; whole N >= 1: N devices
+  uint64_t gpu_memory = 0;  // bytes per device; 0: the share's part (whole devices: all)
   double cpus = 0;
   std::vector<int32_t> devices;  // only these ordinals; empty: any
   int32_t priority = 0;
@@ -59,15 +59,15 @@ struct LeaseAsk {
 struct ClientInfo {
   uint32_t uid = 0;
   uint32_t pid = 0;
-  std::string user;  // from uid
-  std::string name;  // from Hello
-  double weight = 1; // from Hello, within its user's share; > 0
-  double since = 0;  // `now` at add_client
+  std::string user;   // from uid
+  std::string name;   // from Hello
+  double weight = 1;  // from Hello, within its user's share; > 0
+  double since = 0;   // `now` at add_client
 };
 
 struct DeviceShare {
   int32_t ordinal = 0;
-  FixedPoint share;   // of the device: 1 for a whole one
+  FixedPoint share;  // of the device: 1 for a whole one
   uint64_t memory = 0;
 };
 
@@ -85,8 +85,8 @@ struct Lease {
 struct Policy {
   double usage_half_life_s = 300;
   std::map<uint32_t, double> user_weights;  // uid -> weight; absent: 1
-  double client_gpu_cap = 0;  // GPUs one client may hold at once (0: no cap)
-  double user_gpu_cap = 0;    // GPUs one user's clients may hold together (0: no cap)
+  double client_gpu_cap = 0;                // GPUs one client may hold at once (0: no cap)
+  double user_gpu_cap = 0;                  // GPUs one user's clients may hold together (0: no cap)
 };
 
 // One queued request, in the order the book would consider them now.
@@ -116,8 +116,18 @@ struct DeviceView {
 
 class LeaseBook {
  public:
+  // Throws gf::Error (GF_ERR_INVALID_ARGUMENT) for a duplicate ordinal, a device with no memory,
+  // cpus or a policy value that is negative, not finite or (weights, half-life) not positive.
   LeaseBook(std::vector<DeviceSlot> devices, double cpus, Policy policy);
+  ~LeaseBook();
+  LeaseBook(LeaseBook &&) noexcept;
+  LeaseBook &operator=(LeaseBook &&) noexcept;
+  // Not copyable: a copy would share (or silently fork) the ledger.
+  LeaseBook(const LeaseBook &) = delete;
+  LeaseBook &operator=(const LeaseBook &) = delete;
 
+  // Throws gf::Error (GF_ERR_INVALID_ARGUMENT) for a client id already present or a weight that
+  // is not a positive finite number.
   void add_client(ClientId client, ClientInfo info);
   // Drops the client's queued requests and releases its leases (it disconnected or died).
   // Returns the leases that were released.
@@ -144,7 +154,7 @@ class LeaseBook {
   std::vector<LeaseId> revoke_for(ClientId client, double now);
 
   const Lease *lease(LeaseId id) const;
-  std::vector<Lease> leases() const;          // by id
+  std::vector<Lease> leases() const;                 // by id
   std::vector<QueuedView> queued(double now) const;  // in the order schedule() considers them
   std::vector<ClientView> clients(double now) const;
   std::vector<DeviceView> devices() const;
@@ -161,7 +171,7 @@ class LeaseBook {
   std::vector<DeviceSlot> slots_;
   double cpus_;
   Policy policy_;
-  std::shared_ptr<Impl> impl_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace gf::service
