@@ -250,7 +250,7 @@ std::string LeaseBook::submit(ClientId client, RequestId request, const LeaseAsk
              " must be below 1 (a share of one device) or a whole number of devices";
     }
     if (ask.gpus > static_cast<double>(slots_.size())) {
-      return "asks for " + amount(ask.gpus) + " GPUs; " + nodes_gpus;
+      return "asks for " + amount(ask.gpus) + (ask.gpus == 1 ? " GPU; " : " GPUs; ") + nodes_gpus;
     }
     r.whole = true;
     r.share = detail::kOne;
