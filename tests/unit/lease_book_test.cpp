@@ -59,6 +59,38 @@ void check(const LeaseBook &book) {
   EXPECT_LE(book.cpus_in_use(), fp(book.cpus()));
 }
 
+// The operations, each followed by check(): the invariant holds after every one.
+std::vector<Lease> schedule_(LeaseBook &b, double now) {
+  auto out = b.schedule(now);
+  check(b);
+  return out;
+}
+std::string submit_(LeaseBook &b, ClientId c, RequestId r, const LeaseAsk &a, double now) {
+  auto out = b.submit(c, r, a, now);
+  check(b);
+  return out;
+}
+bool release_(LeaseBook &b, ClientId c, LeaseId l, bool privileged, double now) {
+  bool out = b.release(c, l, privileged, now);
+  check(b);
+  return out;
+}
+bool cancel_(LeaseBook &b, ClientId c, RequestId r) {
+  bool out = b.cancel(c, r);
+  check(b);
+  return out;
+}
+std::vector<LeaseId> remove_client_(LeaseBook &b, ClientId c, double now) {
+  auto out = b.remove_client(c, now);
+  check(b);
+  return out;
+}
+std::vector<LeaseId> revoke_for_(LeaseBook &b, ClientId c, double now) {
+  auto out = b.revoke_for(c, now);
+  check(b);
+  return out;
+}
+
 std::vector<int32_t> ordinals(const Lease &l) {
   std::vector<int32_t> out;
   for (const auto &d : l.devices) out.push_back(d.ordinal);
@@ -80,11 +112,11 @@ struct Sim {
   std::vector<std::pair<double, Lease>> grants;
 
   void submit(ClientId c, const LeaseAsk &a) {
-    ASSERT_EQ(book.submit(c, next++, a, now), "");
+    ASSERT_EQ(submit_(book, c, next++, a, now), "");
     check(book);
   }
   void schedule() {
-    for (const auto &l : book.schedule(now)) {
+    for (const auto &l : schedule_(book, now)) {
       ends[l.id] = now + hold.at(l.client);
       grants.emplace_back(now, l);
     }
@@ -105,7 +137,7 @@ struct Sim {
       double units = 0;
       for (const auto &d : l->devices) units += d.share.to_double();
       busy[c] += units * (now - l->since);
-      ASSERT_TRUE(book.release(c, id, false, now));
+      ASSERT_TRUE(release_(book, c, id, false, now));
       check(book);
       if (again.contains(c)) submit(c, again.at(c));
       schedule();
@@ -140,17 +172,17 @@ std::pair<double, double> flood(LeaseBook &book, ClientId a, ClientId b) {
 TEST(LeaseBook, WholeDevicesTakeOnlyEntirelyFreeDevices) {
   LeaseBook book(gpus(2), 8, {});
   book.add_client(1, who(100));
-  ASSERT_EQ(book.submit(1, 1, ask(0.5), 0), "");
-  auto g = book.schedule(0);
+  ASSERT_EQ(submit_(book, 1, 1, ask(0.5), 0), "");
+  auto g = schedule_(book, 0);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(ordinals(g[0]), std::vector<int32_t>{0});
   check(book);
 
-  ASSERT_EQ(book.submit(1, 2, ask(2), 0), "");
-  EXPECT_TRUE(book.schedule(0).empty()) << "device 0 is partly used: two whole ones do not fit";
-  ASSERT_TRUE(book.cancel(1, 2));
-  ASSERT_EQ(book.submit(1, 3, ask(1), 0), "");
-  g = book.schedule(0);
+  ASSERT_EQ(submit_(book, 1, 2, ask(2), 0), "");
+  EXPECT_TRUE(schedule_(book, 0).empty()) << "device 0 is partly used: two whole ones do not fit";
+  ASSERT_TRUE(cancel_(book, 1, 2));
+  ASSERT_EQ(submit_(book, 1, 3, ask(1), 0), "");
+  g = schedule_(book, 0);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(ordinals(g[0]), std::vector<int32_t>{1});
   EXPECT_EQ(g[0].devices[0].share, fp(1));
@@ -160,16 +192,16 @@ TEST(LeaseBook, WholeDevicesTakeOnlyEntirelyFreeDevices) {
   // gpu_memory > 0 on whole devices: that many bytes of each, the whole share still.
   LeaseBook two(gpus(2), 8, {});
   two.add_client(1, who(100));
-  ASSERT_EQ(two.submit(1, 1, ask(2, 3 * kGiB), 0), "");
-  g = two.schedule(0);
+  ASSERT_EQ(submit_(two, 1, 1, ask(2, 3 * kGiB), 0), "");
+  g = schedule_(two, 0);
   ASSERT_EQ(g.size(), 1u);
   ASSERT_EQ(g[0].devices.size(), 2u);
   for (const auto &d : g[0].devices) {
     EXPECT_EQ(d.share, fp(1));
     EXPECT_EQ(d.memory, 3 * kGiB);
   }
-  ASSERT_EQ(two.submit(1, 2, ask(0.1, 1 * kGiB), 0), "");
-  EXPECT_TRUE(two.schedule(0).empty()) << "a whole device takes the whole share";
+  ASSERT_EQ(submit_(two, 1, 2, ask(0.1, 1 * kGiB), 0), "");
+  EXPECT_TRUE(schedule_(two, 0).empty()) << "a whole device takes the whole share";
   check(two);
 }
 
@@ -178,8 +210,8 @@ TEST(LeaseBook, FractionsGoWhereTheyFitMostTightly) {
   book.add_client(1, who(100));
   RequestId id = 1;
   auto one = [&](double share) {
-    EXPECT_EQ(book.submit(1, id++, ask(share), 0), "");
-    auto g = book.schedule(0);
+    EXPECT_EQ(submit_(book, 1, id++, ask(share), 0), "");
+    auto g = schedule_(book, 0);
     EXPECT_EQ(g.size(), 1u);
     check(book);
     return g.empty() ? -1 : g[0].devices.at(0).ordinal;
@@ -199,19 +231,19 @@ TEST(LeaseBook, FractionsGoWhereTheyFitMostTightly) {
 TEST(LeaseBook, FractionMemoryIsTheShareRoundedDownOrAsAsked) {
   LeaseBook book(gpus(2, 1001), 8, {});
   book.add_client(1, who(100));
-  ASSERT_EQ(book.submit(1, 1, ask(0.5), 0), "");
-  auto g = book.schedule(0);
+  ASSERT_EQ(submit_(book, 1, 1, ask(0.5), 0), "");
+  auto g = schedule_(book, 0);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].devices[0].memory, 500u) << "floor(0.5 x 1001)";
   // 0.25 of the share but 900 bytes: device 0 has 501 left, so device 1.
-  ASSERT_EQ(book.submit(1, 2, ask(0.25, 900), 0), "");
-  g = book.schedule(0);
+  ASSERT_EQ(submit_(book, 1, 2, ask(0.25, 900), 0), "");
+  g = schedule_(book, 0);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].devices[0].ordinal, 1);
   EXPECT_EQ(g[0].devices[0].memory, 900u);
   // Share left on both, memory on neither for 600 bytes: waits.
-  ASSERT_EQ(book.submit(1, 3, ask(0.1, 600), 0), "");
-  EXPECT_TRUE(book.schedule(0).empty());
+  ASSERT_EQ(submit_(book, 1, 3, ask(0.1, 600), 0), "");
+  EXPECT_TRUE(schedule_(book, 0).empty());
   check(book);
 }
 
@@ -220,24 +252,24 @@ TEST(LeaseBook, DevicesRestrictTheChoice) {
   book.add_client(1, who(100));
   LeaseAsk a = ask(2);
   a.devices = {3, 1};
-  ASSERT_EQ(book.submit(1, 1, a, 0), "");
-  auto g = book.schedule(0);
+  ASSERT_EQ(submit_(book, 1, 1, a, 0), "");
+  auto g = schedule_(book, 0);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(ordinals(g[0]), (std::vector<int32_t>{1, 3}));
   LeaseAsk f = ask(0.5);
   f.devices = {3};
-  ASSERT_EQ(book.submit(1, 2, f, 0), "");
-  EXPECT_TRUE(book.schedule(0).empty()) << "device 3 is taken; 0 and 2 are not allowed";
+  ASSERT_EQ(submit_(book, 1, 2, f, 0), "");
+  EXPECT_TRUE(schedule_(book, 0).empty()) << "device 3 is taken; 0 and 2 are not allowed";
   check(book);
 }
 
 TEST(LeaseBook, CpuOnlyLeases) {
   LeaseBook book(gpus(1), 4, {});
   book.add_client(1, who(100));
-  ASSERT_EQ(book.submit(1, 1, ask(0, 0, 2.5), 0), "");
-  ASSERT_EQ(book.submit(1, 2, ask(0, 0, 1.5), 0), "");
-  ASSERT_EQ(book.submit(1, 3, ask(0, 0, 0.5), 0), "");
-  auto g = book.schedule(0);
+  ASSERT_EQ(submit_(book, 1, 1, ask(0, 0, 2.5), 0), "");
+  ASSERT_EQ(submit_(book, 1, 2, ask(0, 0, 1.5), 0), "");
+  ASSERT_EQ(submit_(book, 1, 3, ask(0, 0, 0.5), 0), "");
+  auto g = schedule_(book, 0);
   ASSERT_EQ(g.size(), 2u);
   EXPECT_TRUE(g[0].devices.empty());
   EXPECT_EQ(g[0].cpus, fp(2.5));
@@ -284,30 +316,30 @@ TEST(LeaseBook, SubmitRefusesWhatCanNeverBeGranted) {
   };
   RequestId id = 1;
   for (const auto &c : cases) {
-    std::string why = book.submit(1, id++, c.ask, 0);
+    std::string why = submit_(book, 1, id++, c.ask, 0);
     for (const auto &s : c.says) EXPECT_NE(why.find(s), std::string::npos) << why << " / " << s;
     EXPECT_TRUE(book.queued(0).empty()) << why;
     check(book);
   }
-  ASSERT_EQ(book.submit(1, 99, ask(1), 0), "");
-  EXPECT_NE(book.submit(1, 99, ask(1), 0).find("already queued"), std::string::npos);
-  auto g = book.schedule(0);
+  ASSERT_EQ(submit_(book, 1, 99, ask(1), 0), "");
+  EXPECT_NE(submit_(book, 1, 99, ask(1), 0).find("already queued"), std::string::npos);
+  auto g = schedule_(book, 0);
   ASSERT_EQ(g.size(), 1u);
-  EXPECT_NE(book.submit(1, 99, ask(1), 0).find("already holds lease"), std::string::npos);
-  EXPECT_NE(book.submit(42, 1, ask(1), 0).find("unknown client 42"), std::string::npos);
+  EXPECT_NE(submit_(book, 1, 99, ask(1), 0).find("already holds lease"), std::string::npos);
+  EXPECT_NE(submit_(book, 42, 1, ask(1), 0).find("unknown client 42"), std::string::npos);
   EXPECT_TRUE(book.queued(0).empty());
 
   LeaseBook none(gpus(0), 8, {});
   none.add_client(1, who(100));
-  EXPECT_EQ(none.submit(1, 1, ask(1), 0), "asks for 1 GPU; the node has 0 GPUs");
-  EXPECT_EQ(none.submit(1, 2, ask(0.5), 0), "asks for 1 GPU; the node has 0 GPUs");
-  EXPECT_EQ(none.submit(1, 3, ask(0, 0, 8), 0), "");
+  EXPECT_EQ(submit_(none, 1, 1, ask(1), 0), "asks for 1 GPU; the node has 0 GPUs");
+  EXPECT_EQ(submit_(none, 1, 2, ask(0.5), 0), "asks for 1 GPU; the node has 0 GPUs");
+  EXPECT_EQ(submit_(none, 1, 3, ask(0, 0, 8), 0), "");
 
   Policy user_cap;
   user_cap.user_gpu_cap = 1;
   LeaseBook capped(gpus(3), 8, user_cap);
   capped.add_client(1, who(100));
-  EXPECT_NE(capped.submit(1, 1, ask(2), 0).find("a user may hold at most 1"), std::string::npos);
+  EXPECT_NE(submit_(capped, 1, 1, ask(2), 0).find("a user may hold at most 1"), std::string::npos);
 }
 
 TEST(LeaseBook, ConstructionAndClientsRejectBadValues) {
@@ -336,14 +368,14 @@ TEST(LeaseBook, WithinAClientPriorityThenArrival) {
   book.add_client(1, who(100));
   LeaseAsk low = ask(1), high = ask(1);
   high.priority = 5;
-  ASSERT_EQ(book.submit(1, 1, low, 0), "");
-  ASSERT_EQ(book.submit(1, 2, high, 1), "");
-  ASSERT_EQ(book.submit(1, 3, low, 2), "");
-  ASSERT_EQ(book.submit(1, 4, high, 3), "");
+  ASSERT_EQ(submit_(book, 1, 1, low, 0), "");
+  ASSERT_EQ(submit_(book, 1, 2, high, 1), "");
+  ASSERT_EQ(submit_(book, 1, 3, low, 2), "");
+  ASSERT_EQ(submit_(book, 1, 4, high, 3), "");
   std::vector<RequestId> order;
   for (const auto &q : book.queued(3)) order.push_back(q.request);
   EXPECT_EQ(order, (std::vector<RequestId>{2, 4, 1, 3}));
-  auto g = book.schedule(3);
+  auto g = schedule_(book, 3);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].request, 2u);
 }
@@ -355,23 +387,23 @@ TEST(LeaseBook, UsageIsDecayedDominantShare) {
   book.add_client(1, who(100));
   book.add_client(2, who(200));
   book.add_client(3, who(300));
-  ASSERT_EQ(book.submit(1, 1, ask(2), 0), "");
-  ASSERT_EQ(book.schedule(0).size(), 1u);
+  ASSERT_EQ(submit_(book, 1, 1, ask(2), 0), "");
+  ASSERT_EQ(schedule_(book, 0).size(), 1u);
   auto views = book.clients(100);
   EXPECT_NEAR(views[0].dominant_share, 1.0, 1e-12);
   double h = 100 / std::log(2.0);
   EXPECT_NEAR(views[0].usage, h * 0.5, 1e-6) << "held the whole node for one half-life";
-  ASSERT_TRUE(book.release(1, 1, false, 100));
+  ASSERT_TRUE(release_(book, 1, 1, false, 100));
   EXPECT_NEAR(book.clients(200)[0].usage, h * 0.25, 1e-6) << "halved in one more half-life";
   EXPECT_NEAR(book.clients(150)[0].usage, h * 0.5 / std::sqrt(2.0), 1e-6);
   // A `now` earlier than one already seen counts as that one: usage never grows backwards.
-  ASSERT_EQ(book.submit(1, 2, ask(0, 0, 1), 50), "");
+  ASSERT_EQ(submit_(book, 1, 2, ask(0, 0, 1), 50), "");
   EXPECT_NEAR(book.clients(0)[0].usage, h * 0.5, 1e-6);
 
   // Memory or CPUs can be the dominant share.
-  ASSERT_EQ(book.submit(2, 1, ask(0.1, 10 * kGiB), 100), "");
-  ASSERT_EQ(book.submit(3, 1, ask(0, 0, 3.5), 100), "");
-  ASSERT_EQ(book.schedule(100).size(), 2u);
+  ASSERT_EQ(submit_(book, 2, 1, ask(0.1, 10 * kGiB), 100), "");
+  ASSERT_EQ(submit_(book, 3, 1, ask(0, 0, 3.5), 100), "");
+  ASSERT_EQ(schedule_(book, 100).size(), 2u);
   views = book.clients(100);
   EXPECT_NEAR(views[1].dominant_share, 0.5, 1e-12) << "all the memory of one device of two";
   EXPECT_NEAR(views[1].gpus_in_use, 0.1, 1e-12);
@@ -459,29 +491,29 @@ TEST(LeaseBook, LaterRequestsBackfillWhatNoReservationClaims) {
   book.add_client(1, who(100));
   book.add_client(2, who(200));
   book.add_client(3, who(300));
-  ASSERT_EQ(book.submit(1, 1, ask(1), 0), "");
-  ASSERT_EQ(book.schedule(0).size(), 1u);  // device 0
+  ASSERT_EQ(submit_(book, 1, 1, ask(1), 0), "");
+  ASSERT_EQ(schedule_(book, 0).size(), 1u);  // device 0
   LeaseAsk wide = ask(2);
   wide.devices = {0, 1};
-  ASSERT_EQ(book.submit(2, 1, wide, 1), "");
-  ASSERT_EQ(book.submit(3, 1, ask(1), 2), "");
+  ASSERT_EQ(submit_(book, 2, 1, wide, 1), "");
+  ASSERT_EQ(submit_(book, 3, 1, ask(1), 2), "");
   auto q = book.queued(2);
   ASSERT_EQ(q.size(), 2u);
   EXPECT_EQ(q[0].client, 2u);
   EXPECT_TRUE(q[0].reserved);
   EXPECT_EQ(q[1].client, 3u);
   EXPECT_FALSE(q[1].reserved);
-  auto g = book.schedule(2);
+  auto g = schedule_(book, 2);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].client, 3u);
   EXPECT_EQ(ordinals(g[0]), std::vector<int32_t>{2}) << "device 1 is reserved";
   // A fraction may not go onto the reserved, free device 1 either.
-  ASSERT_EQ(book.submit(3, 2, ask(0.5), 2), "");
-  g = book.schedule(2);
+  ASSERT_EQ(submit_(book, 3, 2, ask(0.5), 2), "");
+  g = schedule_(book, 2);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(ordinals(g[0]), std::vector<int32_t>{3});
-  ASSERT_TRUE(book.release(1, 1, false, 3));
-  g = book.schedule(3);
+  ASSERT_TRUE(release_(book, 1, 1, false, 3));
+  g = schedule_(book, 3);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].client, 2u);
   EXPECT_EQ(ordinals(g[0]), (std::vector<int32_t>{0, 1}));
@@ -496,12 +528,12 @@ TEST(LeaseBook, ClientCapMakesRequestsWait) {
   LeaseBook book(gpus(4), 8, p);
   book.add_client(1, who(100));
   book.add_client(2, who(200));
-  EXPECT_NE(book.submit(1, 1, ask(2), 0), "");
-  ASSERT_EQ(book.submit(1, 2, ask(1), 0), "");
-  ASSERT_EQ(book.submit(1, 3, ask(0.5), 0), "");
-  ASSERT_EQ(book.submit(1, 4, ask(0.5), 0), "");
-  ASSERT_EQ(book.submit(2, 1, ask(1), 0), "");
-  auto g = book.schedule(0);
+  EXPECT_NE(submit_(book, 1, 1, ask(2), 0), "");
+  ASSERT_EQ(submit_(book, 1, 2, ask(1), 0), "");
+  ASSERT_EQ(submit_(book, 1, 3, ask(0.5), 0), "");
+  ASSERT_EQ(submit_(book, 1, 4, ask(0.5), 0), "");
+  ASSERT_EQ(submit_(book, 2, 1, ask(1), 0), "");
+  auto g = schedule_(book, 0);
   ASSERT_EQ(g.size(), 3u) << "1 + 0.5 for client 1, 1 for client 2";
   auto q = book.queued(0);
   ASSERT_EQ(q.size(), 1u);
@@ -511,8 +543,8 @@ TEST(LeaseBook, ClientCapMakesRequestsWait) {
   for (const auto &l : g) {
     if (l.request == 3) half = l.id;
   }
-  ASSERT_TRUE(book.release(1, half, false, 1));
-  g = book.schedule(1);
+  ASSERT_TRUE(release_(book, 1, half, false, 1));
+  g = schedule_(book, 1);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].request, 4u);
   check(book);
@@ -525,16 +557,16 @@ TEST(LeaseBook, UserCapCountsAllTheUsersClients) {
   book.add_client(1, who(100));
   book.add_client(2, who(100));
   book.add_client(3, who(200));
-  ASSERT_EQ(book.submit(1, 1, ask(2), 0), "");
-  ASSERT_EQ(book.schedule(0).size(), 1u);
-  ASSERT_EQ(book.submit(2, 1, ask(1), 1), "");
-  ASSERT_EQ(book.submit(3, 1, ask(2), 1), "");
-  auto g = book.schedule(1);
+  ASSERT_EQ(submit_(book, 1, 1, ask(2), 0), "");
+  ASSERT_EQ(schedule_(book, 0).size(), 1u);
+  ASSERT_EQ(submit_(book, 2, 1, ask(1), 1), "");
+  ASSERT_EQ(submit_(book, 3, 1, ask(2), 1), "");
+  auto g = schedule_(book, 1);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].client, 3u) << "another user is not held by uid 100's cap";
   EXPECT_EQ(book.queued(1).size(), 1u);
-  book.remove_client(1, 2);
-  g = book.schedule(2);
+  remove_client_(book, 1, 2);
+  g = schedule_(book, 2);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].client, 2u);
   check(book);
@@ -546,17 +578,17 @@ TEST(LeaseBook, OnlyTheHolderOrAPrivilegedCallerReleases) {
   LeaseBook book(gpus(2), 8, {});
   book.add_client(1, who(100));
   book.add_client(2, who(200));
-  ASSERT_EQ(book.submit(1, 1, ask(1), 0), "");
-  ASSERT_EQ(book.submit(1, 2, ask(1), 0), "");
-  auto g = book.schedule(0);
+  ASSERT_EQ(submit_(book, 1, 1, ask(1), 0), "");
+  ASSERT_EQ(submit_(book, 1, 2, ask(1), 0), "");
+  auto g = schedule_(book, 0);
   ASSERT_EQ(g.size(), 2u);
-  EXPECT_FALSE(book.release(2, g[0].id, false, 1));
+  EXPECT_FALSE(release_(book, 2, g[0].id, false, 1));
   EXPECT_NE(book.lease(g[0].id), nullptr);
-  EXPECT_TRUE(book.release(2, g[0].id, true, 1));
+  EXPECT_TRUE(release_(book, 2, g[0].id, true, 1));
   EXPECT_EQ(book.lease(g[0].id), nullptr);
-  EXPECT_FALSE(book.release(1, g[0].id, false, 1)) << "already released";
-  EXPECT_FALSE(book.release(1, 999, true, 1));
-  EXPECT_TRUE(book.release(1, g[1].id, false, 1));
+  EXPECT_FALSE(release_(book, 1, g[0].id, false, 1)) << "already released";
+  EXPECT_FALSE(release_(book, 1, 999, true, 1));
+  EXPECT_TRUE(release_(book, 1, g[1].id, false, 1));
   EXPECT_TRUE(book.leases().empty());
   check(book);
 }
@@ -565,14 +597,14 @@ TEST(LeaseBook, CancelWithdrawsOnlyTheCallersQueuedRequest) {
   LeaseBook book(gpus(1), 8, {});
   book.add_client(1, who(100));
   book.add_client(2, who(200));
-  ASSERT_EQ(book.submit(1, 1, ask(1), 0), "");
-  ASSERT_EQ(book.schedule(0).size(), 1u);
-  ASSERT_EQ(book.submit(1, 2, ask(1), 0), "");
-  EXPECT_FALSE(book.cancel(1, 1)) << "granted, not queued";
-  EXPECT_FALSE(book.cancel(2, 2)) << "another client's";
-  EXPECT_FALSE(book.cancel(1, 3)) << "never asked";
-  EXPECT_TRUE(book.cancel(1, 2));
-  EXPECT_FALSE(book.cancel(1, 2));
+  ASSERT_EQ(submit_(book, 1, 1, ask(1), 0), "");
+  ASSERT_EQ(schedule_(book, 0).size(), 1u);
+  ASSERT_EQ(submit_(book, 1, 2, ask(1), 0), "");
+  EXPECT_FALSE(cancel_(book, 1, 1)) << "granted, not queued";
+  EXPECT_FALSE(cancel_(book, 2, 2)) << "another client's";
+  EXPECT_FALSE(cancel_(book, 1, 3)) << "never asked";
+  EXPECT_TRUE(cancel_(book, 1, 2));
+  EXPECT_FALSE(cancel_(book, 1, 2));
   EXPECT_TRUE(book.queued(0).empty());
   check(book);
 }
@@ -581,16 +613,16 @@ TEST(LeaseBook, RemovingAClientFreesItsDevicesForOthers) {
   LeaseBook book(gpus(2), 8, {});
   book.add_client(1, who(100));
   book.add_client(2, who(200));
-  ASSERT_EQ(book.submit(1, 1, ask(2, 0, 4), 0), "");
-  ASSERT_EQ(book.schedule(0).size(), 1u);
-  ASSERT_EQ(book.submit(1, 2, ask(1), 0), "");
-  ASSERT_EQ(book.submit(2, 1, ask(2, 0, 8), 1), "");
-  EXPECT_TRUE(book.schedule(1).empty());
-  auto gone = book.remove_client(1, 2);
+  ASSERT_EQ(submit_(book, 1, 1, ask(2, 0, 4), 0), "");
+  ASSERT_EQ(schedule_(book, 0).size(), 1u);
+  ASSERT_EQ(submit_(book, 1, 2, ask(1), 0), "");
+  ASSERT_EQ(submit_(book, 2, 1, ask(2, 0, 8), 1), "");
+  EXPECT_TRUE(schedule_(book, 1).empty());
+  auto gone = remove_client_(book, 1, 2);
   EXPECT_EQ(gone.size(), 1u);
-  EXPECT_TRUE(book.remove_client(1, 2).empty()) << "already gone";
+  EXPECT_TRUE(remove_client_(book, 1, 2).empty()) << "already gone";
   EXPECT_EQ(book.clients(2).size(), 1u);
-  auto g = book.schedule(2);
+  auto g = schedule_(book, 2);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].client, 2u);
   EXPECT_EQ(book.queued(2).size(), 0u) << "client 1's queued request went with it";
@@ -602,27 +634,27 @@ TEST(LeaseBook, RemovingAClientFreesItsDevicesForOthers) {
 TEST(LeaseBook, RevokeForMarksTheNewestLeasesOfTheMostOverShareHolder) {
   LeaseBook book(gpus(3), 8, {});
   book.add_client(1, who(100));
-  ASSERT_EQ(book.submit(1, 1, ask(1), 0), "");
-  ASSERT_EQ(book.schedule(0).size(), 1u);  // lease 1, device 0
-  ASSERT_EQ(book.submit(1, 2, ask(1), 5), "");
-  ASSERT_EQ(book.schedule(5).size(), 1u);  // lease 2, device 1
+  ASSERT_EQ(submit_(book, 1, 1, ask(1), 0), "");
+  ASSERT_EQ(schedule_(book, 0).size(), 1u);  // lease 1, device 0
+  ASSERT_EQ(submit_(book, 1, 2, ask(1), 5), "");
+  ASSERT_EQ(schedule_(book, 5).size(), 1u);  // lease 2, device 1
   book.add_client(2, who(200));
-  ASSERT_EQ(book.submit(2, 1, ask(1), 50), "");
-  ASSERT_EQ(book.schedule(50).size(), 1u);  // lease 3, device 2
+  ASSERT_EQ(submit_(book, 2, 1, ask(1), 50), "");
+  ASSERT_EQ(schedule_(book, 50).size(), 1u);  // lease 3, device 2
   // Client 3 asks for a whole device: client 1 (100 GPU-s) is further over than 2 (0).
   book.add_client(3, who(300));
-  ASSERT_EQ(book.submit(3, 1, ask(1), 50), "");
-  EXPECT_TRUE(book.schedule(50).empty());
-  auto marked = book.revoke_for(3, 50);
+  ASSERT_EQ(submit_(book, 3, 1, ask(1), 50), "");
+  EXPECT_TRUE(schedule_(book, 50).empty());
+  auto marked = revoke_for_(book, 3, 50);
   EXPECT_EQ(marked, std::vector<LeaseId>{2}) << "client 1's newest";
   EXPECT_TRUE(book.lease(2)->revoking);
   EXPECT_FALSE(book.lease(1)->revoking);
   EXPECT_EQ(book.devices()[1].share_in_use, fp(1)) << "revoking is still held";
-  EXPECT_TRUE(book.revoke_for(3, 51).empty()) << "enough is already asked back";
-  EXPECT_TRUE(book.schedule(51).empty());
+  EXPECT_TRUE(revoke_for_(book, 3, 51).empty()) << "enough is already asked back";
+  EXPECT_TRUE(schedule_(book, 51).empty());
   check(book);
-  ASSERT_TRUE(book.release(1, 2, false, 52));
-  auto g = book.schedule(52);
+  ASSERT_TRUE(release_(book, 1, 2, false, 52));
+  auto g = schedule_(book, 52);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].client, 3u);
   EXPECT_EQ(ordinals(g[0]), std::vector<int32_t>{1});
@@ -635,13 +667,13 @@ TEST(LeaseBook, RevokeForPassesOverLeasesThatWouldNotHelp) {
   LeaseAsk on1 = ask(1), on0 = ask(1);
   on1.devices = {1};
   on0.devices = {0};
-  ASSERT_EQ(book.submit(1, 1, on1, 0), "");
-  ASSERT_EQ(book.schedule(0).size(), 1u);  // lease 1 on device 1
-  ASSERT_EQ(book.submit(1, 2, on0, 1), "");
-  ASSERT_EQ(book.schedule(1).size(), 1u);  // lease 2 (newer) on device 0
-  book.add_client(2, who(100));            // the same user: compared by client keys
-  ASSERT_EQ(book.submit(2, 1, on1, 10), "");
-  EXPECT_EQ(book.revoke_for(2, 10), std::vector<LeaseId>{1});
+  ASSERT_EQ(submit_(book, 1, 1, on1, 0), "");
+  ASSERT_EQ(schedule_(book, 0).size(), 1u);  // lease 1 on device 1
+  ASSERT_EQ(submit_(book, 1, 2, on0, 1), "");
+  ASSERT_EQ(schedule_(book, 1).size(), 1u);  // lease 2 (newer) on device 0
+  book.add_client(2, who(100));              // the same user: compared by client keys
+  ASSERT_EQ(submit_(book, 2, 1, on1, 10), "");
+  EXPECT_EQ(revoke_for_(book, 2, 10), std::vector<LeaseId>{1});
   EXPECT_FALSE(book.lease(2)->revoking);
   check(book);
 }
@@ -650,25 +682,25 @@ TEST(LeaseBook, RevokeForLeavesHoldersWithinTheirShareAlone) {
   LeaseBook book(gpus(1), 8, {});
   book.add_client(1, who(100));
   book.add_client(2, who(200));
-  ASSERT_EQ(book.submit(2, 1, ask(1), 0), "");
-  ASSERT_EQ(book.schedule(0).size(), 1u);
-  ASSERT_TRUE(book.release(2, 1, false, 100));  // client 2 used the device for 100 s
-  ASSERT_EQ(book.submit(1, 1, ask(1), 100), "");
-  ASSERT_EQ(book.schedule(100).size(), 1u);
-  ASSERT_EQ(book.submit(2, 2, ask(1), 101), "");
-  EXPECT_TRUE(book.revoke_for(2, 101).empty()) << "client 1 is below client 2's due";
+  ASSERT_EQ(submit_(book, 2, 1, ask(1), 0), "");
+  ASSERT_EQ(schedule_(book, 0).size(), 1u);
+  ASSERT_TRUE(release_(book, 2, 1, false, 100));  // client 2 used the device for 100 s
+  ASSERT_EQ(submit_(book, 1, 1, ask(1), 100), "");
+  ASSERT_EQ(schedule_(book, 100).size(), 1u);
+  ASSERT_EQ(submit_(book, 2, 2, ask(1), 101), "");
+  EXPECT_TRUE(revoke_for_(book, 2, 101).empty()) << "client 1 is below client 2's due";
   EXPECT_FALSE(book.lease(2)->revoking);
-  EXPECT_TRUE(book.revoke_for(1, 101).empty()) << "nothing queued";
-  EXPECT_TRUE(book.revoke_for(9, 101).empty()) << "unknown client";
+  EXPECT_TRUE(revoke_for_(book, 1, 101).empty()) << "nothing queued";
+  EXPECT_TRUE(revoke_for_(book, 9, 101).empty()) << "unknown client";
   // The other way round, client 2 would be asked to give back.
-  ASSERT_EQ(book.submit(1, 2, ask(1), 101), "");
-  ASSERT_TRUE(book.release(1, 2, false, 102));
-  ASSERT_TRUE(book.cancel(1, 2));
-  auto g = book.schedule(102);
+  ASSERT_EQ(submit_(book, 1, 2, ask(1), 101), "");
+  ASSERT_TRUE(release_(book, 1, 2, false, 102));
+  ASSERT_TRUE(cancel_(book, 1, 2));
+  auto g = schedule_(book, 102);
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g[0].client, 2u);
-  ASSERT_EQ(book.submit(1, 3, ask(1), 103), "");
-  EXPECT_EQ(book.revoke_for(1, 103), std::vector<LeaseId>{g[0].id});
+  ASSERT_EQ(submit_(book, 1, 3, ask(1), 103), "");
+  EXPECT_EQ(revoke_for_(book, 1, 103), std::vector<LeaseId>{g[0].id});
   check(book);
 }
 
@@ -712,7 +744,7 @@ TEST(LeaseBook, RandomOperationsKeepTheInvariant) {
       a.priority = static_cast<int32_t>(pick(3));
       if (chance(0.2)) a.devices = {static_cast<int32_t>(pick(5)), static_cast<int32_t>(pick(4))};
       RequestId id = chance(0.05) && !mine[client].empty() ? *mine[client].begin() : next++;
-      std::string why = book.submit(client, id, a, now);
+      std::string why = submit_(book, client, id, a, now);
       if (why.empty()) {
         mine[client].insert(id);
       } else {
@@ -720,25 +752,25 @@ TEST(LeaseBook, RandomOperationsKeepTheInvariant) {
       }
     } else if (op == 4 && !mine[client].empty()) {
       RequestId id = *std::next(mine[client].begin(), static_cast<long>(pick(mine[client].size())));
-      EXPECT_TRUE(book.cancel(client, id));
+      EXPECT_TRUE(cancel_(book, client, id));
       mine[client].erase(id);
     } else if (op < 7) {
       auto leases = book.leases();
       if (!leases.empty()) {
         const Lease &l = leases[pick(leases.size())];
         bool privileged = chance(0.1);
-        bool ok = book.release(client, l.id, privileged, now);
+        bool ok = release_(book, client, l.id, privileged, now);
         EXPECT_EQ(ok, privileged || l.client == client);
       }
     } else if (op == 7 && chance(0.2)) {
-      book.remove_client(client, now);
+      remove_client_(book, client, now);
       present.erase(client);
       mine.erase(client);
     } else if (op == 8) {
-      revoked += book.revoke_for(client, now).size();
+      revoked += revoke_for_(book, client, now).size();
     }
     check(book);
-    for (const auto &l : book.schedule(now)) {
+    for (const auto &l : schedule_(book, now)) {
       ++grants;
       EXPECT_EQ(mine[l.client].erase(l.request), 1u) << "granted a request not queued";
     }
