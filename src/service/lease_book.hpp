@@ -2,25 +2,32 @@
 // and who goes next. Pure bookkeeping, no I/O and no clock of its own (callers pass `now` in
 // seconds), so every policy decision is unit-testable.
 //
-// Policy (see docs/service.md):
+// Policy (see docs/service.md, "Fair share"):
 // - Fair share is hierarchical, as in Slurm's fair-share tree: first between users (uid), by
 //   the service's per-user weights (default 1), then between one user's clients by the weight
 //   each client gave in its Hello. A user can only redistribute its own share, so a claimed
 //   weight gains nothing against other users.
 // - A client's usage is its dominant share (max over GPUs, device memory and CPUs of its part
-//   of the node) integrated over time with exponential decay (half-life `usage_half_life_s`);
-//   the key a user or client is ranked by is (usage + dominant share now) / weight, lowest
-//   first. With one device and two clients of weights 1 and 3 that both flood requests, the
-//   device's time splits 1:3.
+//   of the node) integrated over time with exponential decay (half-life `usage_half_life_s`),
+//   in share-seconds; a user's is the same over what all its clients hold together (and
+//   outlives them: a user that reconnects keeps its usage; a client does not). The key a user
+//   or client is ranked by is (usage + dominant share now) / weight, lowest first; ties go to
+//   the lower uid, then client id. With one device and two clients of weights 1 and 3 that both
+//   flood requests, the device's time splits 1:3.
 // - Within a client, requests go by priority (higher first), then arrival.
 // - Reserve, then backfill: the best-ranked request that does not fit reserves the devices it
 //   will use (those with the most free already); later requests may only take what no
 //   reservation claims, so a 4-GPU request is not starved by a stream of 1-GPU ones.
+//   Reservations claim amounts (a whole device claims all its share; a fraction its share and
+//   memory; CPUs their amount), every request that does not fit claims what earlier claims left
+//   (if that is enough), and they are worked out afresh at every pass, not stored: queued()
+//   shows them.
 // - Caps: per-client and per-user limits on GPUs held (in device units). A request above a cap
 //   is refused at submit; one that fits the cap but not with what the client already holds
-//   waits.
+//   waits (and claims nothing).
 // - A fraction of a device goes to the device where it fits most tightly (whole devices stay
 //   free for whole-device requests).
+// - Time: a `now` earlier than one already passed in is read as that one.
 #pragma once
 
 #include <cstdint>
@@ -48,8 +55,8 @@ struct DeviceSlot {
 };
 
 struct LeaseAsk {
-  double gpus = 0;           // 0; (0, 1): a share of one device; whole N >= 1: N devices
-  uint64_t gpu_memory = 0;   // bytes per device; 0: the share's part (whole devices: all)
+  double gpus = 0;          // 0; (0, 1): a share of one device; whole N >= 1: N devices
+  uint64_t gpu_memory = 0;  // bytes per device; 0: the share's part (whole devices: all)
   double cpus = 0;
   std::vector<int32_t> devices;  // only these ordinals; empty: any
   int32_t priority = 0;
@@ -59,15 +66,15 @@ struct LeaseAsk {
 struct ClientInfo {
   uint32_t uid = 0;
   uint32_t pid = 0;
-  std::string user;  // from uid
-  std::string name;  // from Hello
-  double weight = 1; // from Hello, within its user's share; > 0
-  double since = 0;  // `now` at add_client
+  std::string user;   // from uid
+  std::string name;   // from Hello
+  double weight = 1;  // from Hello, within its user's share; > 0
+  double since = 0;   // `now` at add_client
 };
 
 struct DeviceShare {
   int32_t ordinal = 0;
-  FixedPoint share;   // of the device: 1 for a whole one
+  FixedPoint share;  // of the device: 1 for a whole one
   uint64_t memory = 0;
 };
 
@@ -85,8 +92,8 @@ struct Lease {
 struct Policy {
   double usage_half_life_s = 300;
   std::map<uint32_t, double> user_weights;  // uid -> weight; absent: 1
-  double client_gpu_cap = 0;  // GPUs one client may hold at once (0: no cap)
-  double user_gpu_cap = 0;    // GPUs one user's clients may hold together (0: no cap)
+  double client_gpu_cap = 0;                // GPUs one client may hold at once (0: no cap)
+  double user_gpu_cap = 0;                  // GPUs one user's clients may hold together (0: no cap)
 };
 
 // One queued request, in the order the book would consider them now.
@@ -116,8 +123,18 @@ struct DeviceView {
 
 class LeaseBook {
  public:
+  // Throws gf::Error (GF_ERR_INVALID_ARGUMENT) for a duplicate ordinal, a device with no memory,
+  // cpus or a policy value that is negative, not finite or (weights, half-life) not positive.
   LeaseBook(std::vector<DeviceSlot> devices, double cpus, Policy policy);
+  ~LeaseBook();
+  LeaseBook(LeaseBook &&) noexcept;
+  LeaseBook &operator=(LeaseBook &&) noexcept;
+  // Not copyable: a copy would share (or silently fork) the ledger.
+  LeaseBook(const LeaseBook &) = delete;
+  LeaseBook &operator=(const LeaseBook &) = delete;
 
+  // Throws gf::Error (GF_ERR_INVALID_ARGUMENT) for a client id already present or a weight that
+  // is not a positive finite number.
   void add_client(ClientId client, ClientInfo info);
   // Drops the client's queued requests and releases its leases (it disconnected or died).
   // Returns the leases that were released.
@@ -125,7 +142,8 @@ class LeaseBook {
 
   // Queues a request. Returns an empty string, or why it can never be granted on this node
   // (more devices or memory than exist, a device ordinal that does not exist, a malformed
-  // amount, above a cap, a request id the client already uses): then nothing is queued.
+  // amount, above a cap, a request id the client already uses, queued or held by a lease):
+  // then nothing is queued. Does not grant: schedule() does.
   std::string submit(ClientId client, RequestId request, const LeaseAsk &ask, double now);
   // Withdraws a queued request of this client; false when it is not queued (already granted,
   // never asked, or another client's).
@@ -141,10 +159,15 @@ class LeaseBook {
   // Marks leases to ask back so that `client`'s best queued request could go, when fair share
   // says the holders are over their due. Returns the leases newly marked. (Used by the service
   // when a request has waited longer than its patience; never touches running work itself.)
+  // Over their due: another user's client when that user's key is above `client`'s user's; a
+  // client of the same user when its key is above `client`'s. Most over-share holder first, its
+  // newest leases first, passing over leases that free nothing the request could use, only as
+  // many as needed counting those already revoking as gone. Marks nothing when the request
+  // would fit already, waits on its own caps, or would not fit even with all of them back.
   std::vector<LeaseId> revoke_for(ClientId client, double now);
 
-  const Lease *lease(LeaseId id) const;
-  std::vector<Lease> leases() const;          // by id
+  const Lease *lease(LeaseId id) const;              // null when none; valid until the next change
+  std::vector<Lease> leases() const;                 // by id
   std::vector<QueuedView> queued(double now) const;  // in the order schedule() considers them
   std::vector<ClientView> clients(double now) const;
   std::vector<DeviceView> devices() const;
@@ -161,7 +184,7 @@ class LeaseBook {
   std::vector<DeviceSlot> slots_;
   double cpus_;
   Policy policy_;
-  std::shared_ptr<Impl> impl_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace gf::service

@@ -1,0 +1,524 @@
+// The lease book: accounting, request checks, the public operations and the status views. The
+// order of the queue, fitting, reservations and revocation are in lease_book_pass.cpp.
+#include "service/lease_book.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <source_location>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "service/lease_book_state.hpp"
+
+namespace gf::service {
+
+using detail::Account;
+using detail::ClientState;
+using detail::Holdings;
+using detail::Request;
+
+namespace {
+
+// Amounts as people read them: "0.5", "2", "1.25".
+std::string amount(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+void check_arg(bool ok, const std::string &what) {
+  if (!ok) fail(GF_ERR_INVALID_ARGUMENT, "lease book: " + what);
+}
+
+bool positive_finite(double v) {
+  return std::isfinite(v) && v > 0;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Accounting
+
+double LeaseBook::Impl::dominant_share(const Holdings &h) const {
+  double d = 0;
+  if (!slots.empty()) d = std::max(d, h.gpus.to_double() / static_cast<double>(slots.size()));
+  if (total_memory > 0) {
+    d = std::max(d, static_cast<double>(h.memory) / static_cast<double>(total_memory));
+  }
+  if (!cpus_cap.is_zero()) d = std::max(d, h.cpus.to_double() / cpus_cap.to_double());
+  return d;
+}
+
+// Usage decays by half every half-life and grows by the dominant share held, so over a span dt
+// with share s held: u' = u * 2^(-dt/h) + s * (h / ln 2) * (1 - 2^(-dt/h)).
+double LeaseBook::Impl::usage_at(const Account &a, double t) const {
+  double dt = std::max(0.0, t - a.at);
+  if (dt == 0) return a.usage;
+  double s = dominant_share(a.held);
+  double h = policy.usage_half_life_s;
+  if (std::isinf(h)) return a.usage + s * dt;
+  double rate = std::log(2.0) / h;
+  double decay = std::exp(-rate * dt);
+  return a.usage * decay + s * (-std::expm1(-rate * dt)) / rate;
+}
+
+void LeaseBook::Impl::advance(double t) {
+  t = std::max(t, now);
+  for (auto &[id, c] : clients) {
+    c.account.usage = usage_at(c.account, t);
+    c.account.at = t;
+  }
+  for (auto &[uid, u] : users) {
+    u.account.usage = usage_at(u.account, t);
+    u.account.at = t;
+  }
+  now = t;
+}
+
+double LeaseBook::Impl::user_key(uint32_t uid, const Holdings &held, double t) const {
+  const auto &u = users.at(uid);
+  return (usage_at(u.account, t) + dominant_share(held)) / u.weight;
+}
+
+double LeaseBook::Impl::client_key(const ClientState &c, const Holdings &held, double t) const {
+  return (usage_at(c.account, t) + dominant_share(held)) / c.info.weight;
+}
+
+// Bytes a request takes on one device: as asked; else all of it for a whole device, else the
+// share's part, rounded down (exactly: memory * share.raw / kScale without overflow).
+uint64_t LeaseBook::Impl::memory_for(const Request &r, size_t device) const {
+  if (r.ask.gpu_memory > 0) return r.ask.gpu_memory;
+  uint64_t m = slots[device].memory;
+  if (r.whole) return m;
+  auto raw = static_cast<uint64_t>(r.share.raw());
+  constexpr auto kScale = static_cast<uint64_t>(FixedPoint::kScale);
+  return m / kScale * raw + (m % kScale) * raw / kScale;
+}
+
+void LeaseBook::Impl::take(ClientId client, const Lease &lease, bool add) {
+  auto &c = clients.at(client);
+  auto &u = users.at(c.info.uid);
+  for (const auto &d : lease.devices) {
+    auto &in_use = used[index_of.at(d.ordinal)];
+    for (Holdings *h : {&c.account.held, &u.account.held}) {
+      if (add) {
+        h->gpus += d.share;
+        h->memory += d.memory;
+      } else {
+        h->gpus -= d.share;
+        h->memory -= d.memory;
+      }
+    }
+    if (add) {
+      in_use.share += d.share;
+      in_use.memory += d.memory;
+    } else {
+      in_use.share -= d.share;
+      in_use.memory -= d.memory;
+    }
+  }
+  for (Holdings *h : {&c.account.held, &u.account.held}) {
+    if (add) {
+      h->cpus += lease.cpus;
+    } else {
+      h->cpus -= lease.cpus;
+    }
+  }
+  if (add) {
+    cpus_used += lease.cpus;
+    ++c.leases;
+  } else {
+    cpus_used -= lease.cpus;
+    --c.leases;
+  }
+}
+
+void LeaseBook::Impl::drop_lease(LeaseId id) {
+  auto it = leases.find(id);
+  take(it->second.client, it->second, false);
+  leases.erase(it);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Construction and clients
+
+LeaseBook::LeaseBook(std::vector<DeviceSlot> devices, double cpus, Policy policy)
+    : slots_(std::move(devices)), cpus_(cpus), policy_(std::move(policy)) {
+  check_arg(FixedPoint::representable(cpus), "cpus " + amount(cpus) +
+                                                 " must be a finite amount >= 0 (at most " +
+                                                 amount(FixedPoint::kMaxAmount) + ")");
+  check_arg(policy_.usage_half_life_s > 0 && !std::isnan(policy_.usage_half_life_s),
+            "usage_half_life_s " + amount(policy_.usage_half_life_s) + " must be > 0");
+  check_arg(FixedPoint::representable(policy_.client_gpu_cap),
+            "client_gpu_cap " + amount(policy_.client_gpu_cap) + " must be a finite amount >= 0");
+  check_arg(FixedPoint::representable(policy_.user_gpu_cap),
+            "user_gpu_cap " + amount(policy_.user_gpu_cap) + " must be a finite amount >= 0");
+  for (const auto &[uid, w] : policy_.user_weights) {
+    check_arg(positive_finite(w), "the weight " + amount(w) + " of uid " + std::to_string(uid) +
+                                      " must be a positive finite number");
+  }
+  impl_ = std::make_unique<Impl>(slots_, FixedPoint::from_double(cpus), policy_);
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const auto &s = slots_[i];
+    check_arg(s.memory > 0 && FixedPoint::bytes_representable(s.memory),
+              "device " + std::to_string(s.ordinal) + " has memory " + std::to_string(s.memory) +
+                  " (must be > 0 and at most " + std::to_string(FixedPoint::kMaxBytes) + ")");
+    check_arg(impl_->index_of.emplace(s.ordinal, i).second,
+              "device ordinal " + std::to_string(s.ordinal) + " appears twice");
+    impl_->total_memory += s.memory;
+  }
+  impl_->used.resize(slots_.size());
+}
+
+LeaseBook::~LeaseBook() = default;
+LeaseBook::LeaseBook(LeaseBook &&) noexcept = default;
+LeaseBook &LeaseBook::operator=(LeaseBook &&) noexcept = default;
+
+void LeaseBook::add_client(ClientId client, ClientInfo info) {
+  check_arg(positive_finite(info.weight), "client " + std::to_string(client) + ": weight " +
+                                              amount(info.weight) +
+                                              " must be a positive finite number");
+  check_arg(!impl_->clients.contains(client),
+            "client " + std::to_string(client) + " is already known");
+  auto [uit, fresh] = impl_->users.try_emplace(info.uid);
+  if (fresh) {
+    auto w = policy_.user_weights.find(info.uid);
+    uit->second.weight = w == policy_.user_weights.end() ? 1.0 : w->second;
+    uit->second.account.at = impl_->now;
+  }
+  ClientState c;
+  c.info = std::move(info);
+  c.account.at = impl_->now;
+  impl_->clients.emplace(client, std::move(c));
+}
+
+std::vector<LeaseId> LeaseBook::remove_client(ClientId client, double now) {
+  std::vector<LeaseId> released;
+  auto it = impl_->clients.find(client);
+  if (it == impl_->clients.end()) return released;
+  impl_->advance(now);
+  for (const auto &[id, l] : impl_->leases) {
+    if (l.client == client) released.push_back(id);
+  }
+  for (LeaseId id : released) impl_->drop_lease(id);
+  impl_->clients.erase(it);
+  return released;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests and leases
+
+std::string LeaseBook::submit(ClientId client, RequestId request, const LeaseAsk &ask, double now) {
+  Impl &m = *impl_;
+  auto cit = m.clients.find(client);
+  if (cit == m.clients.end()) return "unknown client " + std::to_string(client);
+  ClientState &c = cit->second;
+  const std::string nodes_gpus =
+      "the node has " + std::to_string(slots_.size()) + " GPU" + (slots_.size() == 1 ? "" : "s");
+  for (const auto &q : c.queue) {
+    if (q.id == request) return "request id " + std::to_string(request) + " is already queued";
+  }
+  for (const auto &[id, l] : m.leases) {
+    if (l.client == client && l.request == request) {
+      return "request id " + std::to_string(request) + " already holds lease " + std::to_string(id);
+    }
+  }
+
+  Request r;
+  r.id = request;
+  r.ask = ask;
+  r.since = std::max(now, m.now);
+  r.seq = m.next_seq;
+
+  // GPUs: 0, a fraction of one device, or a whole number of devices.
+  if (!FixedPoint::representable(ask.gpus)) {
+    return "gpus " + amount(ask.gpus) + " is not a finite amount >= 0";
+  }
+  if (FixedPoint::rounds_to_zero(ask.gpus)) {
+    return "gpus " + amount(ask.gpus) + " is below the smallest share (0.0001)";
+  }
+  if (ask.gpus > 0 && ask.gpus < 1) {
+    r.share = FixedPoint::from_double(ask.gpus);
+    if (r.share >= detail::kOne) {
+      return "gpus " + amount(ask.gpus) + " rounds to a whole device; ask for 1";
+    }
+    r.count = 1;
+  } else if (ask.gpus >= 1) {
+    if (ask.gpus != std::floor(ask.gpus)) {
+      return "gpus " + amount(ask.gpus) +
+             " must be below 1 (a share of one device) or a whole number of devices";
+    }
+    if (ask.gpus > static_cast<double>(slots_.size())) {
+      return "asks for " + amount(ask.gpus) + (ask.gpus == 1 ? " GPU; " : " GPUs; ") + nodes_gpus;
+    }
+    r.whole = true;
+    r.share = detail::kOne;
+    r.count = static_cast<uint32_t>(ask.gpus);
+  }
+  if (r.count == 0 && ask.gpu_memory > 0) {
+    return "gpu_memory " + std::to_string(ask.gpu_memory) + " is asked without gpus";
+  }
+
+  // Devices it may use.
+  if (r.count > 0) {
+    std::set<size_t> allowed;
+    for (int32_t ord : ask.devices) {
+      auto it = m.index_of.find(ord);
+      if (it == m.index_of.end()) {
+        std::string have;
+        for (const auto &s : slots_) have += (have.empty() ? "" : ", ") + std::to_string(s.ordinal);
+        return "device " + std::to_string(ord) +
+               " does not exist (the node's devices: " + (have.empty() ? "none" : have) + ")";
+      }
+      allowed.insert(it->second);
+    }
+    if (ask.devices.empty()) {
+      for (size_t i = 0; i < slots_.size(); ++i) allowed.insert(i);
+    }
+    r.allowed.assign(allowed.begin(), allowed.end());
+    if (r.allowed.size() < r.count) {
+      return "asks for " + std::to_string(r.count) + " GPU" + (r.count == 1 ? "" : "s") +
+             (ask.devices.empty() ? "; " + nodes_gpus
+                                  : " among " + std::to_string(r.allowed.size()) +
+                                        " allowed device" + (r.allowed.size() == 1 ? "" : "s"));
+    }
+    uint64_t largest = 0;
+    for (size_t i : r.allowed) largest = std::max(largest, slots_[i].memory);
+    if (ask.gpu_memory > largest) {
+      return "gpu_memory " + std::to_string(ask.gpu_memory) + " bytes is more than any " +
+             (ask.devices.empty() ? "" : "allowed ") + "device has (at most " +
+             std::to_string(largest) + ")";
+    }
+    size_t big_enough = 0;
+    for (size_t i : r.allowed) big_enough += m.memory_for(r, i) <= slots_[i].memory ? 1 : 0;
+    if (big_enough < r.count) {
+      return "gpu_memory " + std::to_string(ask.gpu_memory) + " bytes on each of " +
+             std::to_string(r.count) + " devices: only " + std::to_string(big_enough) +
+             " device(s) have that much";
+    }
+  }
+
+  // CPUs.
+  if (!FixedPoint::representable(ask.cpus)) {
+    return "cpus " + amount(ask.cpus) + " is not a finite amount >= 0";
+  }
+  if (FixedPoint::rounds_to_zero(ask.cpus)) {
+    return "cpus " + amount(ask.cpus) + " is below the smallest amount (0.0001)";
+  }
+  r.cpus = FixedPoint::from_double(ask.cpus);
+  if (r.cpus > m.cpus_cap) {
+    return "asks for " + amount(ask.cpus) + " CPUs; the node has " + amount(cpus_);
+  }
+  if (r.count == 0 && r.cpus.is_zero()) return "asks for nothing (gpus 0 and cpus 0)";
+
+  // Caps.
+  FixedPoint units = r.units();
+  if (policy_.client_gpu_cap > 0 && units > FixedPoint::from_double(policy_.client_gpu_cap)) {
+    return "asks for " + amount(units.to_double()) + " GPUs; a client may hold at most " +
+           amount(policy_.client_gpu_cap);
+  }
+  if (policy_.user_gpu_cap > 0 && units > FixedPoint::from_double(policy_.user_gpu_cap)) {
+    return "asks for " + amount(units.to_double()) + " GPUs; a user may hold at most " +
+           amount(policy_.user_gpu_cap);
+  }
+
+  m.advance(now);
+  ++m.next_seq;
+  auto pos = std::find_if(c.queue.begin(), c.queue.end(), [&](const Request &q) {
+    return q.ask.priority < ask.priority;  // after every request of equal or higher priority
+  });
+  c.queue.insert(pos, std::move(r));
+  return {};
+}
+
+bool LeaseBook::cancel(ClientId client, RequestId request) {
+  auto it = impl_->clients.find(client);
+  if (it == impl_->clients.end()) return false;
+  auto &q = it->second.queue;
+  auto r = std::find_if(q.begin(), q.end(), [&](const Request &x) { return x.id == request; });
+  if (r == q.end()) return false;
+  q.erase(r);
+  return true;
+}
+
+bool LeaseBook::release(ClientId caller, LeaseId lease, bool privileged, double now) {
+  auto it = impl_->leases.find(lease);
+  if (it == impl_->leases.end()) return false;
+  if (it->second.client != caller && !privileged) return false;
+  impl_->advance(now);
+  impl_->drop_lease(lease);
+  return true;
+}
+
+std::vector<Lease> LeaseBook::schedule(double now) {
+  Impl &m = *impl_;
+  m.advance(now);
+  std::vector<detail::Step> steps = m.pass(m.now);
+  std::vector<Lease> granted;
+  std::map<ClientId, std::set<RequestId>> done;
+  for (const auto &s : steps) {
+    if (s.outcome != detail::Step::kGranted) continue;
+    Lease l;
+    l.id = m.next_lease++;
+    l.client = s.client;
+    l.request = s.request->id;
+    l.name = s.request->ask.name;
+    for (const auto &[i, a] : s.placement.devices) {
+      l.devices.push_back({slots_[i].ordinal, a.share, a.memory});
+    }
+    l.cpus = s.placement.cpus;
+    l.since = m.now;
+    done[s.client].insert(l.request);
+    granted.push_back(l);
+  }
+  // The steps point into the queues: drop the granted requests only after copying them out.
+  for (const auto &[client, ids] : done) {
+    auto &q = m.clients.at(client).queue;
+    std::erase_if(q, [&](const Request &r) { return ids.contains(r.id); });
+  }
+  for (const auto &l : granted) {
+    m.take(l.client, l, true);
+    m.leases.emplace(l.id, l);
+  }
+  return granted;
+}
+
+std::vector<LeaseId> LeaseBook::revoke_for(ClientId client, double now) {
+  impl_->advance(now);
+  return impl_->revoke_for(client, impl_->now);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Views
+
+const Lease *LeaseBook::lease(LeaseId id) const {
+  auto it = impl_->leases.find(id);
+  return it == impl_->leases.end() ? nullptr : &it->second;
+}
+
+std::vector<Lease> LeaseBook::leases() const {
+  std::vector<Lease> out;
+  out.reserve(impl_->leases.size());
+  for (const auto &[id, l] : impl_->leases) out.push_back(l);
+  return out;
+}
+
+std::vector<QueuedView> LeaseBook::queued(double now) const {
+  std::vector<QueuedView> out;
+  for (const auto &s : impl_->pass(std::max(now, impl_->now))) {
+    out.push_back({s.client, s.request->id, s.request->ask, s.request->since,
+                   s.outcome == detail::Step::kReserved});
+  }
+  return out;
+}
+
+std::vector<ClientView> LeaseBook::clients(double now) const {
+  const Impl &m = *impl_;
+  double t = std::max(now, m.now);
+  std::vector<ClientView> out;
+  for (const auto &[id, c] : m.clients) {
+    ClientView v;
+    v.client = id;
+    v.info = c.info;
+    v.leases = c.leases;
+    v.queued = static_cast<uint32_t>(c.queue.size());
+    v.gpus_in_use = c.account.held.gpus.to_double();
+    v.dominant_share = m.dominant_share(c.account.held);
+    v.usage = m.usage_at(c.account, t);
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::vector<DeviceView> LeaseBook::devices() const {
+  std::vector<DeviceView> out;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    out.push_back({slots_[i], impl_->used[i].share, impl_->used[i].memory});
+  }
+  return out;
+}
+
+FixedPoint LeaseBook::cpus_in_use() const {
+  return impl_->cpus_used;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Invariant
+
+void LeaseBook::check_invariant() const {
+  const Impl &m = *impl_;
+  auto expect = [](bool ok, const std::string &what,
+                   std::source_location at = std::source_location::current()) {
+    if (!ok) {
+      fail(GF_ERR_INTERNAL, "lease book invariant broken at " + std::string(at.file_name()) + ":" +
+                                std::to_string(at.line()) + ": " + what);
+    }
+  };
+  std::vector<detail::DeviceAmount> used(slots_.size());
+  FixedPoint cpus;
+  std::map<ClientId, Holdings> by_client;
+  std::map<uint32_t, Holdings> by_user;
+  std::map<ClientId, uint32_t> count;
+  for (const auto &[id, l] : m.leases) {
+    std::string name = "lease " + std::to_string(id);
+    expect(l.id == id, name + " is filed under another id");
+    expect(m.clients.contains(l.client), name + " belongs to an unknown client");
+    expect(!l.devices.empty() || !l.cpus.is_zero(), name + " holds nothing");
+    Holdings h;
+    std::set<int32_t> seen;
+    for (const auto &d : l.devices) {
+      expect(m.index_of.contains(d.ordinal), name + " holds an unknown device");
+      expect(seen.insert(d.ordinal).second, name + " holds a device twice");
+      expect(d.share > FixedPoint() && d.share <= detail::kOne, name + " holds a bad share");
+      size_t i = m.index_of.at(d.ordinal);
+      used[i].share += d.share;
+      used[i].memory += d.memory;
+      h.gpus += d.share;
+      h.memory += d.memory;
+    }
+    h.cpus = l.cpus;
+    cpus += l.cpus;
+    for (Holdings *sum : {&by_client[l.client], &by_user[m.clients.at(l.client).info.uid]}) {
+      sum->gpus += h.gpus;
+      sum->memory += h.memory;
+      sum->cpus += h.cpus;
+    }
+    ++count[l.client];
+  }
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    std::string name = "device " + std::to_string(slots_[i].ordinal);
+    expect(m.used[i].share == used[i].share, name + ": share in use is not the leases' sum");
+    expect(m.used[i].memory == used[i].memory, name + ": memory in use is not the leases' sum");
+    expect(used[i].share >= FixedPoint() && used[i].share <= detail::kOne,
+           name + ": share in use outside [0, 1]");
+    expect(used[i].memory <= slots_[i].memory, name + ": memory in use above its capacity");
+  }
+  expect(cpus == m.cpus_used, "CPUs in use are not the leases' sum");
+  expect(cpus >= FixedPoint() && cpus <= m.cpus_cap, "CPUs in use outside [0, node's]");
+  auto same = [](const Holdings &a, const Holdings &b) {
+    return a.gpus == b.gpus && a.memory == b.memory && a.cpus == b.cpus;
+  };
+  for (const auto &[id, c] : m.clients) {
+    std::string name = "client " + std::to_string(id);
+    expect(same(c.account.held, by_client[id]), name + ": holdings are not its leases' sum");
+    expect(c.leases == count[id], name + ": lease count is not its leases'");
+    std::set<RequestId> ids;
+    for (size_t k = 0; k < c.queue.size(); ++k) {
+      expect(ids.insert(c.queue[k].id).second, name + ": a request id is queued twice");
+      if (k > 0) {
+        const auto &a = c.queue[k - 1], &b = c.queue[k];
+        expect(
+            a.ask.priority > b.ask.priority || (a.ask.priority == b.ask.priority && a.seq < b.seq),
+            name + ": queue out of order");
+      }
+    }
+    expect(m.users.contains(c.info.uid), name + ": no account for its user");
+  }
+  for (const auto &[uid, u] : m.users) {
+    expect(same(u.account.held, by_user[uid]),
+           "uid " + std::to_string(uid) + ": holdings are not its clients' leases' sum");
+  }
+}
+
+}  // namespace gf::service
