@@ -27,8 +27,7 @@ const std::shared_ptr<client::Connection> &connection_of(gf_pool *pool) {
 
 client::LeaseAsk ask_of(const gf_lease_request &r) {
   client::LeaseAsk ask;
-  if (!std::isfinite(r.gpus) || r.gpus < 0 ||
-      (r.gpus > 1 && r.gpus != std::floor(r.gpus))) {
+  if (!std::isfinite(r.gpus) || r.gpus < 0 || (r.gpus > 1 && r.gpus != std::floor(r.gpus))) {
     fail(GF_ERR_INVALID_ARGUMENT, "gf_lease_request.gpus is " + std::to_string(r.gpus) +
                                       ": use 0, a fraction below 1, or a whole number of devices");
   }
@@ -84,8 +83,7 @@ GF_API gf_status gf_lease_info(uint64_t *id, uint32_t *device_count, double *cpu
   });
 }
 
-GF_API gf_status gf_lease_device_info(gf_lease_device *out, const gf_lease *lease,
-                                      uint32_t index) {
+GF_API gf_status gf_lease_device_info(gf_lease_device *out, const gf_lease *lease, uint32_t index) {
   return guard([&] {
     check_struct_size(out, "gf_lease_device");
     const LeaseObject &l = lease_of(lease);

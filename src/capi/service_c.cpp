@@ -11,8 +11,8 @@ namespace {
 
 double non_negative(double value, const char *field) {
   if (!(value >= 0 && value <= 1e12)) {
-    fail(GF_ERR_INVALID_ARGUMENT, std::string("gf_service_config.") + field +
-                                      " must be a finite number >= 0");
+    fail(GF_ERR_INVALID_ARGUMENT,
+         std::string("gf_service_config.") + field + " must be a finite number >= 0");
   }
   return value;
 }
@@ -31,9 +31,8 @@ GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *con
     options.pool = resolve_pool_options(c.pool ? read_pool_config(c.pool) : pool_config_defaults());
     options.socket_path = c.socket_path ? c.socket_path : "";
     options.group = c.group ? c.group : "";
-    options.policy.usage_half_life_s = c.usage_half_life_s > 0
-                                           ? non_negative(c.usage_half_life_s, "usage_half_life_s")
-                                           : 300.0;
+    options.policy.usage_half_life_s =
+        c.usage_half_life_s > 0 ? non_negative(c.usage_half_life_s, "usage_half_life_s") : 300.0;
     options.policy.client_gpu_cap = non_negative(c.client_gpu_cap, "client_gpu_cap");
     options.policy.user_gpu_cap = non_negative(c.user_gpu_cap, "user_gpu_cap");
     if (c.log) {

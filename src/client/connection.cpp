@@ -57,7 +57,9 @@ int64_t now_ms() {
       .count();
 }
 
-std::string str(const fb::String *s) { return s ? s->str() : std::string(); }
+std::string str(const fb::String *s) {
+  return s ? s->str() : std::string();
+}
 
 }  // namespace
 
@@ -74,9 +76,9 @@ std::shared_ptr<Connection> Connection::open(const std::string &endpoint, const 
   if (::connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof address) != 0) {
     int e = errno;
     ::close(fd);
-    fail(GF_ERR_SYSTEM, "no gpuflow service at " + endpoint + ": " + std::strerror(e) +
-                            (e == ENOENT || e == ECONNREFUSED ? " (start one with `gpuflow serve`)"
-                                                              : ""));
+    fail(GF_ERR_SYSTEM,
+         "no gpuflow service at " + endpoint + ": " + std::strerror(e) +
+             (e == ENOENT || e == ECONNREFUSED ? " (start one with `gpuflow serve`)" : ""));
   }
   std::shared_ptr<Connection> c(new Connection(endpoint, fd));
   c->handshake(name, weight, timeout_ms);
@@ -93,8 +95,8 @@ Connection::~Connection() {
 
 void Connection::handshake(const std::string &name, double weight, int timeout_ms) {
   fb::FlatBufferBuilder b;
-  send(wire::frame_of(b, wire::CreateHello(b, wire::kProtocolVersion, b.CreateString(name),
-                                           weight, 0)));
+  send(wire::frame_of(
+      b, wire::CreateHello(b, wire::kProtocolVersion, b.CreateString(name), weight, 0)));
   wire::FrameReader reader;
   std::vector<uint8_t> payload;
   std::string error;
@@ -110,7 +112,8 @@ void Connection::handshake(const std::string &name, double weight, int timeout_m
     }
     ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " closed the connection");
+    if (n <= 0)
+      fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " closed the connection");
     error = reader.feed(buffer, static_cast<size_t>(n));
     if (!error.empty()) fail(GF_ERR_SYSTEM, endpoint_ + " sent " + error);
   }
@@ -120,7 +123,8 @@ void Connection::handshake(const std::string &name, double weight, int timeout_m
          "the gpuflow service at " + endpoint_ + " refused the connection: " + str(e->message()));
   }
   const auto *w = m->body_as_Welcome();
-  if (!w) fail(GF_ERR_SYSTEM, endpoint_ + " answered Hello with " + wire::body_name(m->body_type()));
+  if (!w)
+    fail(GF_ERR_SYSTEM, endpoint_ + " answered Hello with " + wire::body_name(m->body_type()));
   if (w->protocol() != wire::kProtocolVersion) {
     fail(GF_ERR_VERSION_MISMATCH, "the gpuflow service at " + endpoint_ + " speaks protocol " +
                                       std::to_string(w->protocol()) + ", this library " +
@@ -162,8 +166,8 @@ std::vector<uint8_t> Connection::call(uint64_t id, const std::vector<uint8_t> &f
                                       int64_t deadline_ms) {
   {
     std::lock_guard lock(mu_);
-    if (closed_) fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " is gone: " +
-                                         close_reason_);
+    if (closed_)
+      fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_);
     waiting_[id];
   }
   try {
@@ -177,10 +181,10 @@ std::vector<uint8_t> Connection::call(uint64_t id, const std::vector<uint8_t> &f
   auto ready = [&] { return waiting_[id].done || closed_; };
   if (deadline_ms < 0) {
     replied_.wait(lock, ready);
-  } else if (!replied_.wait_until(lock,
-                                  std::chrono::steady_clock::time_point(
-                                      std::chrono::milliseconds(deadline_ms)),
-                                  ready)) {
+  } else if (!replied_.wait_until(
+                 lock,
+                 std::chrono::steady_clock::time_point(std::chrono::milliseconds(deadline_ms)),
+                 ready)) {
     waiting_.erase(id);
     abandoned_.insert(id);
     fail(GF_TIMEOUT, "the gpuflow service at " + endpoint_ + " did not answer in time");
@@ -195,18 +199,21 @@ std::vector<uint8_t> Connection::call(uint64_t id, const std::vector<uint8_t> &f
 
 Grant Connection::acquire(const LeaseAsk &ask, int64_t timeout_ms) {
   const uint64_t id = next_id_++;
-  fb::FlatBufferBuilder b;
-  auto request = wire::CreateLeaseRequest(
-      b, id, ask.gpus, ask.gpu_memory, ask.cpus,
-      ask.devices.empty() ? 0 : b.CreateVector(ask.devices), ask.priority, timeout_ms,
-      b.CreateString(ask.name));
   // The service answers at its deadline; ours only guards against a service that stopped
   // answering without closing (stopped, stuck).
   const int64_t deadline = timeout_ms < 0 ? -1 : now_ms() + timeout_ms + 10000;
-  std::vector<uint8_t> payload = call(id, wire::frame_of(b, request), deadline);
+  std::vector<uint8_t> payload = call(id, lease_request_frame(id, ask, timeout_ms), deadline);
+  Grant grant;
+  gf_status status = GF_OK;
+  std::string why;
+  if (!grant_of(payload, grant, status, why)) fail(status, why);
+  return grant;
+}
+
+bool Connection::grant_of(const std::vector<uint8_t> &payload, Grant &grant, gf_status &status,
+                          std::string &why) const {
   const wire::Message *m = wire::message_of(payload);
   if (const auto *g = m->body_as_LeaseGranted()) {
-    Grant grant;
     grant.lease_id = g->lease_id();
     grant.cpus = g->cpus();
     if (g->devices()) {
@@ -215,14 +222,63 @@ Grant Connection::acquire(const LeaseAsk &ask, int64_t timeout_ms) {
             {d->ordinal(), str(d->uuid()), str(d->pci_bus_id()), d->share(), d->memory()});
       }
     }
-    return grant;
+    return true;
   }
   if (const auto *r = m->body_as_LeaseRefused()) {
-    fail(static_cast<gf_status>(r->status()), str(r->reason()));
+    status = static_cast<gf_status>(r->status());
+    why = str(r->reason());
+  } else if (const auto *e = m->body_as_Error()) {
+    status = static_cast<gf_status>(e->status());
+    why = str(e->message());
+  } else {
+    status = GF_ERR_SYSTEM;
+    why = endpoint_ + " answered a lease request with " + wire::body_name(m->body_type());
   }
-  if (const auto *e = m->body_as_Error()) fail(static_cast<gf_status>(e->status()), str(e->message()));
-  fail(GF_ERR_SYSTEM, endpoint_ + " answered a lease request with " +
-                          wire::body_name(m->body_type()));
+  return false;
+}
+
+std::vector<uint8_t> Connection::lease_request_frame(uint64_t id, const LeaseAsk &ask,
+                                                     int64_t timeout_ms) {
+  fb::FlatBufferBuilder b;
+  auto request = wire::CreateLeaseRequest(b, id, ask.gpus, ask.gpu_memory, ask.cpus,
+                                          ask.devices.empty() ? 0 : b.CreateVector(ask.devices),
+                                          ask.priority, timeout_ms, b.CreateString(ask.name));
+  return wire::frame_of(b, request);
+}
+
+void Connection::acquire_async(const LeaseAsk &ask, GrantDone done) {
+  const uint64_t id = next_id_++;
+  std::string gone;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) {
+      gone = "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_;
+    } else {
+      waiting_[id].callback = [this, done](const std::vector<uint8_t> *payload,
+                                           const std::string &why_gone) {
+        if (!payload) return done(nullptr, GF_ERR_SYSTEM, why_gone);
+        Grant grant;
+        gf_status status = GF_OK;
+        std::string why;
+        if (grant_of(*payload, grant, status, why)) return done(&grant, GF_OK, {});
+        done(nullptr, status, why);
+      };
+    }
+  }
+  if (!gone.empty()) return done(nullptr, GF_ERR_SYSTEM, gone);  // unlocked: `done` may call in
+  try {
+    send(lease_request_frame(id, ask, -1));
+  } catch (const Error &e) {
+    std::function<void(const std::vector<uint8_t> *, const std::string &)> callback;
+    {
+      std::lock_guard lock(mu_);
+      auto it = waiting_.find(id);
+      if (it == waiting_.end()) return;  // the reader already failed it
+      callback = std::move(it->second.callback);
+      waiting_.erase(it);
+    }
+    callback(nullptr, e.what());
+  }
 }
 
 void Connection::release(uint64_t lease_id) {
@@ -231,7 +287,8 @@ void Connection::release(uint64_t lease_id) {
   std::vector<uint8_t> payload =
       call(id, wire::frame_of(b, wire::CreateLeaseRelease(b, id, lease_id)), now_ms() + 10000);
   const wire::Message *m = wire::message_of(payload);
-  if (const auto *e = m->body_as_Error()) fail(static_cast<gf_status>(e->status()), str(e->message()));
+  if (const auto *e = m->body_as_Error())
+    fail(static_cast<gf_status>(e->status()), str(e->message()));
   std::lock_guard lock(mu_);
   revoked_.erase(lease_id);
 }
@@ -242,10 +299,11 @@ std::vector<uint8_t> Connection::status() {
   std::vector<uint8_t> payload =
       call(id, wire::frame_of(b, wire::CreateStatusRequest(b, id)), now_ms() + 10000);
   const wire::Message *m = wire::message_of(payload);
-  if (const auto *e = m->body_as_Error()) fail(static_cast<gf_status>(e->status()), str(e->message()));
+  if (const auto *e = m->body_as_Error())
+    fail(static_cast<gf_status>(e->status()), str(e->message()));
   if (!m->body_as_StatusReply()) {
-    fail(GF_ERR_SYSTEM, endpoint_ + " answered a status request with " +
-                            wire::body_name(m->body_type()));
+    fail(GF_ERR_SYSTEM,
+         endpoint_ + " answered a status request with " + wire::body_name(m->body_type()));
   }
   return payload;
 }
@@ -262,13 +320,24 @@ void Connection::on_revoke(std::function<void(uint64_t)> callback) {
 
 void Connection::close_with(const std::string &reason) {
   std::function<void(uint64_t)> callback;
+  std::vector<std::function<void(const std::vector<uint8_t> *, const std::string &)>> pending;
   {
     std::lock_guard lock(mu_);
     if (closed_.exchange(true)) return;
     close_reason_ = reason;
     callback = on_revoke_;
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (it->second.callback) {
+        pending.push_back(std::move(it->second.callback));
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
   replied_.notify_all();
+  const std::string why = "the gpuflow service at " + endpoint_ + " is gone: " + reason;
+  for (auto &p : pending) p(nullptr, why);
   if (callback) callback(0);
 }
 
@@ -277,13 +346,20 @@ namespace {
 // The request id an answer carries, or 0 for messages nobody waits for.
 uint64_t answer_id(const wire::Message &m) {
   switch (m.body_type()) {
-    case wire::Body::LeaseGranted: return m.body_as_LeaseGranted()->request_id();
-    case wire::Body::LeaseRefused: return m.body_as_LeaseRefused()->request_id();
-    case wire::Body::Released: return m.body_as_Released()->request_id();
-    case wire::Body::Cancelled: return m.body_as_Cancelled()->request_id();
-    case wire::Body::StatusReply: return m.body_as_StatusReply()->request_id();
-    case wire::Body::Error: return m.body_as_Error()->request_id();
-    default: return 0;
+    case wire::Body::LeaseGranted:
+      return m.body_as_LeaseGranted()->request_id();
+    case wire::Body::LeaseRefused:
+      return m.body_as_LeaseRefused()->request_id();
+    case wire::Body::Released:
+      return m.body_as_Released()->request_id();
+    case wire::Body::Cancelled:
+      return m.body_as_Cancelled()->request_id();
+    case wire::Body::StatusReply:
+      return m.body_as_StatusReply()->request_id();
+    case wire::Body::Error:
+      return m.body_as_Error()->request_id();
+    default:
+      return 0;
   }
 }
 
@@ -325,10 +401,14 @@ void Connection::read_loop() {
         continue;
       }
       uint64_t late_lease = 0;
+      std::function<void(const std::vector<uint8_t> *, const std::string &)> callback;
       {
         std::lock_guard lock(mu_);
         auto it = waiting_.find(id);
-        if (it != waiting_.end()) {
+        if (it != waiting_.end() && it->second.callback) {
+          callback = std::move(it->second.callback);
+          waiting_.erase(it);
+        } else if (it != waiting_.end()) {
           it->second.done = true;
           it->second.payload = payload;
         } else if (abandoned_.erase(id) && m->body_type() == wire::Body::LeaseGranted) {
@@ -336,6 +416,7 @@ void Connection::read_loop() {
         }
       }
       replied_.notify_all();
+      if (callback) callback(&payload, {});
       if (late_lease) {  // nobody waits for it any more: straight back
         fb::FlatBufferBuilder b;
         try {

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "gpuflow.h"
+
 namespace gf::client {
 
 // "unix:///run/x.sock" or "/run/x.sock" -> the socket path; anything else throws
@@ -86,6 +88,11 @@ class Connection {
   // service's status (GF_ERR_INFEASIBLE, GF_TIMEOUT, …) or GF_ERR_SYSTEM when the connection
   // is gone.
   Grant acquire(const LeaseAsk &ask, int64_t timeout_ms);
+  // Asks for a lease without waiting: `done` runs once, on the reader thread (or on this one if
+  // sending fails), with the grant, or with the status and reason it was not granted.
+  using GrantDone =
+      std::function<void(const Grant *grant, gf_status status, const std::string &why)>;
+  void acquire_async(const LeaseAsk &ask, GrantDone done);
   void release(uint64_t lease_id);
   // The service's StatusReply, as the verified frame payload.
   std::vector<uint8_t> status();
@@ -100,6 +107,9 @@ class Connection {
   struct Reply {
     bool done = false;
     std::vector<uint8_t> payload;  // a verified Message
+    // Set for asynchronous requests: called with the answer (or nullptr and why, when the
+    // connection closes first) instead of waking a waiting thread.
+    std::function<void(const std::vector<uint8_t> *payload, const std::string &why)> callback;
   };
   Connection(std::string endpoint, int fd);
   void handshake(const std::string &name, double weight, int timeout_ms);
@@ -107,6 +117,10 @@ class Connection {
   // Sends a request and waits for the answer with its id (deadline_ms < 0: no deadline).
   std::vector<uint8_t> call(uint64_t id, const std::vector<uint8_t> &frame, int64_t deadline_ms);
   void read_loop();
+  std::vector<uint8_t> lease_request_frame(uint64_t id, const LeaseAsk &ask, int64_t timeout_ms);
+  // Decodes an answer to a lease request: true and `grant`, or false and why not.
+  bool grant_of(const std::vector<uint8_t> &payload, Grant &grant, gf_status &status,
+                std::string &why) const;
   void close_with(const std::string &reason);
   [[noreturn]] void fail_gone() const;
 

@@ -13,7 +13,9 @@ namespace {
 
 namespace fb = flatbuffers;
 
-std::string str(const fb::String *s) { return s ? s->str() : std::string(); }
+std::string str(const fb::String *s) {
+  return s ? s->str() : std::string();
+}
 
 std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string format(const char *fmt, ...) {
@@ -40,7 +42,9 @@ std::string quoted(const std::string &s) {
   return out + "\"";
 }
 
-std::string number(double v) { return format("%.17g", v); }
+std::string number(double v) {
+  return format("%.17g", v);
+}
 
 std::string bytes_text(uint64_t bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -99,7 +103,8 @@ std::string status_text(const std::vector<uint8_t> &payload) {
                   grants_text(l->devices()).c_str(), l->cpus(), age_text(l->since_ms()).c_str(),
                   l->revoking() ? "  (asked back)" : "");
   }
-  out += "\nQUEUED  REQUEST                   PID      USER        GPUS   MEMORY      CPUS  WAITING\n";
+  out +=
+      "\nQUEUED  REQUEST                   PID      USER        GPUS   MEMORY      CPUS  WAITING\n";
   if (items(s.queued()).empty()) out += "(none)\n";
   for (const wire::QueuedStatus *q : items(s.queued())) {
     out += format("%-7u %-25.25s %-8u %-11.11s %-6g %-11s %-5g %s%s\n", q->position(),
@@ -107,12 +112,14 @@ std::string status_text(const std::vector<uint8_t> &payload) {
                   q->gpu_memory() ? bytes_text(q->gpu_memory()).c_str() : "-", q->cpus(),
                   age_text(q->since_ms()).c_str(), q->reserved() ? "  (reserved)" : "");
   }
-  out += "\nCLIENT  NAME                      PID      USER        WEIGHT  LEASES  QUEUED  GPUS   SHARE\n";
+  out +=
+      "\nCLIENT  NAME                      PID      USER        WEIGHT  LEASES  QUEUED  GPUS   "
+      "SHARE\n";
   for (const wire::ClientStatus *c : items(s.clients())) {
-    out += format("%-7" PRIu64 " %-25.25s %-8u %-11.11s %-7g %-7u %-7u %-6g %.0f%%\n",
-                  c->client_id(), str(c->name()).c_str(), c->pid(), str(c->user()).c_str(),
-                  c->weight(), c->leases(), c->queued(), c->gpus_in_use(),
-                  c->dominant_share() * 100);
+    out +=
+        format("%-7" PRIu64 " %-25.25s %-8u %-11.11s %-7g %-7u %-7u %-6g %.0f%%\n", c->client_id(),
+               str(c->name()).c_str(), c->pid(), str(c->user()).c_str(), c->weight(), c->leases(),
+               c->queued(), c->gpus_in_use(), c->dominant_share() * 100);
   }
   return out;
 }
@@ -123,17 +130,17 @@ std::string status_json(const std::vector<uint8_t> &payload) {
     std::string out = "[";
     for (const wire::DeviceGrant *g : items(grants)) {
       if (out.size() > 1) out += ",";
-      out += "{\"ordinal\":" + std::to_string(g->ordinal()) + ",\"uuid\":" + quoted(str(g->uuid())) +
-             ",\"share\":" + number(g->share()) + ",\"memory\":" + std::to_string(g->memory()) +
-             "}";
+      out += "{\"ordinal\":" + std::to_string(g->ordinal()) +
+             ",\"uuid\":" + quoted(str(g->uuid())) + ",\"share\":" + number(g->share()) +
+             ",\"memory\":" + std::to_string(g->memory()) + "}";
     }
     return out + "]";
   };
   std::string out = "{\"endpoint\":" + quoted(str(s.endpoint())) +
                     ",\"service_pid\":" + std::to_string(s.service_pid()) +
                     ",\"started_ms\":" + std::to_string(s.started_ms()) +
-                    ",\"cpus\":" + number(s.cpus()) + ",\"cpus_in_use\":" + number(s.cpus_in_use()) +
-                    ",\"devices\":[";
+                    ",\"cpus\":" + number(s.cpus()) +
+                    ",\"cpus_in_use\":" + number(s.cpus_in_use()) + ",\"devices\":[";
   bool first = true;
   for (const wire::DeviceStatus *d : items(s.devices())) {
     out += std::string(first ? "" : ",") + "{\"ordinal\":" + std::to_string(d->ordinal()) +
@@ -165,8 +172,7 @@ std::string status_json(const std::vector<uint8_t> &payload) {
            ",\"pid\":" + std::to_string(q->pid()) + ",\"uid\":" + std::to_string(q->uid()) +
            ",\"user\":" + quoted(str(q->user())) + ",\"name\":" + quoted(str(q->name())) +
            ",\"since_ms\":" + std::to_string(q->since_ms()) + ",\"gpus\":" + number(q->gpus()) +
-           ",\"gpu_memory\":" + std::to_string(q->gpu_memory()) +
-           ",\"cpus\":" + number(q->cpus()) +
+           ",\"gpu_memory\":" + std::to_string(q->gpu_memory()) + ",\"cpus\":" + number(q->cpus()) +
            ",\"reserved\":" + (q->reserved() ? "true" : "false") + "}";
     first = false;
   }

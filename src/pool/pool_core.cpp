@@ -18,6 +18,10 @@ namespace {
 
 std::atomic<uint64_t> next_pool_serial{1};
 
+// How long a connected pool keeps a device it has no work for: long enough that a stream of
+// small graphs keeps its lease, short enough that an idle process soon gives the device back.
+constexpr double kLeaseLinger_s = 0.1;
+
 FixedPoint amount(double value) {
   return FixedPoint::from_double(value);
 }
@@ -44,7 +48,8 @@ PoolOptions connected_options(PoolOptions options, const client::Welcome &welcom
   if (welcome.backend == "cuda") {
     options.backend = GF_BACKEND_CUDA;
     options.cuda.devices.clear();
-    for (const client::ServiceDevice &d : welcome.devices) options.cuda.devices.push_back(d.ordinal);
+    for (const client::ServiceDevice &d : welcome.devices)
+      options.cuda.devices.push_back(d.ordinal);
   } else {
     options.backend = GF_BACKEND_HOST;
     options.host.devices = static_cast<int>(welcome.devices.size());
@@ -67,12 +72,12 @@ std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
   }
   return std::shared_ptr<PoolCore>(new PoolCore(options, std::move(connection)),
                                    [](PoolCore *pool) {
-    if (Worker::on_thread_of(pool->scheduler())) {
-      std::thread([pool] { delete pool; }).detach();
-    } else {
-      delete pool;
-    }
-  });
+                                     if (Worker::on_thread_of(pool->scheduler())) {
+                                       std::thread([pool] { delete pool; }).detach();
+                                     } else {
+                                       delete pool;
+                                     }
+                                   });
 }
 
 PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::Connection> connection)
@@ -117,6 +122,16 @@ PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::Connectio
   for (auto &w : states) worker_states_.push_back(w.get());
   scheduler_ = std::make_unique<Scheduler>(*backend_, std::move(registry), std::move(states),
                                            gpu_memory, options.spill_threshold);
+  if (connection_) {
+    std::vector<LeaseAgent::Device> leased;
+    for (const WorkerState *w : worker_states_) {
+      if (w->kind == GF_WORKER_GPU) {
+        leased.push_back({w->index, connection_->welcome().devices.at(w->device).ordinal});
+      }
+    }
+    lease_agent_ = std::make_unique<LeaseAgent>(*scheduler_, connection_, std::move(leased),
+                                                program_name(), kLeaseLinger_s);
+  }
   try {
     for (WorkerState *w : worker_states_) {
       workers_.push_back(std::make_unique<Worker>(*scheduler_, *w, events_));
@@ -160,6 +175,7 @@ void PoolCore::shutdown() {
 }
 
 void PoolCore::join_threads() {
+  if (lease_agent_) lease_agent_->stop();
   for (auto &w : workers_) w->join();
   backend_->shutdown();
 }

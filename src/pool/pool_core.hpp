@@ -15,6 +15,7 @@
 #include "core/clock.hpp"
 #include "devices/backend.hpp"
 #include "kernels/kernel_registry.hpp"
+#include "pool/lease_agent.hpp"
 #include "pool/pool_options.hpp"
 #include "runtime/events.hpp"
 #include "runtime/run.hpp"
@@ -66,6 +67,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::vector<std::string> device_uuids_;     // by device, "" when emulated: for command bodies
   std::vector<WorkerState *> worker_states_;  // owned by the scheduler
   std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<LeaseAgent> lease_agent_;  // connected pools: holds the devices' leases
   std::vector<std::unique_ptr<Worker>> workers_;
   void join_threads();
   std::atomic<bool> shut_down_{false};

@@ -53,8 +53,8 @@ bool Scheduler::next_batch(WorkerState &worker, Batch &batch, Deferred &deferred
   for (;;) {
     if (stopping_) return false;
     if (worker.memory.take_released()) retry_memory_blocked(worker, deferred);
-    if (pick(worker, batch, deferred)) return true;
-    if (steal(worker, deferred)) continue;
+    if (worker.granted && pick(worker, batch, deferred)) return true;
+    if (worker.granted && steal(worker, deferred)) continue;
     if (!deferred.empty()) return true;  // flush outside the mutex before sleeping
     if (running_total_ == 0 && transfers_in_flight_ == 0) fail_stuck_on_memory(deferred);
     if (!deferred.empty()) return true;
@@ -176,7 +176,8 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
 bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   WorkerState *victim = nullptr;
   for (auto &w : workers_) {
-    if (w.get() == &thief || w->idle_threads > 0 || w->ready.empty()) continue;
+    // A worker without its device's grant has idle threads but will not get to its queue.
+    if (w.get() == &thief || (w->granted && w->idle_threads > 0) || w->ready.empty()) continue;
     if (!victim || w->ready.size() > victim->ready.size()) victim = w.get();
   }
   if (!victim) return false;
@@ -195,7 +196,9 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   }
   // Moving the inputs must cost less than waiting for the victim to get to the task.
   double transfer = task.input_count ? transfer_seconds(run, entry.task, thief.space) : 0.0;
-  if (transfer > 0 && transfer >= victim->backlog_s / victim->threads) return false;
+  if (victim->granted && transfer > 0 && transfer >= victim->backlog_s / victim->threads) {
+    return false;
+  }
   victim->ready.pop();
   unqueue(*victim, run, entry.task);
   victim->backlog_s -= run.tasks[entry.task].estimate_s;

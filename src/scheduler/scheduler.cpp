@@ -303,6 +303,7 @@ void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
   } else {
     worker.fetching.push_back(TaskRef{&run, t});
   }
+  if (!worker.granted && demand_listener_) demand_listener_();
 }
 
 void Scheduler::enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t) {
@@ -348,11 +349,10 @@ void Scheduler::unqueue(WorkerState &worker, RunState &run, TaskIndex t) {
 void Scheduler::wake_for(WorkerState &worker, RunState &run, TaskIndex t) {
   if (worker.idle_threads > 0) worker.wake.notify_one();
   if (worker.index == completing_worker_ && worker.ready.size() <= 1) return;
-  // More queued there than it has idle threads: wake an idle worker that may run the task, so
-  // it can steal it.
-  if (idle_threads_total_ <= worker.idle_threads || worker.ready.size() <= worker.idle_threads) {
-    return;
-  }
+  // More queued there than it has idle threads (none count while it lacks its grant): wake an
+  // idle worker that may run the task, so it can steal it.
+  const uint32_t idle_here = worker.granted ? worker.idle_threads : 0;
+  if (idle_threads_total_ <= idle_here || worker.ready.size() <= idle_here) return;
   const TaskDesc &task = run.graph().task(t);
   const ResolvedRequest &r = run.requests[task.request];
   auto wake_one = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn) {

@@ -7,6 +7,7 @@
 // destructors, completion callbacks, dropping runs) is collected in a Deferred and done after.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -106,6 +107,22 @@ class Scheduler {
   void discharge_output(WorkerState &worker, uint64_t bytes);
   // A device's memory as accounted here (takes the lock).
   gf_device_memory device_memory(int device);
+
+  // ---- grants, for connected pools (scheduler/grants.cpp; any thread) ----
+  // Called, under the scheduler's lock, when a task is placed on a worker that is not granted:
+  // it must only note the demand (no call back into the scheduler). Set before runs start.
+  void set_demand_listener(std::function<void()> listener) {
+    demand_listener_ = std::move(listener);
+  }
+  // The worker may start tasks again (the service granted its device).
+  void grant(uint32_t worker);
+  // The worker starts no more tasks; returns how many still run there (hand the device back
+  // once that is 0). Its queued tasks stay placed, and idle granted workers may steal them.
+  uint32_t ungrant(uint32_t worker);
+  // Whether the worker has tasks queued, fetching or running.
+  bool has_work(uint32_t worker);
+  // Fails every task queued or fetching on the worker with `reason` (its device cannot be had).
+  void fail_placed(uint32_t worker, const std::string &reason);
 
   DeviceBackend &backend() { return backend_; }
   const ResourceRegistry &registry() const { return registry_; }
@@ -226,6 +243,7 @@ class Scheduler {
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
   std::vector<double> estimates_;          // by cost slot; negative: never learnt
   double spill_threshold_;
+  std::function<void()> demand_listener_;
   uint64_t lru_clock_ = 0;
   // Cost keys to scheduler-wide ids; prepare maps them outside `mu`, under cost_mu_.
   std::mutex cost_mu_;

@@ -35,7 +35,10 @@ struct WorkerState {
   double backlog_s = 0;           // estimated seconds of queued and running work, all threads
   uint32_t running = 0;           // tasks dispatched to its threads and not yet finished
   uint32_t idle_threads = 0;      // threads asleep on `wake`
-  DeviceMemory memory;            // device workers: their device's memory
+  // A connected pool's device worker starts tasks only while the service has granted it the
+  // device (scheduler/grants.cpp); embedded pools own their devices and are always granted.
+  bool granted = true;
+  DeviceMemory memory;  // device workers: their device's memory
   std::condition_variable wake;
 };
 

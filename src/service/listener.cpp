@@ -63,8 +63,7 @@ void listen_on(uv_loop_t *loop, uv_pipe_t *pipe, const std::string &path,
     struct group entry {};
     struct group *found = nullptr;
     std::vector<char> buffer(1 << 16);
-    if (::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 ||
-        !found) {
+    if (::getgrnam_r(group.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 || !found) {
       fail(GF_ERR_INVALID_ARGUMENT, "no group named '" + group + "'");
     }
     gid = found->gr_gid;

@@ -13,8 +13,7 @@ namespace gf::service {
 // the path lies in it, replaces a stale socket file (nothing listening), refuses a live one
 // (GF_ERR_STATE) and anything that is not a socket, and sets mode 0600, or 0660 and the group
 // when `group` is given. Throws gf::Error naming the path.
-void listen_on(uv_loop_t *loop, uv_pipe_t *pipe, const std::string &path,
-               const std::string &group);
+void listen_on(uv_loop_t *loop, uv_pipe_t *pipe, const std::string &path, const std::string &group);
 void remove_socket_file(const std::string &path);
 
 // Who is connected, from the kernel (SO_PEERCRED), never from what the client says.

@@ -28,7 +28,9 @@ namespace {
 constexpr size_t kMaxQueuedWrite = 16u << 20;
 constexpr uint64_t kTickMs = 20;  // request deadlines are checked this often
 
-std::string str(const fb::String *s) { return s ? s->str() : std::string(); }
+std::string str(const fb::String *s) {
+  return s ? s->str() : std::string();
+}
 
 std::string amount_text(double v) {
   char buffer[32];
@@ -210,10 +212,14 @@ struct Server::Impl {
       return;
     }
     switch (m.body_type()) {
-      case wire::Body::LeaseRequest: return request(c, *m.body_as_LeaseRequest(), problem);
-      case wire::Body::LeaseRelease: return release(c, *m.body_as_LeaseRelease());
-      case wire::Body::LeaseCancel: return cancel(c, *m.body_as_LeaseCancel());
-      case wire::Body::StatusRequest: return status(c, *m.body_as_StatusRequest());
+      case wire::Body::LeaseRequest:
+        return request(c, *m.body_as_LeaseRequest(), problem);
+      case wire::Body::LeaseRelease:
+        return release(c, *m.body_as_LeaseRelease());
+      case wire::Body::LeaseCancel:
+        return cancel(c, *m.body_as_LeaseCancel());
+      case wire::Body::StatusRequest:
+        return status(c, *m.body_as_StatusRequest());
       default:
         problem = std::string("a ") + wire::body_name(m.body_type()) +
                   " message, which clients do not send" +
@@ -254,14 +260,14 @@ struct Server::Impl {
     std::vector<fb::Offset<wire::DeviceInfo>> devices;
     for (const DeviceSlot &d : book->slots()) {
       devices.push_back(wire::CreateDeviceInfo(b, d.ordinal, b.CreateString(d.uuid),
-                                               b.CreateString(d.pci_bus_id),
-                                               b.CreateString(d.name), d.memory, d.emulated));
+                                               b.CreateString(d.pci_bus_id), b.CreateString(d.name),
+                                               d.memory, d.emulated));
     }
-    write(c, wire::frame_of(b, wire::CreateWelcome(b, wire::kProtocolVersion, c.id,
-                                                   static_cast<uint32_t>(::getpid()),
-                                                   b.CreateVector(devices), book->cpus(),
-                                                   b.CreateString(backend_name),
-                                                   emulated_bandwidth)));
+    write(c,
+          wire::frame_of(b, wire::CreateWelcome(b, wire::kProtocolVersion, c.id,
+                                                static_cast<uint32_t>(::getpid()),
+                                                b.CreateVector(devices), book->cpus(),
+                                                b.CreateString(backend_name), emulated_bandwidth)));
   }
 
   void request(Client &c, const wire::LeaseRequest &r, std::string &problem) {
@@ -328,10 +334,12 @@ struct Server::Impl {
   }
 
   void status(Client &c, const wire::StatusRequest &r) {
-    StatusContext context{endpoint, static_cast<uint32_t>(::getpid()), started_ms, now(),
+    StatusContext context{endpoint,   static_cast<uint32_t>(::getpid()),
+                          started_ms, now(),
                           c.peer.uid, c.peer.privileged};
     fb::FlatBufferBuilder b;
-    write(c, wire::frame_of(b, build_status_reply(b, *book, context, r.request_id(), clients_info())));
+    write(c,
+          wire::frame_of(b, build_status_reply(b, *book, context, r.request_id(), clients_info())));
   }
 
   std::map<ClientId, std::pair<Peer, std::string>> clients_info() const {
@@ -362,9 +370,9 @@ struct Server::Impl {
         where += (where.empty() ? "" : ", ") + amount_text(lease.cpus.to_double()) + " cpu";
       }
       log("lease " + std::to_string(lease.id) + " granted to " + who(c) + ": " + where);
-      write(c, wire::frame_of(b, wire::CreateLeaseGranted(b, lease.request, lease.id,
-                                                          b.CreateVector(devices),
-                                                          lease.cpus.to_double())));
+      write(c, wire::frame_of(
+                   b, wire::CreateLeaseGranted(b, lease.request, lease.id, b.CreateVector(devices),
+                                               lease.cpus.to_double())));
     }
   }
 
@@ -394,7 +402,8 @@ struct Server::Impl {
     for (auto &[id, c] : clients) all.push_back(c);
     for (Client *c : all) {
       fb::FlatBufferBuilder b;
-      write(*c, wire::frame_of(b, wire::CreateGoodbye(b, b.CreateString("the service is stopping"))));
+      write(*c,
+            wire::frame_of(b, wire::CreateGoodbye(b, b.CreateString("the service is stopping"))));
       drop(*c, "the service is stopping");
     }
     uv_close(reinterpret_cast<uv_handle_t *>(&listener), nullptr);
@@ -403,8 +412,8 @@ struct Server::Impl {
     // Clients get a moment to take their Goodbye; one that does not read is closed anyway.
     uv_timer_stop(&tick);
     stop_began = now();
-    uv_timer_start(&tick, [](uv_timer_t *t) { static_cast<Impl *>(t->data)->finish_stop(); }, 0,
-                   10);
+    uv_timer_start(
+        &tick, [](uv_timer_t *t) { static_cast<Impl *>(t->data)->finish_stop(); }, 0, 10);
   }
 
   // Waits up to half a second for clients to take their Goodbye, then closes what is left.
@@ -455,13 +464,14 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
       slots.push_back(slot);
     }
     backend->shutdown();
-    s.book = std::make_unique<LeaseBook>(std::move(slots), s.options.pool.cpu_workers,
-                                         s.options.policy);
+    s.book =
+        std::make_unique<LeaseBook>(std::move(slots), s.options.pool.cpu_workers, s.options.policy);
   }
   s.socket_path =
       s.options.socket_path.empty() ? client::default_socket_path() : s.options.socket_path;
   s.endpoint = "unix://" + s.socket_path;
-  if (int rc = uv_loop_init(&s.loop)) fail(GF_ERR_SYSTEM, std::string("uv_loop_init: ") + uv_strerror(rc));
+  if (int rc = uv_loop_init(&s.loop))
+    fail(GF_ERR_SYSTEM, std::string("uv_loop_init: ") + uv_strerror(rc));
   try {
     listen_on(&s.loop, &s.listener, s.socket_path, s.options.group);
   } catch (...) {
@@ -480,7 +490,8 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
   uv_timer_init(&s.loop, &s.tick);
   s.tick.data = &s;
   uv_timer_start(
-      &s.tick, [](uv_timer_t *t) {
+      &s.tick,
+      [](uv_timer_t *t) {
         auto *self = static_cast<Impl *>(t->data);
         self->expire(self->now());
       },
@@ -494,7 +505,9 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
-Server::~Server() { stop(); }
+Server::~Server() {
+  stop();
+}
 
 void Server::stop() {
   if (!impl_ || impl_->stopped) return;
@@ -504,6 +517,8 @@ void Server::stop() {
   impl_->log("stopped");
 }
 
-const std::string &Server::endpoint() const { return impl_->endpoint; }
+const std::string &Server::endpoint() const {
+  return impl_->endpoint;
+}
 
 }  // namespace gf::service

@@ -21,8 +21,8 @@ flatbuffers::Offset<wire::StatusReply> build_status_reply(fb::FlatBufferBuilder 
   std::vector<fb::Offset<wire::DeviceStatus>> devices;
   for (const DeviceView &d : book.devices()) {
     devices.push_back(wire::CreateDeviceStatus(
-        b, d.slot.ordinal, b.CreateString(d.slot.uuid), b.CreateString(d.slot.name),
-        d.slot.memory, d.share_in_use.to_double(), d.memory_in_use, d.slot.emulated));
+        b, d.slot.ordinal, b.CreateString(d.slot.uuid), b.CreateString(d.slot.name), d.slot.memory,
+        d.share_in_use.to_double(), d.memory_in_use, d.slot.emulated));
   }
   std::vector<fb::Offset<wire::LeaseStatus>> leases;
   for (const Lease &l : book.leases()) {
@@ -33,8 +33,7 @@ flatbuffers::Offset<wire::StatusReply> build_status_reply(fb::FlatBufferBuilder 
         if (slot.ordinal == s.ordinal) uuid = slot.uuid, pci = slot.pci_bus_id;
       }
       grants.push_back(wire::CreateDeviceGrant(b, s.ordinal, b.CreateString(uuid),
-                                               b.CreateString(pci), s.share.to_double(),
-                                               s.memory));
+                                               b.CreateString(pci), s.share.to_double(), s.memory));
     }
     Peer p = peer(l.client);
     leases.push_back(wire::CreateLeaseStatus(
@@ -53,16 +52,15 @@ flatbuffers::Offset<wire::StatusReply> build_status_reply(fb::FlatBufferBuilder 
   }
   std::vector<fb::Offset<wire::ClientStatus>> clients;
   for (const ClientView &c : book.clients(context.now)) {
-    clients.push_back(wire::CreateClientStatus(
-        b, c.client, c.info.pid, c.info.uid, b.CreateString(c.info.user),
-        b.CreateString(c.info.name), c.info.weight, unix_ms(c.info.since), c.leases, c.queued,
-        c.gpus_in_use, c.dominant_share, c.usage));
+    clients.push_back(
+        wire::CreateClientStatus(b, c.client, c.info.pid, c.info.uid, b.CreateString(c.info.user),
+                                 b.CreateString(c.info.name), c.info.weight, unix_ms(c.info.since),
+                                 c.leases, c.queued, c.gpus_in_use, c.dominant_share, c.usage));
   }
-  return wire::CreateStatusReply(b, request_id, context.service_pid,
-                                 b.CreateString(context.endpoint), context.started_ms,
-                                 b.CreateVector(devices), b.CreateVector(leases),
-                                 b.CreateVector(queued), b.CreateVector(clients), book.cpus(),
-                                 book.cpus_in_use().to_double());
+  return wire::CreateStatusReply(
+      b, request_id, context.service_pid, b.CreateString(context.endpoint), context.started_ms,
+      b.CreateVector(devices), b.CreateVector(leases), b.CreateVector(queued),
+      b.CreateVector(clients), book.cpus(), book.cpus_in_use().to_double());
 }
 
 }  // namespace gf::service

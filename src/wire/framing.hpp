@@ -41,8 +41,10 @@ std::vector<uint8_t> frame(flatbuffers::FlatBufferBuilder &builder);
 
 // One message body built as a whole frame.
 template <typename T>
-std::vector<uint8_t> frame_of(flatbuffers::FlatBufferBuilder &builder, flatbuffers::Offset<T> body) {
-  builder.Finish(CreateMessage(builder, BodyTraits<T>::enum_value, body.Union()), MessageIdentifier());
+std::vector<uint8_t> frame_of(flatbuffers::FlatBufferBuilder &builder,
+                              flatbuffers::Offset<T> body) {
+  builder.Finish(CreateMessage(builder, BodyTraits<T>::enum_value, body.Union()),
+                 MessageIdentifier());
   return frame(builder);
 }
 

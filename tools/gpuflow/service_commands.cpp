@@ -79,11 +79,16 @@ uint64_t to_size(const std::string &text, const std::string &what) {
   double v = std::strtod(text.c_str(), &end);
   std::string unit = end ? end : "";
   double scale = 1;
-  if (unit == "K" || unit == "KiB" || unit == "k") scale = 1024.0;
-  else if (unit == "M" || unit == "MiB") scale = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "T" || unit == "TiB") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (!unit.empty() && unit != "B") usage_error(what + ": unknown size unit in '" + text + "'");
+  if (unit == "K" || unit == "KiB" || unit == "k")
+    scale = 1024.0;
+  else if (unit == "M" || unit == "MiB")
+    scale = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T" || unit == "TiB")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B")
+    usage_error(what + ": unknown size unit in '" + text + "'");
   if (text.empty() || end == text.c_str() || !(v >= 0) || v * scale > 1e14) {
     usage_error(what + " wants a size such as 512M or 10G, not '" + text + "'");
   }
@@ -133,7 +138,9 @@ Args parse(int argc, char **argv) {
     } else if (o == "--backend") {
       std::string b = value();
       if (b != "host" && b != "cuda" && b != "auto") usage_error("unknown backend '" + b + "'");
-      a.pool.backend = b == "host" ? GF_BACKEND_HOST : b == "cuda" ? GF_BACKEND_CUDA : GF_BACKEND_AUTO;
+      a.pool.backend = b == "host"   ? GF_BACKEND_HOST
+                       : b == "cuda" ? GF_BACKEND_CUDA
+                                     : GF_BACKEND_AUTO;
     } else if (o == "--devices") {
       std::stringstream list(value());
       for (std::string item; std::getline(list, item, ',');) {
@@ -187,7 +194,9 @@ gf_pool *connect(const Args &a, int &rc) {
 }
 
 volatile sig_atomic_t stop_signal = 0;
-extern "C" void note_signal(int sig) { stop_signal = sig; }
+extern "C" void note_signal(int sig) {
+  stop_signal = sig;
+}
 
 int cmd_serve(const Args &a) {
   gf_service_config config = GF_SERVICE_CONFIG_INIT;
@@ -259,10 +268,10 @@ int cmd_lease(const Args &a) {
   std::vector<std::string> env;
   for (char **e = environ; *e; ++e) {
     std::string entry = *e;
-    for (const char *replaced : {"CUDA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=",
-                                 "GPUFLOW_DEVICES=", "GPUFLOW_LEASE_ID=",
-                                 "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=",
-                                 "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="}) {
+    for (const char *replaced :
+         {"CUDA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=", "GPUFLOW_DEVICES=",
+          "GPUFLOW_LEASE_ID=", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=",
+          "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="}) {
       if (entry.rfind(replaced, 0) == 0) entry.clear();
     }
     if (!entry.empty()) env.push_back(entry);
@@ -288,8 +297,8 @@ int cmd_lease(const Args &a) {
   sigaction(SIGINT, &forward, nullptr);
   sigaction(SIGTERM, &forward, nullptr);
   pid_t child = 0;
-  int spawn_error = posix_spawnp(&child, child_argv[0], nullptr, nullptr, child_argv.data(),
-                                 child_env.data());
+  int spawn_error =
+      posix_spawnp(&child, child_argv[0], nullptr, nullptr, child_argv.data(), child_env.data());
   int exit_code = kExitError;
   if (spawn_error != 0) {
     std::cerr << "gpuflow: cannot run '" << a.child[0] << "': " << std::strerror(spawn_error)
@@ -304,8 +313,9 @@ int cmd_lease(const Args &a) {
         forwarded = true;
       }
     }
-    exit_code = WIFEXITED(status) ? WEXITSTATUS(status)
-                                  : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : kExitError;
+    exit_code = WIFEXITED(status)     ? WEXITSTATUS(status)
+                : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                      : kExitError;
   }
   if (gf_lease_release(lease) != GF_OK) {
     std::cerr << "gpuflow: releasing the lease: " << gf_last_error() << "\n";
@@ -338,9 +348,9 @@ int cmd_doctor(const Args &a) {
   };
   std::printf("gpuflow %s\n", gf_version_string());
   const char *env = std::getenv("GPUFLOW_POOL");
-  std::string endpoint = !a.endpoint.empty()      ? a.endpoint
-                         : env && *env            ? std::string(env)
-                                                  : std::string(gf_default_endpoint());
+  std::string endpoint = !a.endpoint.empty() ? a.endpoint
+                         : env && *env       ? std::string(env)
+                                             : std::string(gf_default_endpoint());
   std::string path = endpoint.rfind("unix://", 0) == 0 ? endpoint.substr(7) : endpoint;
   struct stat st {};
   bool exists = ::stat(path.c_str(), &st) == 0;
@@ -350,7 +360,8 @@ int cmd_doctor(const Args &a) {
   int rc = 0;
   if (exists) {
     gf_pool *pool = connect(a, rc);
-    line(pool != nullptr, pool ? "the service answers" : std::string("the service does not answer: ") + gf_last_error());
+    line(pool != nullptr, pool ? "the service answers"
+                               : std::string("the service does not answer: ") + gf_last_error());
     if (pool) {
       uint32_t devices = 0;
       gf_pool_device_count(&devices, pool);
@@ -374,8 +385,9 @@ int cmd_doctor(const Args &a) {
   const char *mps = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   std::string mps_dir = mps && *mps ? mps : "/tmp/nvidia-mps";
   bool mps_running = ::stat((mps_dir + "/control").c_str(), &st) == 0;
-  std::printf("note NVIDIA MPS: %s\n", mps_running ? ("running (" + mps_dir + ")").c_str()
-                                                   : "not running: fractional leases are counted, not enforced");
+  std::printf("note NVIDIA MPS: %s\n",
+              mps_running ? ("running (" + mps_dir + ")").c_str()
+                          : "not running: fractional leases are counted, not enforced");
   return problems ? kExitError : 0;
 }
 
