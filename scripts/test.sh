@@ -28,6 +28,9 @@ if [ -z "${GPUFLOW_QUICK:-}" ]; then
   cmake --build build-user-release -j "$jobs"
   ran+=("the Release build with default options")
 fi
+# The Rust binding against the plain build (generated bindings current, cargo test, examples).
+scripts/test-rust.sh build
+ran+=("the Rust binding")
 # The Python binding, the Dask plugin and Dask's own test modules, against the plain build.
 if [ -x scripts/test-python.sh ]; then
   scripts/test-python.sh build
