@@ -20,6 +20,9 @@ run_suite() {  # run_suite BUILD_DIR [cmake args...]
 }
 
 run_suite build
+# The ABI of libgpuflow against the committed baseline (abi/; scripts/refresh-abi-baseline.sh).
+scripts/check-abi.sh build
+ran+=("the ABI check")
 # What a user types: a Release build with default options (warnings are not errors there) must
 # build everything, tests included.
 if [ -z "${GPUFLOW_QUICK:-}" ]; then
