@@ -19,7 +19,9 @@
  *   Using one with another graph is reported as GF_ERR_INVALID_ARGUMENT naming the reference.
  * - Descriptor and config structs begin with struct_size. Initialise them with their _INIT macro
  *   (or gf_*_init function, for bindings), then set the fields you need. Fields are only ever
- *   appended; a struct_size this library does not know is an error naming the struct.
+ *   appended, and every struct_size a release has published stays valid: an input struct is read
+ *   as far as the caller's struct_size goes (appended fields take their defaults), an output
+ *   struct is written only as far as it goes. Any other struct_size is an error naming the struct.
  * - Strings passed in are copied before the call returns unless stated otherwise.
  * - No C++ exception ever leaves this library; an internal failure becomes GF_ERR_INTERNAL.
  * - Thread safety is stated per function. "Thread-safe" means any thread, concurrently with any
@@ -194,8 +196,25 @@ typedef struct gf_pool_config {
   const char *endpoint; /* copied; appended in 0.2: see "Shared pools" below */
 } gf_pool_config;
 
-#define GF_POOL_CONFIG_INIT \
-  { sizeof(gf_pool_config), GF_BACKEND_AUTO, 0, 0, 0, 0.0, 0, NULL, 0, NULL, 0, NULL, 0, 0, 0.0, NULL }
+#define GF_POOL_CONFIG_INIT                              \
+  {                                                      \
+    sizeof(gf_pool_config), /* struct_size */            \
+        GF_BACKEND_AUTO,    /* backend */                \
+        0,                  /* cpu_workers */            \
+        0,                  /* emulated_devices */       \
+        0,                  /* emulated_device_memory */ \
+        0.0,                /* emulated_bandwidth */     \
+        0,                  /* gpu_worker_threads */     \
+        NULL,               /* cpu_worker_labels */      \
+        0,                  /* cpu_worker_label_count */ \
+        NULL,               /* gpu_worker_labels */      \
+        0,                  /* gpu_worker_label_count */ \
+        NULL,               /* devices */                \
+        0,                  /* device_count */           \
+        0,                  /* device_memory_limit */    \
+        0.0,                /* spill_threshold */        \
+        NULL                /* endpoint */               \
+  }
 
 /* Sets *config to GF_POOL_CONFIG_INIT (for bindings that cannot use the macro). Every gf_*_init
  * function takes the size of the caller's struct and writes at most that many bytes, with
@@ -231,8 +250,15 @@ typedef struct gf_worker_info {
   const char *name;  /* "cpu:0", "gpu:1"; owned by the pool, valid until it is destroyed */
 } gf_worker_info;
 
-#define GF_WORKER_INFO_INIT \
-  { sizeof(gf_worker_info), GF_WORKER_CPU, 0, 0, 0, NULL }
+#define GF_WORKER_INFO_INIT                   \
+  {                                           \
+    sizeof(gf_worker_info), /* struct_size */ \
+        GF_WORKER_CPU,      /* kind */        \
+        0,                  /* device */      \
+        0,                  /* threads */     \
+        0,                  /* emulated */    \
+        NULL                /* name */        \
+  }
 
 /* Number of workers. Thread-safe. */
 GF_API gf_status gf_pool_worker_count(uint32_t *out, const gf_pool *pool);
@@ -252,8 +278,14 @@ typedef struct gf_ledger_entry {
   double peak_in_use; /* the highest in_use seen since the pool was created */
 } gf_ledger_entry;
 
-#define GF_LEDGER_ENTRY_INIT \
-  { sizeof(gf_ledger_entry), NULL, 0.0, 0.0, 0.0 }
+#define GF_LEDGER_ENTRY_INIT                   \
+  {                                            \
+    sizeof(gf_ledger_entry), /* struct_size */ \
+        NULL,                /* resource */    \
+        0.0,                 /* capacity */    \
+        0.0,                 /* in_use */      \
+        0.0                  /* peak_in_use */ \
+  }
 
 /* Number of resources in worker `worker`'s ledger (those it advertises). Thread-safe. */
 GF_API gf_status gf_pool_ledger_size(uint32_t *out, const gf_pool *pool, uint32_t worker);
@@ -286,8 +318,19 @@ typedef struct gf_device_info {
   const char *pci_bus_id; /* "0000:3b:00.0"; "" when emulated */
 } gf_device_info;
 
-#define GF_DEVICE_INFO_INIT \
-  { sizeof(gf_device_info), 0, 0, 0, 0, 0, 0, NULL, NULL, NULL }
+#define GF_DEVICE_INFO_INIT                     \
+  {                                             \
+    sizeof(gf_device_info), /* struct_size */   \
+        0,                  /* ordinal */       \
+        0,                  /* emulated */      \
+        0,                  /* total_memory */  \
+        0,                  /* pool_memory */   \
+        0,                  /* compute_major */ \
+        0,                  /* compute_minor */ \
+        NULL,               /* name */          \
+        NULL,               /* uuid */          \
+        NULL                /* pci_bus_id */    \
+  }
 
 /* Number of devices the pool drives. Thread-safe. */
 GF_API gf_status gf_pool_device_count(uint32_t *out, const gf_pool *pool);
@@ -310,8 +353,16 @@ typedef struct gf_device_memory {
   uint64_t unspilled_total; /* bytes brought back since the pool started */
 } gf_device_memory;
 
-#define GF_DEVICE_MEMORY_INIT \
-  { sizeof(gf_device_memory), 0, 0, 0, 0, 0, 0 }
+#define GF_DEVICE_MEMORY_INIT                       \
+  {                                                 \
+    sizeof(gf_device_memory), /* struct_size */     \
+        0,                    /* capacity */        \
+        0,                    /* resident */        \
+        0,                    /* reserved */        \
+        0,                    /* spilled */         \
+        0,                    /* spilled_total */   \
+        0                     /* unspilled_total */ \
+  }
 
 /* Reads device `device`'s memory accounting, a consistent snapshot. Thread-safe. */
 GF_API gf_status gf_pool_device_memory(gf_device_memory *out, const gf_pool *pool, uint32_t device);
@@ -356,8 +407,13 @@ typedef struct gf_buffer_desc {
   uint32_t flags; /* GF_DATA_* */
 } gf_buffer_desc;
 
-#define GF_BUFFER_DESC_INIT \
-  { sizeof(gf_buffer_desc), NULL, 0, 0 }
+#define GF_BUFFER_DESC_INIT                   \
+  {                                           \
+    sizeof(gf_buffer_desc), /* struct_size */ \
+        NULL,               /* name */        \
+        0,                  /* size */        \
+        0                   /* flags */       \
+  }
 GF_API void gf_buffer_desc_init(gf_buffer_desc *desc, uint32_t struct_size);
 
 /* Declares a buffer that a task of this graph will produce (one task must list it as output).
@@ -434,10 +490,27 @@ typedef struct gf_task_desc {
   const char *cost_key;
 } gf_task_desc;
 
-#define GF_TASK_DESC_INIT                                                                         \
-  {                                                                                               \
-    sizeof(gf_task_desc), NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, NULL, 0, NULL, 0, NULL, 0, \
-        NULL, NULL, NULL                                                                          \
+#define GF_TASK_DESC_INIT                         \
+  {                                               \
+    sizeof(gf_task_desc), /* struct_size */       \
+        NULL,             /* name */              \
+        NULL,             /* cpu_fn */            \
+        NULL,             /* gpu_fn */            \
+        NULL,             /* user_data */         \
+        NULL,             /* user_data_destroy */ \
+        NULL,             /* resources */         \
+        0,                /* resource_count */    \
+        0,                /* priority */          \
+        0,                /* retries */           \
+        NULL,             /* inputs */            \
+        0,                /* input_count */       \
+        NULL,             /* outputs */           \
+        0,                /* output_count */      \
+        NULL,             /* after */             \
+        0,                /* after_count */       \
+        NULL,             /* kernel */            \
+        NULL,             /* command */           \
+        NULL              /* cost_key */          \
   }
 GF_API void gf_task_desc_init(gf_task_desc *desc, uint32_t struct_size);
 
@@ -491,8 +564,12 @@ typedef struct gf_submit_options {
   void *user_data;             /* passed to on_complete */
 } gf_submit_options;
 
-#define GF_SUBMIT_OPTIONS_INIT \
-  { sizeof(gf_submit_options), NULL, NULL }
+#define GF_SUBMIT_OPTIONS_INIT                   \
+  {                                              \
+    sizeof(gf_submit_options), /* struct_size */ \
+        NULL,                  /* on_complete */ \
+        NULL                   /* user_data */   \
+  }
 GF_API void gf_submit_options_init(gf_submit_options *options, uint32_t struct_size);
 
 /* Validates the graph against the pool and starts running it. options may be NULL.
@@ -574,8 +651,18 @@ typedef struct gf_run_stats {
   double elapsed_s; /* from submit to finish (or to now, while running) */
 } gf_run_stats;
 
-#define GF_RUN_STATS_INIT \
-  { sizeof(gf_run_stats), 0, 0, 0, 0, 0, 0, 0, 0.0 }
+#define GF_RUN_STATS_INIT                         \
+  {                                               \
+    sizeof(gf_run_stats), /* struct_size */       \
+        0,                /* tasks */             \
+        0,                /* succeeded */         \
+        0,                /* failed */            \
+        0,                /* cancelled */         \
+        0,                /* attempts */          \
+        0,                /* transfers */         \
+        0,                /* bytes_transferred */ \
+        0.0               /* elapsed_s */         \
+  }
 
 /* Counters of the run so far. out->struct_size must be set. Thread-safe. */
 GF_API gf_status gf_run_stats_get(gf_run_stats *out, gf_run *run);
@@ -621,8 +708,16 @@ typedef struct gf_task_env {
   const char *task_name; /* borrowed for the call */
 } gf_task_env;
 
-#define GF_TASK_ENV_INIT \
-  { sizeof(gf_task_env), GF_WORKER_CPU, -1, 0, 0, NULL, NULL }
+#define GF_TASK_ENV_INIT                   \
+  {                                        \
+    sizeof(gf_task_env), /* struct_size */ \
+        GF_WORKER_CPU,   /* kind */        \
+        -1,              /* device */      \
+        0,               /* worker */      \
+        0,               /* attempt */     \
+        NULL,            /* stream */      \
+        NULL             /* task_name */   \
+  }
 
 /* Where and how this body runs. out->struct_size must be set. */
 GF_API gf_status gf_task_ctx_env(gf_task_env *out, const gf_task_ctx *ctx);
@@ -647,8 +742,15 @@ typedef struct gf_kernel_desc {
   gf_destroy_fn user_data_destroy; /* on success the pool owns user_data (may be NULL) */
 } gf_kernel_desc;
 
-#define GF_KERNEL_DESC_INIT \
-  { sizeof(gf_kernel_desc), NULL, NULL, NULL, NULL, NULL }
+#define GF_KERNEL_DESC_INIT                         \
+  {                                                 \
+    sizeof(gf_kernel_desc), /* struct_size */       \
+        NULL,               /* name */              \
+        NULL,               /* cpu_fn */            \
+        NULL,               /* gpu_fn */            \
+        NULL,               /* user_data */         \
+        NULL                /* user_data_destroy */ \
+  }
 GF_API void gf_kernel_desc_init(gf_kernel_desc *desc, uint32_t struct_size);
 
 /* Registers a kernel with the pool. A name can be registered once per pool (GF_ERR_INVALID_ARGUMENT
@@ -703,8 +805,17 @@ typedef struct gf_command_desc {
                               created when missing */
 } gf_command_desc;
 
-#define GF_COMMAND_DESC_INIT \
-  { sizeof(gf_command_desc), NULL, 0, NULL, 0, NULL, 0.0, NULL }
+#define GF_COMMAND_DESC_INIT                   \
+  {                                            \
+    sizeof(gf_command_desc), /* struct_size */ \
+        NULL,                /* argv */        \
+        0,                   /* argc */        \
+        NULL,                /* env */         \
+        0,                   /* env_count */   \
+        NULL,                /* working_dir */ \
+        0.0,                 /* timeout_s */   \
+        NULL                 /* log_dir */     \
+  }
 GF_API void gf_command_desc_init(gf_command_desc *desc, uint32_t struct_size);
 
 /* ---------------------------------------------------------------------------------------------
@@ -867,8 +978,18 @@ typedef struct gf_service_config {
   void *log_user_data;
 } gf_service_config;
 
-#define GF_SERVICE_CONFIG_INIT \
-  { sizeof(gf_service_config), NULL, NULL, NULL, 0.0, 0.0, 0.0, NULL, NULL }
+#define GF_SERVICE_CONFIG_INIT                         \
+  {                                                    \
+    sizeof(gf_service_config), /* struct_size */       \
+        NULL,                  /* pool */              \
+        NULL,                  /* socket_path */       \
+        NULL,                  /* group */             \
+        0.0,                   /* usage_half_life_s */ \
+        0.0,                   /* client_gpu_cap */    \
+        0.0,                   /* user_gpu_cap */      \
+        NULL,                  /* log */               \
+        NULL                   /* log_user_data */     \
+  }
 
 /* Starts a service on its own thread; returns once it accepts connections. Ownership of *out
  * goes to the caller: stop it with gf_service_stop. Errors: GF_ERR_STRUCT_SIZE,
@@ -909,8 +1030,17 @@ typedef struct gf_lease_request {
   const char *name;
 } gf_lease_request;
 
-#define GF_LEASE_REQUEST_INIT \
-  { sizeof(gf_lease_request), 0.0, 0, 0.0, NULL, 0, 0, NULL }
+#define GF_LEASE_REQUEST_INIT                    \
+  {                                              \
+    sizeof(gf_lease_request), /* struct_size */  \
+        0.0,                  /* gpus */         \
+        0,                    /* gpu_memory */   \
+        0.0,                  /* cpus */         \
+        NULL,                 /* devices */      \
+        0,                    /* device_count */ \
+        0,                    /* priority */     \
+        NULL                  /* name */         \
+  }
 
 /* Waits for a lease from the pool's service. timeout_ms < 0 waits as long as it takes; 0 asks
  * once. Returns ownership of *out (release with gf_lease_release); *out is NULL on failure.
@@ -931,16 +1061,22 @@ typedef struct gf_lease_device {
   uint64_t memory;        /* bytes of it */
 } gf_lease_device;
 
-#define GF_LEASE_DEVICE_INIT \
-  { sizeof(gf_lease_device), 0, NULL, NULL, 0.0, 0 }
+#define GF_LEASE_DEVICE_INIT                   \
+  {                                            \
+    sizeof(gf_lease_device), /* struct_size */ \
+        0,                   /* ordinal */     \
+        NULL,                /* uuid */        \
+        NULL,                /* pci_bus_id */  \
+        0.0,                 /* share */       \
+        0                    /* memory */      \
+  }
 
 /* The lease's id (as `gpuflow status` shows it), device count and CPUs. Thread-safe. */
 GF_API gf_status gf_lease_info(uint64_t *id, uint32_t *device_count, double *cpus,
                                const gf_lease *lease);
 
 /* Describes device `index` (0 <= index < device_count) of the lease. Thread-safe. */
-GF_API gf_status gf_lease_device_info(gf_lease_device *out, const gf_lease *lease,
-                                      uint32_t index);
+GF_API gf_status gf_lease_device_info(gf_lease_device *out, const gf_lease *lease, uint32_t index);
 
 /* 1 in *out once the service has asked for the lease back (fair share or shutdown), or the
  * connection to it is gone; the holder should finish what runs on it and release it. */

@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages gpuflow needs to build and test, when they are missing.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev
-  libflatbuffers-dev flatbuffers-compiler libuv1-dev clang libclang-rt-14-dev)
+  libflatbuffers-dev flatbuffers-compiler libuv1-dev clang libclang-rt-14-dev
+  cargo rustc bindgen abigail-tools)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

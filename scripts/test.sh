@@ -20,6 +20,9 @@ run_suite() {  # run_suite BUILD_DIR [cmake args...]
 }
 
 run_suite build
+# The ABI of libgpuflow against the committed baseline (abi/; scripts/refresh-abi-baseline.sh).
+scripts/check-abi.sh build
+ran+=("the ABI check")
 # What a user types: a Release build with default options (warnings are not errors there) must
 # build everything, tests included.
 if [ -z "${GPUFLOW_QUICK:-}" ]; then
@@ -28,6 +31,9 @@ if [ -z "${GPUFLOW_QUICK:-}" ]; then
   cmake --build build-user-release -j "$jobs"
   ran+=("the Release build with default options")
 fi
+# The Rust binding against the plain build (generated bindings current, cargo test, examples).
+scripts/test-rust.sh build
+ran+=("the Rust binding")
 # The Python binding, the Dask plugin and Dask's own test modules, against the plain build.
 if [ -x scripts/test-python.sh ]; then
   scripts/test-python.sh build

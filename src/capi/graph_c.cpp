@@ -11,18 +11,20 @@ using namespace gf::capi;
 
 namespace {
 
-// gf_task_desc grew `kernel` and `command`, then `cost_key`; callers built before them pass an
-// older size, and the fields they do not know keep their defaults.
-gf_task_desc read_task_desc(const gf_task_desc *desc) {
-  constexpr uint32_t kBeforeKernels = offsetof(gf_task_desc, kernel);
-  constexpr uint32_t kBeforeCostKey = offsetof(gf_task_desc, cost_key);
-  gf_task_desc d = GF_TASK_DESC_INIT;
-  if (desc && (desc->struct_size == kBeforeKernels || desc->struct_size == kBeforeCostKey)) {
-    std::memcpy(&d, desc, desc->struct_size);
-    d.struct_size = sizeof d;
-    return d;
+// A task as the graph takes it: the caller's gf_task_desc of any published layout, and its
+// gf_command_desc, when it has one of an older published layout, widened into `command` (a size
+// that was never published is left for the graph to reject, naming the task).
+gf_task_desc read_task_desc(const gf_task_desc *desc, gf_command_desc &command) {
+  gf_task_desc d = read_struct(desc, "gf_task_desc");
+  if (d.command && d.command->struct_size != sizeof(gf_command_desc)) {
+    for (uint32_t size : Layout<gf_command_desc>::kSizes) {
+      if (d.command->struct_size == size) {
+        command = read_struct(d.command, "gf_command_desc");
+        d.command = &command;
+      }
+    }
   }
-  return read_struct(desc, "gf_task_desc");
+  return d;
 }
 
 }  // namespace
@@ -92,7 +94,8 @@ GF_API gf_status gf_graph_add_host_value(gf_data *out, gf_graph *graph, const ch
 GF_API gf_status gf_graph_add_task(gf_task *out, gf_graph *graph, const gf_task_desc *desc) {
   return guard([&] {
     require_out(out, "out");
-    *out = graph_of(graph).add_task(read_task_desc(desc));
+    gf_command_desc command = GF_COMMAND_DESC_INIT;
+    *out = graph_of(graph).add_task(read_task_desc(desc, command));
     return GF_OK;
   });
 }

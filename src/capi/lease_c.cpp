@@ -85,7 +85,7 @@ GF_API gf_status gf_lease_info(uint64_t *id, uint32_t *device_count, double *cpu
 
 GF_API gf_status gf_lease_device_info(gf_lease_device *out, const gf_lease *lease, uint32_t index) {
   return guard([&] {
-    check_struct_size(out, "gf_lease_device");
+    checked_size(out, "gf_lease_device");
     const LeaseObject &l = lease_of(lease);
     if (index >= l.grant.devices.size()) {
       fail(GF_ERR_INVALID_ARGUMENT, "device index " + std::to_string(index) +
@@ -93,11 +93,13 @@ GF_API gf_status gf_lease_device_info(gf_lease_device *out, const gf_lease *leas
                                         std::to_string(l.grant.devices.size()));
     }
     const client::LeasedDevice &d = l.grant.devices[index];
-    out->ordinal = d.ordinal;
-    out->uuid = d.uuid.c_str();
-    out->pci_bus_id = d.pci_bus_id.c_str();
-    out->share = d.share;
-    out->memory = d.memory;
+    gf_lease_device info = GF_LEASE_DEVICE_INIT;
+    info.ordinal = d.ordinal;
+    info.uuid = d.uuid.c_str();
+    info.pci_bus_id = d.pci_bus_id.c_str();
+    info.share = d.share;
+    info.memory = d.memory;
+    write_struct(out, info, "gf_lease_device");
     return GF_OK;
   });
 }

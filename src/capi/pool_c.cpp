@@ -3,7 +3,6 @@
 
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
-#include "capi/pool_config.hpp"
 #include "capi/structs.hpp"
 
 using namespace gf;
@@ -40,10 +39,12 @@ const DeviceDescription &device_at(PoolCore &pool, uint32_t device) {
 }
 
 void fill_entry(gf_ledger_entry *out, PoolCore &pool, const Ledger::Line &line) {
-  out->resource = pool.scheduler().registry().name(line.resource).c_str();
-  out->capacity = line.capacity.to_double();
-  out->in_use = line.in_use.to_double();
-  out->peak_in_use = line.peak.to_double();
+  gf_ledger_entry e = GF_LEDGER_ENTRY_INIT;
+  e.resource = pool.scheduler().registry().name(line.resource).c_str();
+  e.capacity = line.capacity.to_double();
+  e.in_use = line.in_use.to_double();
+  e.peak_in_use = line.peak.to_double();
+  write_struct(out, e, "gf_ledger_entry");
 }
 
 }  // namespace
@@ -75,7 +76,8 @@ GF_API gf_status gf_pool_create_versioned(gf_pool **out, const gf_pool_config *c
                                         std::to_string(header_version_major) +
                                         ", this library is " + gf_version_string());
     }
-    gf_pool_config resolved = config ? read_pool_config(config) : pool_config_defaults();
+    const gf_pool_config defaults = GF_POOL_CONFIG_INIT;
+    gf_pool_config resolved = config ? read_struct(config, "gf_pool_config") : defaults;
     *out = handle_from_bits<gf_pool>(pools().insert(PoolCore::create(resolved)));
     return GF_OK;
   });
@@ -97,13 +99,15 @@ GF_API gf_status gf_pool_worker_count(uint32_t *out, const gf_pool *pool) {
 
 GF_API gf_status gf_pool_worker_info(gf_worker_info *out, const gf_pool *pool, uint32_t worker) {
   return guard([&] {
-    check_struct_size(out, "gf_worker_info");
+    checked_size(out, "gf_worker_info");
     const WorkerState &w = worker_at(pool_of(pool), worker);
-    out->kind = w.kind;
-    out->device = w.device;
-    out->threads = w.threads;
-    out->emulated = w.emulated ? 1 : 0;
-    out->name = w.name.c_str();
+    gf_worker_info info = GF_WORKER_INFO_INIT;
+    info.kind = w.kind;
+    info.device = w.device;
+    info.threads = w.threads;
+    info.emulated = w.emulated ? 1 : 0;
+    info.name = w.name.c_str();
+    write_struct(out, info, "gf_worker_info");
     return GF_OK;
   });
 }
@@ -119,7 +123,7 @@ GF_API gf_status gf_pool_ledger_size(uint32_t *out, const gf_pool *pool, uint32_
 GF_API gf_status gf_pool_ledger_entry(gf_ledger_entry *out, const gf_pool *pool, uint32_t worker,
                                       uint32_t index) {
   return guard([&] {
-    check_struct_size(out, "gf_ledger_entry");
+    checked_size(out, "gf_ledger_entry");
     PoolCore &core = pool_of(pool);
     const WorkerState &w = worker_at(core, worker);
     fill_entry(out, core, ledger_line(core, w, index));
@@ -130,7 +134,7 @@ GF_API gf_status gf_pool_ledger_entry(gf_ledger_entry *out, const gf_pool *pool,
 GF_API gf_status gf_pool_ledger_lookup(gf_ledger_entry *out, const gf_pool *pool, uint32_t worker,
                                        const char *resource) {
   return guard([&] {
-    check_struct_size(out, "gf_ledger_entry");
+    checked_size(out, "gf_ledger_entry");
     require_out(resource, "resource");
     PoolCore &core = pool_of(pool);
     const WorkerState &w = worker_at(core, worker);
@@ -159,17 +163,19 @@ GF_API gf_status gf_pool_device_count(uint32_t *out, const gf_pool *pool) {
 
 GF_API gf_status gf_pool_device_info(gf_device_info *out, const gf_pool *pool, uint32_t device) {
   return guard([&] {
-    check_struct_size(out, "gf_device_info");
+    checked_size(out, "gf_device_info");
     const DeviceDescription &d = device_at(pool_of(pool), device);
-    out->ordinal = static_cast<int32_t>(device);
-    out->emulated = d.emulated ? 1 : 0;
-    out->total_memory = d.total_memory;
-    out->pool_memory = d.memory_bytes;
-    out->compute_major = d.compute_major;
-    out->compute_minor = d.compute_minor;
-    out->name = d.name.c_str();
-    out->uuid = d.uuid.c_str();
-    out->pci_bus_id = d.pci_bus_id.c_str();
+    gf_device_info info = GF_DEVICE_INFO_INIT;
+    info.ordinal = static_cast<int32_t>(device);
+    info.emulated = d.emulated ? 1 : 0;
+    info.total_memory = d.total_memory;
+    info.pool_memory = d.memory_bytes;
+    info.compute_major = d.compute_major;
+    info.compute_minor = d.compute_minor;
+    info.name = d.name.c_str();
+    info.uuid = d.uuid.c_str();
+    info.pci_bus_id = d.pci_bus_id.c_str();
+    write_struct(out, info, "gf_device_info");
     return GF_OK;
   });
 }
@@ -191,10 +197,10 @@ GF_API gf_status gf_pool_peer_access(int *out, const gf_pool *pool, uint32_t fro
 GF_API gf_status gf_pool_device_memory(gf_device_memory *out, const gf_pool *pool,
                                        uint32_t device) {
   return guard([&] {
-    check_struct_size(out, "gf_device_memory");
+    checked_size(out, "gf_device_memory");
     PoolCore &core = pool_of(pool);
     device_at(core, device);
-    *out = core.scheduler().device_memory(static_cast<int>(device));
+    write_struct(out, core.scheduler().device_memory(static_cast<int>(device)), "gf_device_memory");
     return GF_OK;
   });
 }

@@ -181,17 +181,19 @@ GF_API gf_status gf_run_value(void **out, gf_run *run, gf_data data) {
 
 GF_API gf_status gf_run_stats_get(gf_run_stats *out, gf_run *run) {
   return guard([&] {
-    check_struct_size(out, "gf_run_stats");
+    checked_size(out, "gf_run_stats");
     Run &r = run_of(run);
     Scheduler::RunSnapshot snapshot = r.scheduler().run_snapshot(r.state());
-    out->tasks = snapshot.tasks;
-    out->succeeded = snapshot.succeeded;
-    out->failed = snapshot.failed;
-    out->cancelled = snapshot.cancelled;
-    out->attempts = snapshot.attempts;
-    out->transfers = snapshot.transfers;
-    out->bytes_transferred = snapshot.bytes_transferred;
-    out->elapsed_s = snapshot.elapsed_s;
+    gf_run_stats stats = GF_RUN_STATS_INIT;
+    stats.tasks = snapshot.tasks;
+    stats.succeeded = snapshot.succeeded;
+    stats.failed = snapshot.failed;
+    stats.cancelled = snapshot.cancelled;
+    stats.attempts = snapshot.attempts;
+    stats.transfers = snapshot.transfers;
+    stats.bytes_transferred = snapshot.bytes_transferred;
+    stats.elapsed_s = snapshot.elapsed_s;
+    write_struct(out, stats, "gf_run_stats");
     return GF_OK;
   });
 }

@@ -1,7 +1,6 @@
 // C shims: running the node's service in this process.
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
-#include "capi/pool_config.hpp"
 #include "capi/structs.hpp"
 
 using namespace gf;
@@ -28,7 +27,9 @@ GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *con
     gf_service_config defaults = GF_SERVICE_CONFIG_INIT;
     const gf_service_config c = config ? read_struct(config, "gf_service_config") : defaults;
     service::ServiceOptions options;
-    options.pool = resolve_pool_options(c.pool ? read_pool_config(c.pool) : pool_config_defaults());
+    const gf_pool_config pool_defaults = GF_POOL_CONFIG_INIT;
+    options.pool =
+        resolve_pool_options(c.pool ? read_struct(c.pool, "gf_pool_config") : pool_defaults);
     options.socket_path = c.socket_path ? c.socket_path : "";
     options.group = c.group ? c.group : "";
     options.policy.usage_half_life_s =

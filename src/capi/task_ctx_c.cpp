@@ -68,8 +68,10 @@ GF_API int gf_task_ctx_cancelled(const gf_task_ctx *ctx) {
 
 GF_API gf_status gf_task_ctx_env(gf_task_env *out, const gf_task_ctx *ctx) {
   return guard([&] {
-    check_struct_size(out, "gf_task_env");
-    ctx_of(ctx).env(*out);
+    checked_size(out, "gf_task_env");
+    gf_task_env env = GF_TASK_ENV_INIT;
+    ctx_of(ctx).env(env);
+    write_struct(out, env, "gf_task_env");
     return GF_OK;
   });
 }

@@ -1,0 +1,45 @@
+//! gpuflow: run annotated task graphs on a pool of CPU workers and GPUs (real, or emulated in
+//! host memory), through the C ABI of libgpuflow (`include/gpuflow.h`).
+//!
+//! ```no_run
+//! use gpuflow::{Graph, Pool};
+//! let pool = Pool::with_defaults()?;
+//! let mut graph = Graph::new()?;
+//! let answer = graph.buffer_of::<i64>("answer", 1, true)?;
+//! graph
+//!     .task("eleven")
+//!     .resource("cpu", 1.0)
+//!     .output(answer)
+//!     .cpu(|ctx| {
+//!         ctx.output_as::<i64>(0).map_err(|e| e.to_string())?[0] = 10 + 1;
+//!         Ok(())
+//!     })
+//!     .add()?;
+//! let run = graph.submit(&pool)?;
+//! run.wait()?;
+//! assert_eq!(run.fetch_as::<i64>(answer)?, vec![11]);
+//! # Ok::<(), gpuflow::Error>(())
+//! ```
+//!
+//! Thread safety follows gpuflow.h: `Pool` and `Run` are `Send + Sync`; `Graph` is `Send` only
+//! (externally synchronized); task bodies are `Fn + Send + Sync` closures, since a body may run
+//! on any worker thread, for several runs at once. A panicking body fails its attempt with the
+//! panic's message; the panic never crosses into C.
+mod body;
+mod error;
+mod graph;
+mod pool;
+mod run;
+
+pub use body::{Element, TaskContext, TaskEnv};
+pub use error::{Error, Result, Status};
+pub use graph::{Data, Graph, Task, TaskBuilder};
+pub use pool::{Backend, LedgerEntry, Pool, PoolConfig, WorkerInfo};
+pub use run::{Run, RunState, RunStats, TaskState};
+
+/// The version of the loaded library, "major.minor.patch".
+pub fn version() -> String {
+    unsafe { std::ffi::CStr::from_ptr(gpuflow_sys::gf_version_string()) }
+        .to_string_lossy()
+        .into_owned()
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The Rust binding against a build tree: the generated bindings are current, then
+# `cargo test --offline` (bindgen's layout tests, the layout tests against the library, the safe
+# API's tests, doc tests), both examples, checked as the C ones are, and the sys crate built
+# against an installed gpuflow found through pkg-config.
+# Usage: scripts/test-rust.sh [BUILD_DIR]   (default build; it must have built libgpuflow)
+# Uses Debian's toolchain (rustc 1.63, the oldest the crates support) when it is installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=$(cd "${1:-build}" && pwd)
+scripts/regen-rust-sys.sh --check
+if [ -x /usr/bin/cargo ] && [ -x /usr/bin/rustc ]; then
+  export CARGO=/usr/bin/cargo RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc
+fi
+cargo=${CARGO:-cargo}
+export GPUFLOW_LIB_DIR=$build/src CARGO_TARGET_DIR=$build/rust-target
+cd bindings/rust
+"$cargo" test --offline --locked -q
+"$cargo" run --offline --locked -q --example hello | grep -qx '10 + 1 = 11'
+out=$("$cargo" run --offline --locked -q --example seed -- 1001 300)
+echo "$out"
+grep -qx 'seed: OK' <<<"$out"
+# An installed gpuflow, found through pkg-config alone: the sys crate's layout tests run against it.
+prefix=$(mktemp -d "${TMPDIR:-/tmp}/gpuflow-rust-install.XXXXXX")
+trap 'rm -rf "$prefix"' EXIT
+cmake --install "$build" --prefix "$prefix" >/dev/null
+pc_dir=$(dirname "$(find "$prefix" -name gpuflow.pc | head -n1)")
+env -u GPUFLOW_LIB_DIR PKG_CONFIG_PATH="$pc_dir" CARGO_TARGET_DIR="$build/rust-target-installed" \
+  "$cargo" test --offline --locked -q -p gpuflow-sys --test layout
+echo "test-rust: OK"
