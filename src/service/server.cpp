@@ -2,6 +2,7 @@
 
 #include <uv.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -27,6 +28,9 @@ namespace {
 // service's memory grow.
 constexpr size_t kMaxQueuedWrite = 16u << 20;
 constexpr uint64_t kTickMs = 20;  // request deadlines are checked this often
+// How long a request waits while others hold more than their fair share before the service
+// asks them for leases back.
+constexpr double kRevokePatience_s = 1.0;
 
 std::string str(const fb::String *s) {
   return s ? s->str() : std::string();
@@ -382,6 +386,33 @@ struct Server::Impl {
     fail(GF_ERR_INTERNAL, "a lease names device " + std::to_string(ordinal));
   }
 
+  // Fair share over time: a request that has waited past kRevokePatience_s while others hold
+  // more than their due asks those holders to hand leases back (at their task boundaries: the
+  // service never kills anything).
+  void revoke_for_waiting(double t) {
+    std::vector<std::pair<ClientId, double>> waiting;  // client, how long its oldest has waited
+    for (const QueuedView &q : book->queued(t)) {
+      if (t - q.since < kRevokePatience_s) continue;
+      auto it = std::find_if(waiting.begin(), waiting.end(),
+                             [&](const auto &w) { return w.first == q.client; });
+      if (it == waiting.end()) waiting.emplace_back(q.client, t - q.since);
+    }
+    for (const auto &[client, waited] : waiting) {
+      for (LeaseId id : book->revoke_for(client, t)) {
+        const Lease *lease = book->lease(id);
+        auto it = lease ? clients.find(lease->client) : clients.end();
+        if (it == clients.end()) continue;
+        const std::string reason = "fair share: client " + std::to_string(client) + " has waited " +
+                                   amount_text(waited) + " s";
+        log("asking " + who(*it->second) + " to hand back lease " + std::to_string(id) + " (" +
+            reason + ")");
+        fb::FlatBufferBuilder b;
+        write(*it->second,
+              wire::frame_of(b, wire::CreateLeaseRevoke(b, id, b.CreateString(reason))));
+      }
+    }
+  }
+
   void expire(double t) {
     std::vector<std::pair<Client *, RequestId>> due;
     for (auto &[id, c] : clients) {
@@ -494,6 +525,7 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
       [](uv_timer_t *t) {
         auto *self = static_cast<Impl *>(t->data);
         self->expire(self->now());
+        self->revoke_for_waiting(self->now());
       },
       kTickMs, kTickMs);
   s.log("serving " + std::to_string(s.book->slots().size()) + " device(s) (" + s.backend_name +
