@@ -23,14 +23,15 @@ from ._core import (CancelledError, Data, Future, GpuflowError, Graph, Infeasibl
                     TaskContext, TaskEnv, TaskFailedError, VersionMismatchError, WorkerInfo,
                     current_task, live_values, version)
 from ._ffi import library_path
+from ._lease import Lease, LeasedDevice, default_endpoint
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "CancelledError", "Data", "Future", "GpuflowError", "Graph", "InfeasibleError",
     "InternalError", "InvalidArgumentError", "InvalidGraphError", "InvalidHandleError",
-    "LedgerEntry", "NotFoundError", "OutOfMemoryError", "Pool", "Run", "RunStats",
-    "ShutDownError", "StateError", "StructSizeError", "SystemCallError", "Task", "TaskContext",
+    "Lease", "LeasedDevice", "LedgerEntry", "NotFoundError", "OutOfMemoryError", "Pool", "Run",
+    "RunStats", "ShutDownError", "StateError", "StructSizeError", "SystemCallError", "Task", "TaskContext",
     "TaskEnv", "TaskFailedError", "VersionMismatchError", "WorkerInfo", "current_task",
-    "library_path", "live_values", "version",
+    "default_endpoint", "library_path", "live_values", "version",
 ]

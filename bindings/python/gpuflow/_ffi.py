@@ -85,6 +85,39 @@ class gf_pool_config_v2(Structure):
     ]
 
 
+class gf_pool_config_v3(Structure):
+    """gf_pool_config with `endpoint` (0.2): the node's shared pool to connect to."""
+    _fields_ = gf_pool_config_v2._fields_ + [("endpoint", c_char_p)]
+
+
+class gf_lease_request(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("gpus", c_double),
+        ("gpu_memory", c_uint64),
+        ("cpus", c_double),
+        ("devices", POINTER(c_int32)),
+        ("device_count", c_uint32),
+        ("priority", c_int32),
+        ("name", c_char_p),
+    ]
+
+
+class gf_lease_device(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("ordinal", c_int32),
+        ("uuid", c_char_p),
+        ("pci_bus_id", c_char_p),
+        ("share", c_double),
+        ("memory", c_uint64),
+    ]
+
+
+class gf_bytes(Structure):
+    _fields_ = [("data", c_void_p), ("size", c_uint64)]
+
+
 class gf_worker_info(Structure):
     _fields_ = [
         ("struct_size", c_uint32),
@@ -272,6 +305,19 @@ gf_last_error = _fn("gf_last_error", c_char_p)
 gf_status_name = _fn("gf_status_name", c_char_p, c_int)
 
 gf_pool_config_init = _fn("gf_pool_config_init", None, c_void_p, c_uint32)
+GF_STATUS_TEXT = 1
+GF_STATUS_JSON = 2
+# Shared pools (0.2); None with an older library.
+gf_lease_acquire = _fn("gf_lease_acquire", _S, c_void_p, c_void_p, c_void_p, c_int64) \
+    if hasattr(lib, "gf_lease_acquire") else None
+if gf_lease_acquire is not None:
+    gf_lease_info = _fn("gf_lease_info", _S, c_void_p, c_void_p, c_void_p, c_void_p)
+    gf_lease_device_info = _fn("gf_lease_device_info", _S, c_void_p, c_void_p, c_uint32)
+    gf_lease_revoked = _fn("gf_lease_revoked", _S, c_void_p, c_void_p)
+    gf_lease_release = _fn("gf_lease_release", _S, c_void_p)
+    gf_pool_service_status = _fn("gf_pool_service_status", _S, c_void_p, c_void_p, c_int)
+    gf_bytes_free = _fn("gf_bytes_free", None, c_void_p)
+    gf_default_endpoint = _fn("gf_default_endpoint", c_char_p)
 gf_pool_create_versioned = _fn("gf_pool_create_versioned", _S, c_void_p, c_void_p, c_uint32)
 gf_pool_destroy = _fn("gf_pool_destroy", None, c_void_p)
 gf_pool_worker_count = _fn("gf_pool_worker_count", _S, c_void_p, c_void_p)

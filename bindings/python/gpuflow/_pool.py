@@ -22,9 +22,15 @@ WorkerInfo = namedtuple("WorkerInfo", "index kind device threads emulated name")
 LedgerEntry = namedtuple("LedgerEntry", "resource capacity in_use peak_in_use")
 
 # The newest gf_pool_config layout the loaded library understands.
-_POOL_CONFIG = (F.gf_pool_config_v2
-                if F.library_struct_size(F.gf_pool_config_init) >= ctypes.sizeof(F.gf_pool_config_v2)
-                else F.gf_pool_config)
+def _newest_pool_config():
+    size = F.library_struct_size(F.gf_pool_config_init)
+    for layout in (F.gf_pool_config_v3, F.gf_pool_config_v2):
+        if size >= ctypes.sizeof(layout):
+            return layout
+    return F.gf_pool_config
+
+
+_POOL_CONFIG = _newest_pool_config()
 
 _BACKENDS = {"auto": F.GF_BACKEND_AUTO, "host": F.GF_BACKEND_HOST, "cuda": F.GF_BACKEND_CUDA}
 
@@ -57,6 +63,9 @@ class Pool:
     - ``backend``: "auto" (default), "host" or "cuda".
     - ``devices``, ``device_memory_limit``, ``spill_threshold``: device selection, bytes per
       device the pool may use, spilling threshold (libraries that know them; see gpuflow.h).
+    - ``endpoint``: the node's shared pool (``gpuflow serve``), e.g. "unix:///run/gf.sock";
+      default: GPUFLOW_POOL when set, else a pool private to this process. Tasks still run in
+      this process, on devices the service grants it.
 
     Use as a context manager, or call close(); a pool left open is closed at interpreter exit.
     """
@@ -66,7 +75,7 @@ class Pool:
                  gpu_worker_threads: int | None = None, cpu_labels: dict | None = None,
                  gpu_labels: dict | None = None, backend: str = "auto",
                  devices=None, device_memory_limit: int | None = None,
-                 spill_threshold: float | None = None):
+                 spill_threshold: float | None = None, endpoint: str | None = None):
         cfg = _POOL_CONFIG()
         cfg.struct_size = ctypes.sizeof(cfg)
         try:
@@ -96,7 +105,7 @@ class Pool:
         extra = {"devices": devices, "device_memory_limit": device_memory_limit,
                  "spill_threshold": spill_threshold}
         if any(v is not None for v in extra.values()):
-            if _POOL_CONFIG is not F.gf_pool_config_v2:
+            if _POOL_CONFIG is F.gf_pool_config:
                 raise TypeError("this libgpuflow does not know devices / device_memory_limit / "
                                 "spill_threshold (a newer library is needed)")
             if devices is not None:
@@ -107,6 +116,10 @@ class Pool:
                 cfg.device_memory_limit = int(device_memory_limit)
             if spill_threshold is not None:
                 cfg.spill_threshold = float(spill_threshold)
+        if endpoint is not None:
+            if _POOL_CONFIG is not F.gf_pool_config_v3:
+                raise TypeError("this libgpuflow has no shared pools (0.2 or newer is needed)")
+            cfg.endpoint = endpoint.encode()
         handle = c_void_p()
         check(F.gf_pool_create_versioned(byref(handle), byref(cfg), F.GF_VERSION_MAJOR))
         self._handle = handle.value
@@ -177,6 +190,20 @@ class Pool:
                               for name in self.ledger(w))
             self._resource_names = names
         return names
+
+    # -- the node's shared pool
+    def lease(self, gpus: float = 1, gpu_memory: int = 0, cpus: float = 0, devices=None,
+              priority: int = 0, name: str | None = None, timeout: float | None = None):
+        """Waits for a lease from the node's service (a connected pool only): `gpus` whole
+        devices, or a fraction of one; `gpu_memory` bytes per device (0: the share's part);
+        `devices` restricts the ordinals. Raises TimeoutError after `timeout` seconds."""
+        from ._lease import Lease
+        return Lease(self, gpus, gpu_memory, cpus, devices, priority, name, timeout)
+
+    def service_status(self) -> dict:
+        """What `gpuflow status --json` shows: devices, leases, queued requests, clients."""
+        from ._lease import service_status
+        return service_status(self)
 
     # -- running
     def run(self, graph: "Graph") -> "Run":

@@ -1,0 +1,117 @@
+"""Leases from the node's shared pool (gf_lease_*): devices, or a share of one, held by this
+process until released. Use as a context manager:
+
+    with pool.lease(gpus=1, name="training") as lease:
+        os.environ["CUDA_VISIBLE_DEVICES"] = lease.cuda_visible_devices
+        ...
+"""
+from __future__ import annotations
+
+import ctypes
+import json
+import weakref
+from collections import namedtuple
+from ctypes import byref, c_double, c_int32, c_uint32, c_uint64, c_void_p
+
+from . import _ffi as F
+from ._errors import StateError, check
+
+LeasedDevice = namedtuple("LeasedDevice", "ordinal uuid pci_bus_id share memory")
+
+
+def _need_shared_pools():
+    if F.gf_lease_acquire is None:
+        raise StateError("this libgpuflow has no shared pools (0.2 or newer is needed)",
+                         F.GF_ERR_STATE)
+
+
+class Lease:
+    """Devices (whole, or a share of one) and CPUs granted by the node's service. Released by
+    release(), by leaving its `with` block, when garbage-collected, or when this process's
+    connection to the service closes, whatever ends the process."""
+
+    def __init__(self, pool, gpus: float = 1, gpu_memory: int = 0, cpus: float = 0,
+                 devices=None, priority: int = 0, name: str | None = None,
+                 timeout: float | None = None):
+        _need_shared_pools()
+        request = F.gf_lease_request()
+        request.struct_size = ctypes.sizeof(request)
+        request.gpus = float(gpus)
+        request.gpu_memory = int(gpu_memory)
+        request.cpus = float(cpus)
+        keep = None
+        if devices:
+            keep = (c_int32 * len(devices))(*devices)
+            request.devices = ctypes.cast(keep, ctypes.POINTER(c_int32))
+            request.device_count = len(devices)
+        request.priority = priority
+        request.name = name.encode() if name else None
+        timeout_ms = -1 if timeout is None else int(timeout * 1000)
+        handle = c_void_p()
+        status = F.gf_lease_acquire(byref(handle), pool.handle, byref(request), timeout_ms)
+        if status == F.GF_TIMEOUT:
+            raise TimeoutError(F.gf_last_error().decode())
+        check(status)
+        del keep
+        self._handle = handle.value
+        self._finalizer = weakref.finalize(self, F.gf_lease_release, self._handle)
+        lease_id, count, cpu_share = c_uint64(), c_uint32(), c_double()
+        check(F.gf_lease_info(byref(lease_id), byref(count), byref(cpu_share), self._handle))
+        self.id = lease_id.value
+        self.cpus = cpu_share.value
+        self.devices = []
+        for i in range(count.value):
+            d = F.gf_lease_device()
+            d.struct_size = ctypes.sizeof(d)
+            check(F.gf_lease_device_info(byref(d), self._handle, i))
+            self.devices.append(LeasedDevice(d.ordinal, d.uuid.decode(), d.pci_bus_id.decode(),
+                                             d.share, d.memory))
+
+    @property
+    def cuda_visible_devices(self) -> str:
+        """The value for CUDA_VISIBLE_DEVICES: the devices' UUIDs, which survive renumbering."""
+        return ",".join(d.uuid for d in self.devices)
+
+    @property
+    def revoked(self) -> bool:
+        """True once the service has asked for the lease back (or the connection is gone)."""
+        if not self._finalizer.alive:
+            return True
+        out = c_int32()
+        check(F.gf_lease_revoked(byref(out), self._handle))
+        return bool(out.value)
+
+    def release(self):
+        """Hands the lease back (idempotent)."""
+        if self._finalizer.alive:
+            self._finalizer.detach()
+            check(F.gf_lease_release(self._handle))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+
+    def __repr__(self):
+        where = ", ".join(f"gpu:{d.ordinal}" + (f"x{d.share:g}" if d.share < 1 else "")
+                          for d in self.devices)
+        state = "released" if not self._finalizer.alive else "held"
+        return f"<gpuflow.Lease {self.id} {where or 'cpu only'} {state}>"
+
+
+def service_status(pool) -> dict:
+    """The service's view of the node as a dict: devices, leases, queued, clients."""
+    _need_shared_pools()
+    out = F.gf_bytes()
+    check(F.gf_pool_service_status(byref(out), pool.handle, F.GF_STATUS_JSON))
+    try:
+        return json.loads(ctypes.string_at(out.data, out.size).decode())
+    finally:
+        F.gf_bytes_free(byref(out))
+
+
+def default_endpoint() -> str:
+    """Where `gpuflow serve` listens by default ("unix:///…")."""
+    _need_shared_pools()
+    return F.gf_default_endpoint().decode()

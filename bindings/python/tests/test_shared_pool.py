@@ -1,0 +1,117 @@
+"""The node's shared pool from Python: a `gpuflow serve` process, pools connected to it (by
+argument and by GPUFLOW_POOL), leases, status, and Dask on a connected pool."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import gpuflow
+
+
+def _cli() -> str:
+    explicit = os.environ.get("GPUFLOW_CLI")
+    if explicit:
+        return explicit
+    lib = os.path.realpath(gpuflow.library_path)
+    candidate = os.path.join(os.path.dirname(os.path.dirname(lib)), "tools", "gpuflow", "gpuflow")
+    if not os.access(candidate, os.X_OK):
+        pytest.skip(f"no gpuflow command next to {lib} (set GPUFLOW_CLI)")
+    return candidate
+
+
+@pytest.fixture
+def service(tmp_path):
+    """A service with 2 emulated devices of 64 MiB and 2 CPUs; yields its endpoint."""
+    sock = tmp_path / "gf.sock"
+    log = open(tmp_path / "serve.log", "w")
+    proc = subprocess.Popen([_cli(), "serve", "--backend", "host", "--emulated-devices", "2",
+                             "--emulated-device-memory", "64M", "--cpu-workers", "2",
+                             "--socket", str(sock)], stdout=subprocess.PIPE, stderr=log,
+                            text=True)
+    line = proc.stdout.readline()  # "gpuflow serve: listening on unix://… (pid …)"
+    assert "listening on" in line, line
+    yield f"unix://{sock}"
+    proc.terminate()
+    assert proc.wait(timeout=10) == 0
+    assert not sock.exists(), "the service removes its socket when it stops"
+
+
+def test_connected_pool_runs_gpu_tasks_on_leased_devices(service):
+    with gpuflow.Pool(endpoint=service, cpu_workers=1) as pool:
+        assert [w.kind for w in pool.workers()].count("gpu") == 2, "the service's devices"
+        seen = []
+
+        def body():
+            seen.append(gpuflow.current_task().env().device)
+            return 1
+
+        futures = [pool.submit(body, resources={"GPU": 1}) for _ in range(6)]
+        assert sum(f.result() for f in futures) == 6
+        assert all(d in (0, 1) for d in seen), seen
+        clients = pool.service_status()["clients"]
+        assert os.getpid() in [c["pid"] for c in clients]
+    time.sleep(0.3)  # the connection closes with the pool
+    with gpuflow.Pool(endpoint=service, cpu_workers=1) as watcher:
+        status = watcher.service_status()
+        assert status["leases"] == []
+        assert all(d["share_in_use"] == 0 for d in status["devices"])
+
+
+def test_lease_names_its_devices_and_shows_in_status(service):
+    with gpuflow.Pool(endpoint=service, cpu_workers=1) as pool:
+        with pool.lease(gpus=0.5, name="notebook") as lease:
+            assert len(lease.devices) == 1
+            d = lease.devices[0]
+            assert d.share == 0.5 and d.memory == 32 << 20
+            assert lease.cuda_visible_devices == d.uuid and d.uuid.startswith("GPU-")
+            held = pool.service_status()["leases"]
+            assert [(l["lease_id"], l["name"], l["pid"]) for l in held] == \
+                [(lease.id, "notebook", os.getpid())]
+            assert not lease.revoked
+        assert pool.service_status()["leases"] == []
+        lease.release()  # idempotent
+
+
+def test_a_lease_that_cannot_be_had_in_time_raises_timeout(service):
+    with gpuflow.Pool(endpoint=service, cpu_workers=1) as pool:
+        with pool.lease(gpus=2):
+            start = time.monotonic()
+            with pytest.raises(TimeoutError):
+                pool.lease(gpus=1, timeout=0.2)
+            assert time.monotonic() - start < 5
+        with pytest.raises(gpuflow.InfeasibleError, match="3"):
+            pool.lease(gpus=3)
+
+
+def test_an_embedded_pool_has_no_leases():
+    with gpuflow.Pool(cpu_workers=1, emulated_devices=1, backend="host",
+                      endpoint="embedded") as pool:
+        with pytest.raises(gpuflow.StateError, match="embedded"):
+            pool.lease(gpus=1)
+
+
+def test_gpuflow_pool_in_the_environment_connects_dask(service, tmp_path):
+    script = textwrap.dedent("""
+        import json, os, dask
+        import gpuflow, gpuflow.dask
+        with dask.annotate(resources={"GPU": 1}):
+            parts = [dask.delayed(lambda i: i * i)(i) for i in range(8)]
+        total = dask.delayed(sum)(parts)
+        print(json.dumps({"total": total.compute(scheduler="gpuflow"),
+                          "clients": [c["pid"] for c in
+                                      gpuflow.dask.default_pool().service_status()["clients"]],
+                          "pid": os.getpid()}))
+    """)
+    env = dict(os.environ, GPUFLOW_POOL=service)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["total"] == sum(i * i for i in range(8))
+    assert result["pid"] in result["clients"], "the Dask scheduler's pool is the service's client"
+    log = (tmp_path / "serve.log").read_text()
+    assert "lease" in log and "granted" in log, log
