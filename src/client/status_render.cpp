@@ -87,9 +87,9 @@ std::string status_text(const std::vector<uint8_t> &payload) {
   const wire::StatusReply &s = *wire::message_of(payload)->body_as_StatusReply();
   std::string out = format("gpuflow service at %s (pid %u, up %s)\n", str(s.endpoint()).c_str(),
                            s.service_pid(), age_text(s.started_ms()).c_str());
-  out += "\nDEVICE  NAME                      MEMORY      IN USE  MEMORY IN USE  UUID\n";
+  out += "\nDEVICE  NAME                           MEMORY      IN USE  MEMORY IN USE  UUID\n";
   for (const wire::DeviceStatus *d : items(s.devices())) {
-    out += format("gpu:%-3d %-25.25s %-11s %5.0f%%  %-13s  %s\n", d->ordinal(),
+    out += format("gpu:%-3d %-30.30s %-11s %5.0f%%  %-13s  %s\n", d->ordinal(),
                   (str(d->name()) + (d->emulated() ? " (emulated)" : "")).c_str(),
                   bytes_text(d->memory()).c_str(), d->share_in_use() * 100,
                   bytes_text(d->memory_in_use()).c_str(), str(d->uuid()).c_str());
