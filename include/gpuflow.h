@@ -965,7 +965,9 @@ typedef void (*gf_log_fn)(const char *line, void *user_data);
  *   that group, for a node-wide service.
  * - usage_half_life_s: how fast past use is forgotten by fair share; 0: 300 s.
  * - client_gpu_cap / user_gpu_cap: GPUs one client / one user may hold at once; 0: no cap.
- * - log / log_user_data: where log lines go; NULL: standard error. */
+ * - log / log_user_data: where log lines go; NULL: standard error.
+ * - user_weights: fair-share weights of users, "alice=3,bob=1,1001=2" (names or uids); users
+ *   not listed weigh 1. Each user's clients share that user's part. NULL: all 1. */
 typedef struct gf_service_config {
   uint32_t struct_size;
   const gf_pool_config *pool;
@@ -976,6 +978,7 @@ typedef struct gf_service_config {
   double user_gpu_cap;
   gf_log_fn log;
   void *log_user_data;
+  const char *user_weights;
 } gf_service_config;
 
 #define GF_SERVICE_CONFIG_INIT                         \
@@ -988,7 +991,8 @@ typedef struct gf_service_config {
         0.0,                   /* client_gpu_cap */    \
         0.0,                   /* user_gpu_cap */      \
         NULL,                  /* log */               \
-        NULL                   /* log_user_data */     \
+        NULL,                  /* log_user_data */     \
+        NULL                   /* user_weights */      \
   }
 
 /* Starts a service on its own thread; returns once it accepts connections. Ownership of *out

@@ -1,4 +1,10 @@
 // C shims: running the node's service in this process.
+#include <pwd.h>
+
+#include <cstdlib>
+#include <map>
+#include <vector>
+
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
@@ -14,6 +20,43 @@ double non_negative(double value, const char *field) {
          std::string("gf_service_config.") + field + " must be a finite number >= 0");
   }
   return value;
+}
+
+// "alice=3,bob=1,1001=2" -> uid -> weight.
+std::map<uint32_t, double> parse_user_weights(const char *text) {
+  std::map<uint32_t, double> out;
+  if (!text) return out;
+  std::string list = text;
+  size_t start = 0;
+  while (start < list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    const std::string item = list.substr(start, end - start);
+    start = end + 1;
+    const size_t eq = item.find('=');
+    const std::string user = item.substr(0, eq);
+    char *rest = nullptr;
+    const double weight = eq == std::string::npos ? 0 : std::strtod(item.c_str() + eq + 1, &rest);
+    if (user.empty() || eq == std::string::npos || !rest || *rest || !(weight > 0) ||
+        weight > 1e6) {
+      fail(GF_ERR_INVALID_ARGUMENT, "gf_service_config.user_weights: '" + item +
+                                        "' is not USER=WEIGHT with a weight in (0, 1e6]");
+    }
+    char *digits_end = nullptr;
+    const unsigned long uid = std::strtoul(user.c_str(), &digits_end, 10);
+    if (*digits_end == '\0') {
+      out[static_cast<uint32_t>(uid)] = weight;
+      continue;
+    }
+    struct passwd entry {};
+    struct passwd *found = nullptr;
+    std::vector<char> buffer(1 << 14);
+    if (::getpwnam_r(user.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 || !found) {
+      fail(GF_ERR_INVALID_ARGUMENT, "gf_service_config.user_weights: no user named '" + user + "'");
+    }
+    out[found->pw_uid] = weight;
+  }
+  return out;
 }
 
 }  // namespace
@@ -36,6 +79,7 @@ GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *con
         c.usage_half_life_s > 0 ? non_negative(c.usage_half_life_s, "usage_half_life_s") : 300.0;
     options.policy.client_gpu_cap = non_negative(c.client_gpu_cap, "client_gpu_cap");
     options.policy.user_gpu_cap = non_negative(c.user_gpu_cap, "user_gpu_cap");
+    options.policy.user_weights = parse_user_weights(c.user_weights);
     if (c.log) {
       options.log = [log = c.log, user = c.log_user_data](const std::string &line) {
         log(line.c_str(), user);

@@ -27,7 +27,7 @@ constexpr int kExitError = 2;
 
 const char *kServiceUsage = R"(usage:
   gpuflow serve  [pool options] [--socket PATH] [--group NAME] [--client-gpu-cap N]
-                 [--user-gpu-cap N] [--usage-half-life SECONDS]
+                 [--user-gpu-cap N] [--user-weights USER=W,...] [--usage-half-life SECONDS]
   gpuflow lease  [--pool ENDPOINT] [--gpus N] [--gpu-memory SIZE] [--cpus N] [--device ORDINAL]...
                  [--timeout SECONDS] [--name TEXT] -- COMMAND [ARGS...]
   gpuflow status [--pool ENDPOINT] [--json]
@@ -48,7 +48,7 @@ exit codes: lease: COMMAND's, or 2 when no lease was granted; others: 0 ok, 2 er
 
 struct Args {
   std::string command;
-  std::string endpoint, socket, group, name;
+  std::string endpoint, socket, group, name, user_weights;
   double gpus = -1, cpus = 0, timeout_s = -1;
   uint64_t gpu_memory = 0;
   std::vector<int32_t> lease_devices;
@@ -133,6 +133,8 @@ Args parse(int argc, char **argv) {
       a.client_cap = to_number(value(), o);
     } else if (o == "--user-gpu-cap") {
       a.user_cap = to_number(value(), o);
+    } else if (o == "--user-weights") {
+      a.user_weights = value();
     } else if (o == "--usage-half-life") {
       a.half_life = to_number(value(), o);
     } else if (o == "--backend") {
@@ -206,6 +208,7 @@ int cmd_serve(const Args &a) {
   config.client_gpu_cap = a.client_cap;
   config.user_gpu_cap = a.user_cap;
   config.usage_half_life_s = a.half_life;
+  config.user_weights = a.user_weights.empty() ? nullptr : a.user_weights.c_str();
   // Blocked before the service's thread exists, so only sigwait below sees them.
   sigset_t stop;
   sigemptyset(&stop);

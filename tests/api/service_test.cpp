@@ -1,0 +1,381 @@
+// The shared pool through the public ABI, in one process: a service started with
+// gf_service_start, pools connected to it, leases, and every misuse a caller can make of them.
+// (Several processes against one service: tests/service/.)
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "test_support.hpp"
+
+namespace {
+using namespace gft;
+
+constexpr uint64_t MiB = 1ull << 20;
+
+struct ServiceStop {
+  void operator()(gf_service *s) const { gf_service_stop(s); }
+};
+using Service = std::unique_ptr<gf_service, ServiceStop>;
+
+struct LeaseRelease {
+  void operator()(gf_lease *l) const { gf_lease_release(l); }
+};
+using Lease = std::unique_ptr<gf_lease, LeaseRelease>;
+
+// A fresh directory for sockets, removed with its contents at the end.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char templ[] = "/tmp/gf-service-test-XXXXXX";
+    path = mkdtemp(templ);
+  }
+  ~TempDir() { std::system(("rm -rf " + path).c_str()); }
+};
+
+struct Log {
+  std::mutex mu;
+  std::string text;
+  static void write(const char *line, void *self) {
+    auto *log = static_cast<Log *>(self);
+    std::lock_guard lock(log->mu);
+    log->text += std::string(line) + "\n";
+  }
+  bool has(const std::string &needle) {
+    std::lock_guard lock(mu);
+    return text.find(needle) != std::string::npos;
+  }
+};
+
+Service start_service(const std::string &socket, int devices, Log *log = nullptr,
+                      const char *user_weights = nullptr) {
+  gf_pool_config pool = host_config(2, devices, 64 * MiB);
+  gf_service_config c = GF_SERVICE_CONFIG_INIT;
+  c.pool = &pool;
+  c.socket_path = socket.c_str();
+  c.user_weights = user_weights;
+  if (log) {
+    c.log = Log::write;
+    c.log_user_data = log;
+  }
+  gf_service *s = nullptr;
+  const gf_status st = gf_service_start(&s, &c);
+  EXPECT_EQ(st, GF_OK) << describe(st);
+  return Service(s);
+}
+
+Pool connect(const std::string &endpoint) {
+  gf_pool_config c = host_config(1, 1);
+  c.endpoint = endpoint.c_str();
+  return make_pool(c);
+}
+
+gf_lease_request whole(double gpus) {
+  gf_lease_request r = GF_LEASE_REQUEST_INIT;
+  r.gpus = gpus;
+  return r;
+}
+
+TEST(Service, StartsListeningAndStopsRemovingItsSocket) {
+  TempDir dir;
+  const std::string socket = dir.path + "/gf.sock";
+  Service service = start_service(socket, 2);
+  ASSERT_NE(service, nullptr);
+  EXPECT_EQ(std::string(gf_service_endpoint(service.get())), "unix://" + socket);
+  struct stat st {};
+  ASSERT_EQ(::stat(socket.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "only the service's owner may connect by default";
+  service.reset();
+  EXPECT_NE(::stat(socket.c_str(), &st), 0) << "the socket file outlived the service";
+}
+
+TEST(Service, ALiveServiceIsNotReplacedButAStaleSocketIs) {
+  TempDir dir;
+  const std::string socket = dir.path + "/gf.sock";
+  Service first = start_service(socket, 1);
+  gf_service_config c = GF_SERVICE_CONFIG_INIT;
+  c.socket_path = socket.c_str();
+  gf_service *second = nullptr;
+  std::string m = GF_EXPECT_STATUS(GF_ERR_STATE, gf_service_start(&second, &c));
+  EXPECT_NE(m.find("already listens"), std::string::npos) << m;
+  EXPECT_EQ(second, nullptr);
+  first.reset();
+  // A socket file nobody listens on (a killed service's) is replaced.
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", socket.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+  ::close(fd);
+  Service again = start_service(socket, 1);
+  EXPECT_NE(again, nullptr);
+}
+
+TEST(Service, RefusesToReplaceAFileThatIsNotASocket) {
+  TempDir dir;
+  const std::string path = dir.path + "/precious.txt";
+  std::ofstream(path) << "data";
+  gf_service_config c = GF_SERVICE_CONFIG_INIT;
+  c.socket_path = path.c_str();
+  gf_service *s = nullptr;
+  std::string m = GF_EXPECT_STATUS(GF_ERR_STATE, gf_service_start(&s, &c));
+  EXPECT_NE(m.find("not a socket"), std::string::npos) << m;
+  std::ifstream in(path);
+  std::string content;
+  in >> content;
+  EXPECT_EQ(content, "data");
+}
+
+TEST(Service, BadConfigurationsNameTheField) {
+  gf_service_config c = GF_SERVICE_CONFIG_INIT;
+  gf_service *s = nullptr;
+  c.struct_size = 3;
+  GF_EXPECT_STATUS(GF_ERR_STRUCT_SIZE, gf_service_start(&s, &c));
+  c = GF_SERVICE_CONFIG_INIT;
+  c.client_gpu_cap = -1;
+  std::string m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_service_start(&s, &c));
+  EXPECT_NE(m.find("client_gpu_cap"), std::string::npos) << m;
+  c = GF_SERVICE_CONFIG_INIT;
+  c.user_weights = "root=two";
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_service_start(&s, &c));
+  EXPECT_NE(m.find("root=two"), std::string::npos) << m;
+  c.user_weights = "no-such-user-here=2";
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_service_start(&s, &c));
+  EXPECT_NE(m.find("no-such-user-here"), std::string::npos) << m;
+  EXPECT_EQ(s, nullptr);
+  EXPECT_EQ(gf_service_endpoint(nullptr), nullptr);
+  gf_service_stop(nullptr);  // ignored
+}
+
+TEST(Service, AConnectedPoolMirrorsTheServicesDevices) {
+  TempDir dir;
+  Service service = start_service(dir.path + "/gf.sock", 3);
+  Pool pool = connect(gf_service_endpoint(service.get()));
+  ASSERT_NE(pool, nullptr);
+  uint32_t devices = 0;
+  GF_ASSERT_OK(gf_pool_device_count(&devices, pool.get()));
+  EXPECT_EQ(devices, 3u) << "the pool's own config asked for 1: the service's devices win";
+}
+
+TEST(Service, ConnectingWhereNothingListensNamesTheEndpoint) {
+  TempDir dir;
+  gf_pool_config c = host_config(1, 1);
+  const std::string endpoint = "unix://" + dir.path + "/nobody.sock";
+  c.endpoint = endpoint.c_str();
+  gf_pool *p = nullptr;
+  std::string m = GF_EXPECT_STATUS(GF_ERR_SYSTEM, gf_pool_create(&p, &c));
+  EXPECT_NE(m.find(endpoint), std::string::npos) << m;
+  EXPECT_NE(m.find("gpuflow serve"), std::string::npos) << m;
+  c.endpoint = "tcp://example:1";
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_pool_create(&p, &c));
+  EXPECT_NE(m.find("tcp://example:1"), std::string::npos) << m;
+  EXPECT_EQ(p, nullptr);
+}
+
+TEST(Service, LeasesNameTheirDevicesAndComeBack) {
+  TempDir dir;
+  Log log;
+  Service service = start_service(dir.path + "/gf.sock", 2, &log);
+  Pool pool = connect(gf_service_endpoint(service.get()));
+  gf_lease_request r = whole(0.5);
+  r.name = "half";
+  gf_lease *raw = nullptr;
+  GF_ASSERT_OK(gf_lease_acquire(&raw, pool.get(), &r, 1000));
+  Lease lease(raw);
+  uint64_t id = 0;
+  uint32_t count = 0;
+  double cpus = -1;
+  GF_ASSERT_OK(gf_lease_info(&id, &count, &cpus, lease.get()));
+  EXPECT_GT(id, 0u);
+  ASSERT_EQ(count, 1u);
+  EXPECT_EQ(cpus, 0.0);
+  gf_lease_device d = GF_LEASE_DEVICE_INIT;
+  GF_ASSERT_OK(gf_lease_device_info(&d, lease.get(), 0));
+  EXPECT_EQ(d.share, 0.5);
+  EXPECT_EQ(d.memory, 32 * MiB);
+  EXPECT_EQ(std::string(d.uuid).rfind("GPU-", 0), 0u) << d.uuid;
+  GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_lease_device_info(&d, lease.get(), 1));
+  int32_t revoked = -1;
+  GF_ASSERT_OK(gf_lease_revoked(&revoked, lease.get()));
+  EXPECT_EQ(revoked, 0);
+
+  gf_bytes status{};
+  GF_ASSERT_OK(gf_pool_service_status(&status, pool.get(), GF_STATUS_JSON));
+  std::string json(static_cast<const char *>(status.data), status.size);
+  gf_bytes_free(&status);
+  EXPECT_NE(json.find("\"name\":\"half\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"pid\":" + std::to_string(getpid())), std::string::npos) << json;
+  GF_ASSERT_OK(gf_pool_service_status(&status, pool.get(), GF_STATUS_TEXT));
+  std::string text(static_cast<const char *>(status.data), status.size);
+  gf_bytes_free(&status);
+  EXPECT_NE(text.find("gpu:0x0.5"), std::string::npos) << text;
+
+  GF_ASSERT_OK(gf_lease_release(lease.release()));
+  EXPECT_TRUE(log.has("released lease " + std::to_string(id))) << log.text;
+  GF_ASSERT_OK(gf_pool_service_status(&status, pool.get(), GF_STATUS_JSON));
+  json.assign(static_cast<const char *>(status.data), status.size);
+  gf_bytes_free(&status);
+  EXPECT_NE(json.find("\"leases\":[]"), std::string::npos) << json;
+}
+
+TEST(Service, LeaseMisuseIsAClearError) {
+  TempDir dir;
+  Service service = start_service(dir.path + "/gf.sock", 2);
+  Pool pool = connect(gf_service_endpoint(service.get()));
+  gf_lease *lease = nullptr;
+  gf_lease_request r = whole(1.5);
+  std::string m =
+      GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_lease_acquire(&lease, pool.get(), &r, 0));
+  EXPECT_NE(m.find("gpus"), std::string::npos) << m;
+  r = whole(0);
+  GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_lease_acquire(&lease, pool.get(), &r, 0));
+  r = whole(3);
+  m = GF_EXPECT_STATUS(GF_ERR_INFEASIBLE, gf_lease_acquire(&lease, pool.get(), &r, 0));
+  EXPECT_NE(m.find("3"), std::string::npos) << m;
+  r = whole(1);
+  int32_t missing = 7;
+  r.devices = &missing;
+  r.device_count = 1;
+  GF_EXPECT_STATUS(GF_ERR_INFEASIBLE, gf_lease_acquire(&lease, pool.get(), &r, 0));
+  r = whole(1);
+  r.struct_size = 5;
+  GF_EXPECT_STATUS(GF_ERR_STRUCT_SIZE, gf_lease_acquire(&lease, pool.get(), &r, 0));
+  r = whole(1);
+  GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_lease_acquire(nullptr, pool.get(), &r, 0));
+  GF_EXPECT_STATUS(GF_ERR_INVALID_HANDLE, gf_lease_acquire(&lease, nullptr, &r, 0));
+  EXPECT_EQ(lease, nullptr);
+  EXPECT_EQ(gf_lease_release(nullptr), GF_OK);
+  GF_EXPECT_STATUS(GF_ERR_INVALID_HANDLE,
+                   gf_lease_info(nullptr, nullptr, nullptr, reinterpret_cast<gf_lease *>(8)));
+  // A released handle is stale, not a crash.
+  gf_lease *held = nullptr;
+  GF_ASSERT_OK(gf_lease_acquire(&held, pool.get(), &r, 1000));
+  GF_ASSERT_OK(gf_lease_release(held));
+  GF_EXPECT_STATUS(GF_ERR_INVALID_HANDLE, gf_lease_release(held));
+  int32_t revoked = 0;
+  GF_EXPECT_STATUS(GF_ERR_INVALID_HANDLE, gf_lease_revoked(&revoked, held));
+}
+
+TEST(Service, AnEmbeddedPoolHasNoLeasesAndNoServiceStatus) {
+  gf_pool_config c = host_config(1, 1);
+  c.endpoint = "embedded";
+  Pool pool = make_pool(c);
+  gf_lease *lease = nullptr;
+  gf_lease_request r = whole(1);
+  std::string m = GF_EXPECT_STATUS(GF_ERR_STATE, gf_lease_acquire(&lease, pool.get(), &r, 0));
+  EXPECT_NE(m.find("embedded"), std::string::npos) << m;
+  gf_bytes status{};
+  GF_EXPECT_STATUS(GF_ERR_STATE, gf_pool_service_status(&status, pool.get(), GF_STATUS_TEXT));
+}
+
+TEST(Service, WaitingForALeaseTimesOutAndNowOrNeverDoesNotWait) {
+  TempDir dir;
+  Service service = start_service(dir.path + "/gf.sock", 1);
+  Pool pool = connect(gf_service_endpoint(service.get()));
+  gf_lease_request r = whole(1);
+  gf_lease *held = nullptr;
+  GF_ASSERT_OK(gf_lease_acquire(&held, pool.get(), &r, 1000));
+  Lease keep(held);
+  gf_lease *second = nullptr;
+  auto start = std::chrono::steady_clock::now();
+  GF_EXPECT_STATUS(GF_TIMEOUT, gf_lease_acquire(&second, pool.get(), &r, 200));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 150ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  GF_EXPECT_STATUS(GF_TIMEOUT, gf_lease_acquire(&second, pool.get(), &r, 0));
+  EXPECT_EQ(second, nullptr);
+  // The timed-out requests left no trace: once the device is back, a new one gets it.
+  keep.reset();
+  GF_ASSERT_OK(gf_lease_acquire(&second, pool.get(), &r, 1000));
+  gf_lease_release(second);
+}
+
+TEST(Service, AStoppedServiceFailsWaitingCallsNamingTheEndpoint) {
+  TempDir dir;
+  Service service = start_service(dir.path + "/gf.sock", 1);
+  const std::string endpoint = gf_service_endpoint(service.get());
+  Pool pool = connect(endpoint);
+  gf_lease_request r = whole(1);
+  gf_lease *held = nullptr;
+  GF_ASSERT_OK(gf_lease_acquire(&held, pool.get(), &r, 1000));
+  gf_status waited = GF_OK;
+  std::string message;
+  std::thread waiter([&] {
+    gf_lease *never = nullptr;
+    waited = gf_lease_acquire(&never, pool.get(), &r, -1);  // blocks: the device is held
+    message = last_error();
+  });
+  std::this_thread::sleep_for(100ms);
+  service.reset();
+  waiter.join();
+  EXPECT_EQ(waited, GF_ERR_SYSTEM);
+  EXPECT_NE(message.find(endpoint), std::string::npos) << message;
+  int32_t revoked = 0;
+  GF_ASSERT_OK(gf_lease_revoked(&revoked, held));
+  EXPECT_EQ(revoked, 1) << "a lease whose service is gone reads as revoked";
+  std::string m = GF_EXPECT_STATUS(GF_ERR_SYSTEM, gf_lease_release(held));
+  EXPECT_NE(m.find(endpoint), std::string::npos) << m;
+}
+
+TEST(Service, ConnectedPoolsTakeTurnsOnOneDeviceAndHandItBack) {
+  TempDir dir;
+  Log log;
+  Service service = start_service(dir.path + "/gf.sock", 1, &log);
+  Pool a = connect(gf_service_endpoint(service.get()));
+  Pool b = connect(gf_service_endpoint(service.get()));
+  // Both pools run GPU tasks on the one device; each task records its interval. No interval of
+  // one pool may overlap one of the other: the device is leased to one process at a time.
+  std::mutex mu;
+  std::vector<std::tuple<char, double, double>> spans;
+  auto now = [] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  auto graph_for = [&](char who) {
+    Graph g = make_graph();
+    for (int i = 0; i < 6; ++i) {
+      TaskSpec s;
+      s.resources = {{"GPU", 1}};
+      s.gpu = [&, who](gf_task_ctx *) {
+        double t0 = now();
+        std::this_thread::sleep_for(10ms);
+        std::lock_guard lock(mu);
+        spans.emplace_back(who, t0, now());
+        return 0;
+      };
+      must_add_task(g.get(), s);
+    }
+    return g;
+  };
+  Graph ga = graph_for('a'), gb = graph_for('b');
+  RunPtr ra(submit(a.get(), ga.get())), rb(submit(b.get(), gb.get()));
+  GF_ASSERT_OK(gf_run_wait(ra.get(), 30000));
+  GF_ASSERT_OK(gf_run_wait(rb.get(), 30000));
+  ASSERT_EQ(spans.size(), 12u);
+  for (const auto &[w1, s1, e1] : spans) {
+    for (const auto &[w2, s2, e2] : spans) {
+      if (w1 != w2) {
+        EXPECT_FALSE(s1 < e2 && s2 < e1) << "a and b ran on the device at once";
+      }
+    }
+  }
+  // After the linger both hand the device back.
+  EXPECT_TRUE(wait_until(
+      [&] {
+        gf_bytes status{};
+        if (gf_pool_service_status(&status, a.get(), GF_STATUS_JSON) != GF_OK) return false;
+        std::string json(static_cast<const char *>(status.data), status.size);
+        gf_bytes_free(&status);
+        return json.find("\"leases\":[]") != std::string::npos;
+      },
+      5000ms))
+      << log.text;
+}
+
+}  // namespace
