@@ -379,3 +379,49 @@ TEST(Service, ConnectedPoolsTakeTurnsOnOneDeviceAndHandItBack) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Service, ARevokedDeviceIsHandedBackBetweenTasksAndTheRunStillCompletes) {
+  TempDir dir;
+  Log log;
+  Service service = start_service(dir.path + "/gf.sock", 1, &log);
+  Pool busy = connect(gf_service_endpoint(service.get()));
+  Pool other = connect(gf_service_endpoint(service.get()));
+  // `busy` keeps the one device busy with a long stream of short tasks; `other` asks for the
+  // device. Fair share makes the service ask `busy` for it back: busy stops starting tasks,
+  // hands it back between two of them, gets it again after `other` is done, and finishes.
+  std::atomic<int> done{0};
+  Graph g = make_graph();
+  constexpr int kTasks = 60;
+  for (int i = 0; i < kTasks; ++i) {
+    TaskSpec s;
+    s.resources = {{"GPU", 1}};
+    s.gpu = [&](gf_task_ctx *) {
+      std::this_thread::sleep_for(40ms);
+      done++;
+      return 0;
+    };
+    must_add_task(g.get(), s);
+  }
+  RunPtr run(submit(busy.get(), g.get()));
+  ASSERT_TRUE(wait_until([&] { return done.load() > 0; }, 5000ms));
+  gf_lease_request r = whole(1);
+  gf_lease *lease = nullptr;
+  auto asked = std::chrono::steady_clock::now();
+  GF_ASSERT_OK(gf_lease_acquire(&lease, other.get(), &r, 20000));
+  auto waited = std::chrono::steady_clock::now() - asked;
+  const int done_when_granted = done.load();
+  EXPECT_LT(done_when_granted, kTasks) << "the lease came only after the whole run";
+  EXPECT_LT(waited, 5s);
+  EXPECT_TRUE(log.has("to hand back lease")) << log.text;
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(done.load(), done_when_granted) << "busy ran tasks on a device leased to another";
+  GF_ASSERT_OK(gf_lease_release(lease));
+  GF_ASSERT_OK(gf_run_wait(run.get(), 60000));
+  EXPECT_EQ(done.load(), kTasks);
+  run.reset();
+  expect_ledger_idle(busy.get());
+}
+
+}  // namespace
