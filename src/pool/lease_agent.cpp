@@ -16,25 +16,28 @@ double now_s() {
 
 }  // namespace
 
+void LeaseAgent::Mailbox::poke() {
+  {
+    std::lock_guard lock(mu);
+    poked = true;
+  }
+  wake.notify_one();
+}
+
 LeaseAgent::LeaseAgent(Scheduler &scheduler, std::shared_ptr<client::Connection> connection,
                        std::vector<Device> devices, std::string name, double linger_s)
     : scheduler_(scheduler),
       connection_(std::move(connection)),
       name_(std::move(name)),
       linger_s_(linger_s) {
-  guard_->agent = this;
   for (const Device &d : devices) {
     Slot slot;
     slot.device = d;
     slots_.push_back(slot);
     scheduler_.ungrant(d.worker);
   }
-  auto poke_through = [guard = guard_] {
-    std::lock_guard lock(guard->mu);
-    if (guard->agent) guard->agent->poke();
-  };
-  connection_->on_revoke([poke_through](uint64_t) { poke_through(); });
-  scheduler_.set_demand_listener(poke_through);
+  connection_->on_revoke([mailbox = mailbox_](uint64_t) { mailbox->poke(); });
+  scheduler_.set_demand_listener([mailbox = mailbox_] { mailbox->poke(); });
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -42,25 +45,25 @@ LeaseAgent::~LeaseAgent() {
   stop();
 }
 
-void LeaseAgent::poke() {
-  {
-    std::lock_guard lock(mu_);
-    poked_ = true;
-  }
-  wake_.notify_one();
-}
-
 void LeaseAgent::stop() {
+  if (stopped_) return;
+  stopped_ = true;
   {
-    std::lock_guard lock(mu_);
-    if (stopping_) return;
-    stopping_ = true;
+    std::lock_guard lock(mailbox_->mu);
+    mailbox_->stopping = true;
   }
-  wake_.notify_one();
+  mailbox_->wake.notify_one();
   if (thread_.joinable()) thread_.join();
+  std::vector<Answer> late;
   {
-    std::lock_guard lock(guard_->mu);  // waits for a callback under way
-    guard_->agent = nullptr;
+    std::lock_guard lock(mailbox_->mu);
+    late.swap(mailbox_->answers);
+  }
+  for (const Answer &a : late) {
+    if (a.granted) {
+      slots_[a.slot].state = State::kHeld;
+      slots_[a.slot].lease = a.lease;
+    }
   }
   for (Slot &slot : slots_) {
     scheduler_.ungrant(slot.device.worker);
@@ -75,107 +78,99 @@ void LeaseAgent::stop() {
 }
 
 void LeaseAgent::loop() {
+  std::vector<Answer> answers;
   for (;;) {
     {
-      std::unique_lock lock(mu_);
-      wake_.wait_for(lock, kTick, [this] { return poked_ || stopping_; });
-      if (stopping_) return;
-      poked_ = false;
+      std::unique_lock lock(mailbox_->mu);
+      mailbox_->wake.wait_for(lock, kTick,
+                              [this] { return mailbox_->poked || mailbox_->stopping; });
+      if (mailbox_->stopping) return;
+      mailbox_->poked = false;
+      answers.swap(mailbox_->answers);
     }
+    for (const Answer &a : answers) apply(a);
+    answers.clear();
     const double t = now_s();
-    for (size_t i = 0; i < slots_.size(); ++i) step(i, t);
+    for (Slot &slot : slots_) step(slot, t);
   }
 }
 
-void LeaseAgent::step(size_t i, double t) {
-  Slot s;
-  {
-    std::lock_guard lock(mu_);
-    s = slots_[i];
-  }
-  const uint32_t w = s.device.worker;
+void LeaseAgent::step(Slot &slot, double t) {
+  const uint32_t w = slot.device.worker;
   if (!connection_->alive()) {
-    if (s.state == State::kAsking) return;  // its callback runs with the connection's end
-    scheduler_.ungrant(w);
+    if (slot.state == State::kAsking) return;  // its answer comes with the connection's end
+    if (slot.granted) scheduler_.ungrant(w);
+    slot.state = State::kIdle;
+    slot.granted = false;
     if (scheduler_.has_work(w)) {
       scheduler_.fail_placed(w, "the gpuflow service at " + connection_->endpoint() +
                                     " is gone, so this process holds no device");
     }
-    std::lock_guard lock(mu_);
-    slots_[i].state = State::kIdle;
-    slots_[i].granted = false;
     return;
   }
-  switch (s.state) {
+  switch (slot.state) {
     case State::kAsking:
-      return;  // granted() moves it on
+      return;  // apply() moves it on
     case State::kIdle: {
       if (!scheduler_.has_work(w)) return;
-      {
-        std::lock_guard lock(mu_);
-        slots_[i].state = State::kAsking;
-      }
+      slot.state = State::kAsking;
       client::LeaseAsk ask;
       ask.gpus = 1;
-      ask.devices = {s.device.ordinal};
+      ask.devices = {slot.device.ordinal};
       ask.name = name_;
-      connection_->acquire_async(ask,
-                                 [guard = guard_, i](const client::Grant *grant, gf_status status,
-                                                     const std::string &why) {
-                                   std::lock_guard lock(guard->mu);
-                                   if (guard->agent) guard->agent->granted(i, grant, status, why);
-                                   // A grant after stop() needs no handing back: the pool's
-                                   // connection closes with it.
-                                 });
+      const size_t index = static_cast<size_t>(&slot - slots_.data());
+      connection_->acquire_async(
+          ask, [mailbox = mailbox_, index](const client::Grant *grant, gf_status status,
+                                           const std::string &why) {
+            {
+              std::lock_guard lock(mailbox->mu);
+              mailbox->answers.push_back(
+                  Answer{index, grant != nullptr, grant ? grant->lease_id : 0, status, why});
+            }
+            mailbox->poke();
+          });
       return;
     }
     case State::kHeld: {
-      const bool revoked = connection_->revoked(s.lease);
+      const bool revoked = connection_->revoked(slot.lease);
       const bool busy = scheduler_.has_work(w);
-      if (busy) s.last_busy = t;
-      if (!revoked && (busy || t - s.last_busy < linger_s_)) {
-        if (busy && !s.granted) {  // work came back while the running tasks drained
+      if (busy) slot.last_busy = t;
+      if (!revoked && (busy || t - slot.last_busy < linger_s_)) {
+        if (busy && !slot.granted) {  // work came back while the running tasks drained
           scheduler_.grant(w);
-          s.granted = true;
+          slot.granted = true;
         }
-      } else {
-        // Hand it back: no new tasks here; once the running ones have ended, release it.
-        s.granted = false;
-        if (scheduler_.ungrant(w) == 0) {
-          try {
-            connection_->release(s.lease);
-          } catch (const Error &) {
-            // Gone: the lease ended with the connection; the next step fails what waits.
-          }
-          s.state = State::kIdle;
-          s.lease = 0;
-        }
+        return;
       }
-      std::lock_guard lock(mu_);
-      slots_[i] = s;
+      // Hand it back: no new tasks here; once the running ones have ended, release it.
+      slot.granted = false;
+      if (scheduler_.ungrant(w) > 0) return;
+      try {
+        connection_->release(slot.lease);
+      } catch (const Error &) {
+        // Gone: the lease ended with the connection; the next step fails what waits.
+      }
+      slot.state = State::kIdle;
+      slot.lease = 0;
       return;
     }
   }
 }
 
-void LeaseAgent::granted(size_t i, const client::Grant *grant, gf_status status,
-                         const std::string &why) {
-  uint32_t worker = 0;
-  {
-    std::lock_guard lock(mu_);
-    Slot &slot = slots_[i];
-    worker = slot.device.worker;
-    slot.state = grant ? State::kHeld : State::kIdle;
-    slot.lease = grant ? grant->lease_id : 0;
+void LeaseAgent::apply(const Answer &a) {
+  Slot &slot = slots_[a.slot];
+  if (a.granted) {
+    slot.state = State::kHeld;
+    slot.lease = a.lease;
     slot.last_busy = now_s();
-    slot.granted = grant != nullptr;
+    slot.granted = true;
+    scheduler_.grant(slot.device.worker);
+    return;
   }
-  if (grant) {
-    scheduler_.grant(worker);
-  } else if (status != GF_ERR_SYSTEM) {
-    scheduler_.fail_placed(worker, "the gpuflow service refused this device: " + why);
+  slot.state = State::kIdle;
+  if (a.status != GF_ERR_SYSTEM) {  // a gone service is handled by step()
+    scheduler_.fail_placed(slot.device.worker, "the gpuflow service refused this device: " + a.why);
   }
-  poke();
 }
 
 }  // namespace gf

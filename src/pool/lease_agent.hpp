@@ -33,7 +33,6 @@ class LeaseAgent {
   ~LeaseAgent();  // stop()
   // Ungrants every device, hands back what is held, joins the thread. Idempotent.
   void stop();
-  void poke();  // something changed: look now (safe under the scheduler's lock)
 
  private:
   enum class State { kIdle, kAsking, kHeld };
@@ -44,27 +43,37 @@ class LeaseAgent {
     bool granted = false;  // the scheduler lets the worker start tasks
     double last_busy = 0;
   };
-  // Callbacks from the connection's reader thread and the scheduler reach the agent through
-  // this, so none can land on an agent that has stopped.
-  struct Guard {
+  // The service's answer to a lease request, waiting for the agent's thread.
+  struct Answer {
+    size_t slot = 0;
+    bool granted = false;
+    uint64_t lease = 0;
+    gf_status status = GF_OK;
+    std::string why;
+  };
+  // What other threads hand the agent: pokes (from the scheduler, under its lock) and answers
+  // (from the connection's reader). A leaf: nothing else is locked while its mutex is held, and
+  // it outlives the agent, so a late callback finds it and not a dead agent.
+  struct Mailbox {
     std::mutex mu;
-    LeaseAgent *agent = nullptr;
+    std::condition_variable wake;
+    bool poked = false;
+    bool stopping = false;
+    std::vector<Answer> answers;
+    void poke();
   };
   void loop();
-  void step(size_t slot, double now);
-  void granted(size_t slot, const client::Grant *grant, gf_status status, const std::string &why);
+  void step(Slot &slot, double now);
+  void apply(const Answer &answer);
 
   Scheduler &scheduler_;
   std::shared_ptr<client::Connection> connection_;
   std::string name_;
   double linger_s_;
-  std::shared_ptr<Guard> guard_ = std::make_shared<Guard>();
-  std::mutex mu_;  // never held while calling the scheduler (its lock comes first)
-  std::condition_variable wake_;
-  bool poked_ = false;
-  bool stopping_ = false;
-  std::vector<Slot> slots_;  // a kAsking slot is granted()'s to change; the others, loop()'s
+  std::shared_ptr<Mailbox> mailbox_ = std::make_shared<Mailbox>();
+  std::vector<Slot> slots_;  // the agent's thread's own
   std::thread thread_;
+  bool stopped_ = false;
 };
 
 }  // namespace gf
