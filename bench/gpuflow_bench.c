@@ -13,7 +13,16 @@
  * Timed region = gf_graph_submit + gf_run_wait. Building the graph (gf_graph_create +
  * gf_graph_add_buffer/add_task) is timed separately as build. One untimed warm-up run first.
  * Pool: host backend, one CPU worker per core (GPUFLOW_CPU_WORKERS overrides), no emulated
- * devices; "ncpu" is the number of CPU workers. */
+ * devices; "ncpu" is the number of CPU workers.
+ *
+ * Options after REPEATS (issue 12, shared pools):
+ *   --gpu           the tasks are GPU tasks (gpu_fn only) on D emulated devices, no CPU workers
+ *   --mixed         the tasks have both bodies; CPU workers as above plus D emulated devices
+ *   --devices D     emulated devices of the embedded pool (default 2; match the service's)
+ *   --connected EP  also run on a pool connected to the service at EP, whose devices are held
+ *                   through leases; runs alternate embedded/connected (the order flips each
+ *                   round) and a second JSON line (peer "gpuflow-connected") gives its figures
+ *                   and "vs_embedded", its median tasks/s over the embedded pool's. */
 #define _POSIX_C_SOURCE 200809L
 #include <gpuflow.h>
 
@@ -93,11 +102,19 @@ static int add(gf_task_ctx *ctx, void *user_data) {
 
 /* ---- Graphs ------------------------------------------------------------------------------ */
 
+/* Which workers may run the tasks: 0 CPU only, 1 GPU only (--gpu), 2 either (--mixed). */
+static int body_mode;
+
+static void set_body(gf_task_desc *desc, gf_task_fn fn) {
+  desc->cpu_fn = body_mode == 1 ? NULL : fn;
+  desc->gpu_fn = body_mode == 0 ? NULL : fn;
+}
+
 static gf_graph *build_wide(long n) {
   gf_graph *graph;
   CHECK(gf_graph_create(&graph));
   gf_task_desc desc = GF_TASK_DESC_INIT;
-  desc.cpu_fn = noop;
+  set_body(&desc, noop);
   for (long i = 0; i < n; i++) {
     gf_task task;
     CHECK(gf_graph_add_task(&task, graph, &desc));
@@ -109,7 +126,7 @@ static gf_graph *build_chain(long n) {
   gf_graph *graph;
   CHECK(gf_graph_create(&graph));
   gf_task_desc desc = GF_TASK_DESC_INIT;
-  desc.cpu_fn = chain_step;
+  set_body(&desc, chain_step);
   gf_task prev = {0};
   for (long i = 0; i < n; i++) {
     desc.user_data = (void *)(intptr_t)i;
@@ -132,7 +149,7 @@ static gf_graph *build_tree(long n, gf_data *root) {
   gf_buffer_desc buf = GF_BUFFER_DESC_INIT;
   buf.size = sizeof(int64_t);
   gf_task_desc leaf = GF_TASK_DESC_INIT;
-  leaf.cpu_fn = one;
+  set_body(&leaf, one);
   leaf.output_count = 1;
   for (long i = 0; i < n; i++) {
     gf_task task;
@@ -141,7 +158,7 @@ static gf_graph *build_tree(long n, gf_data *root) {
     CHECK(gf_graph_add_task(&task, graph, &leaf));
   }
   gf_task_desc sum = GF_TASK_DESC_INIT;
-  sum.cpu_fn = add;
+  set_body(&sum, add);
   sum.input_count = 2;
   sum.output_count = 1;
   /* Level by level, in place: level[i / 2] = level[i] + level[i + 1]; an odd one moves up. */
@@ -205,47 +222,43 @@ static double run_once(gf_pool *pool, const char *kind, long n, double *build) {
   return t2 - t1;
 }
 
-int main(int argc, char **argv) {
-  if (argc != 4 ||
-      (strcmp(argv[1], "wide") && strcmp(argv[1], "chain") && strcmp(argv[1], "tree")) ||
-      atol(argv[2]) < 1 || atoi(argv[3]) < 1) {
-    fprintf(stderr, "usage: %s wide|chain|tree N REPEATS   (N >= 1, REPEATS >= 1)\n", argv[0]);
-    return 2;
-  }
-  const char *kind = argv[1];
-  const long n = atol(argv[2]);
-  const int reps = atoi(argv[3]);
-  const long ntasks = !strcmp(kind, "tree") ? 2 * n - 1 : n;
+static void usage(const char *argv0) {
+  fprintf(stderr,
+          "usage: %s wide|chain|tree N REPEATS [--gpu|--mixed] [--devices D] [--connected "
+          "ENDPOINT]   (N >= 1, REPEATS >= 1)\n",
+          argv0);
+  exit(2);
+}
 
+static gf_pool *make_pool(const char *endpoint, int devices, uint32_t *ncpu, uint32_t *ngpu) {
   gf_pool_config config = GF_POOL_CONFIG_INIT;
   config.backend = GF_BACKEND_HOST;
-  config.cpu_workers = 0;       /* default: one per core */
-  config.emulated_devices = -1; /* CPU workers only, like StarPU with STARPU_NCUDA=0 */
+  config.cpu_workers = body_mode == 1 ? -1 : 0; /* default: one per core */
+  /* CPU workers only by default, like StarPU with STARPU_NCUDA=0 */
+  config.emulated_devices = body_mode == 0 ? -1 : devices;
+  config.endpoint = endpoint; /* "embedded", or the service (its devices replace ours) */
   gf_pool *pool;
   CHECK(gf_pool_create(&pool, &config));
-  uint32_t workers = 0, ncpu = 0;
+  uint32_t workers = 0;
+  *ncpu = *ngpu = 0;
   CHECK(gf_pool_worker_count(&workers, pool));
   for (uint32_t w = 0; w < workers; w++) {
     gf_worker_info info = GF_WORKER_INFO_INIT;
     CHECK(gf_pool_worker_info(&info, pool, w));
-    if (info.kind == GF_WORKER_CPU) ncpu++;
+    if (info.kind == GF_WORKER_CPU) ++*ncpu;
+    if (info.kind == GF_WORKER_GPU) ++*ngpu;
   }
+  return pool;
+}
 
-  double b;
-  double *t = malloc((size_t)reps * sizeof(double));
-  double *bs = malloc((size_t)reps * sizeof(double));
-  double *tot = malloc((size_t)reps * sizeof(double));
-  if (!t || !bs || !tot) return 1;
-  run_once(pool, kind, n, &b); /* warm-up */
-  for (int r = 0; r < reps; r++) {
-    t[r] = run_once(pool, kind, n, &bs[r]);
-    tot[r] = t[r] + bs[r];
-  }
-
+/* Prints the JSON line of one pool's runs; sorts t, bs and tot; returns median tasks/s. */
+static double print_line(const char *peer, const char *kind, long n, long ntasks, int reps,
+                         double *t, double *bs, double *tot, uint32_t ncpu, uint32_t ngpu,
+                         double vs) {
   printf(
-      "{\"peer\": \"gpuflow\", \"graph\": \"%s\", \"n\": %ld, \"tasks\": %ld, \"repeats\": %d, "
+      "{\"peer\": \"%s\", \"graph\": \"%s\", \"n\": %ld, \"tasks\": %ld, \"repeats\": %d, "
       "\"times_s\": [",
-      kind, n, ntasks, reps);
+      peer, kind, n, ntasks, reps);
   for (int r = 0; r < reps; r++) printf("%s%.6f", r ? ", " : "", t[r]);
   const double med = median(t, reps); /* sorts t */
   const double build_med = median(bs, reps);
@@ -256,13 +269,92 @@ int main(int argc, char **argv) {
   printf(
       "], \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, \"build_median_s\": %.6f, "
       "\"total_median_s\": %.6f, \"tasks_per_s\": %.1f, \"us_per_task\": %.3f, "
-      "\"total_us_per_task\": %.3f, \"maxrss_mb\": %.1f, \"ncpu\": %u}\n",
+      "\"total_us_per_task\": %.3f, \"maxrss_mb\": %.1f, \"ncpu\": %u",
       med, t[0], t[reps - 1], build_med, total_med, dtasks / med, med / dtasks * 1e6,
       total_med / dtasks * 1e6, (double)ru.ru_maxrss / 1024.0, ncpu);
+  if (body_mode)
+    printf(", \"ngpu\": %u, \"bodies\": \"%s\"", ngpu, body_mode == 1 ? "gpu" : "mixed");
+  if (vs > 0) printf(", \"vs_embedded\": %.3f", vs);
+  printf("}\n");
   fflush(stdout);
-  gf_pool_destroy(pool);
-  free(t);
-  free(bs);
-  free(tot);
+  return dtasks / med;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 4 ||
+      (strcmp(argv[1], "wide") && strcmp(argv[1], "chain") && strcmp(argv[1], "tree")) ||
+      atol(argv[2]) < 1 || atoi(argv[3]) < 1)
+    usage(argv[0]);
+  const char *kind = argv[1];
+  const long n = atol(argv[2]);
+  const int reps = atoi(argv[3]);
+  const long ntasks = !strcmp(kind, "tree") ? 2 * n - 1 : n;
+  int devices = 2;
+  const char *connected = NULL;
+  for (int i = 4; i < argc; i++) {
+    if (!strcmp(argv[i], "--gpu")) {
+      body_mode = 1;
+    } else if (!strcmp(argv[i], "--mixed")) {
+      body_mode = 2;
+    } else if (!strcmp(argv[i], "--devices") && i + 1 < argc && atoi(argv[i + 1]) >= 1) {
+      devices = atoi(argv[++i]);
+    } else if (!strcmp(argv[i], "--connected") && i + 1 < argc) {
+      connected = argv[++i];
+    } else {
+      usage(argv[0]);
+    }
+  }
+
+  /* pools[0]: embedded (private); pools[1]: connected to the service, with --connected. */
+  const int npools = connected ? 2 : 1;
+  gf_pool *pools[2] = {NULL, NULL};
+  uint32_t ncpu[2] = {0, 0}, ngpu[2] = {0, 0};
+  pools[0] = make_pool("embedded", devices, &ncpu[0], &ngpu[0]);
+  if (connected) {
+    pools[1] = make_pool(connected, devices, &ncpu[1], &ngpu[1]);
+    if (ngpu[1] != ngpu[0]) {
+      fprintf(stderr,
+              "gpuflow_bench: the service has %u device(s), the embedded pool %u: pass --devices "
+              "%u\n",
+              ngpu[1], ngpu[0], ngpu[1]);
+      return 2;
+    }
+  }
+
+  double b;
+  double *t[2], *bs[2], *tot[2];
+  for (int p = 0; p < npools; p++) {
+    t[p] = malloc((size_t)reps * sizeof(double));
+    bs[p] = malloc((size_t)reps * sizeof(double));
+    tot[p] = malloc((size_t)reps * sizeof(double));
+    if (!t[p] || !bs[p] || !tot[p]) return 1;
+    run_once(pools[p], kind, n, &b); /* warm-up */
+  }
+  for (int r = 0; r < reps; r++) {
+    for (int i = 0; i < npools; i++) {
+      const int p = r % 2 ? npools - 1 - i : i; /* the order flips each round */
+      t[p][r] = run_once(pools[p], kind, n, &bs[p][r]);
+      tot[p][r] = t[p][r] + bs[p][r];
+    }
+  }
+
+  const double embedded =
+      print_line("gpuflow", kind, n, ntasks, reps, t[0], bs[0], tot[0], ncpu[0], ngpu[0], 0);
+  if (connected) {
+    /* vs_embedded needs the connected median first: print_line computes it, so pass it in. */
+    double *copy = malloc((size_t)reps * sizeof(double));
+    if (!copy) return 1;
+    memcpy(copy, t[1], (size_t)reps * sizeof(double));
+    const double tasks_per_s = (double)ntasks / median(copy, reps);
+    free(copy);
+    print_line("gpuflow-connected", kind, n, ntasks, reps, t[1], bs[1], tot[1], ncpu[1], ngpu[1],
+               tasks_per_s / embedded);
+  }
+  for (int p = 0; p < npools; p++) {
+    gf_pool_destroy(pools[p]);
+    free(t[p]);
+    free(bs[p]);
+    free(tot[p]);
+  }
   return 0;
 }
