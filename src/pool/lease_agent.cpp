@@ -8,7 +8,8 @@ namespace gf {
 
 namespace {
 
-constexpr auto kTick = std::chrono::milliseconds(5);  // how often idle devices are looked at
+// How often held devices are looked at (linger, revocation, running tasks drained).
+constexpr auto kTick = std::chrono::milliseconds(5);
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -80,10 +81,21 @@ void LeaseAgent::stop() {
 void LeaseAgent::loop() {
   std::vector<Answer> answers;
   for (;;) {
+    // With no lease held or asked for, nothing changes until a task is placed on a device or
+    // the connection closes, and both poke: an idle pool does not wake at all.
+    // (A poke that lands between this look and the wait is kept in `poked`.)
+    bool all_idle = true;
+    for (const Slot &slot : slots_) {
+      all_idle = all_idle && slot.state == State::kIdle && !scheduler_.has_work(slot.device.worker);
+    }
     {
       std::unique_lock lock(mailbox_->mu);
-      mailbox_->wake.wait_for(lock, kTick,
-                              [this] { return mailbox_->poked || mailbox_->stopping; });
+      auto woken = [this] { return mailbox_->poked || mailbox_->stopping; };
+      if (all_idle) {
+        mailbox_->wake.wait(lock, woken);
+      } else {
+        mailbox_->wake.wait_for(lock, kTick, woken);
+      }
       if (mailbox_->stopping) return;
       mailbox_->poked = false;
       answers.swap(mailbox_->answers);
