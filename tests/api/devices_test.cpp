@@ -67,6 +67,23 @@ FanGraph producers_then_consumers(int n, uint64_t size) {
   return f;
 }
 
+// Three GPU tasks, make0..2, each writing a kept 16 MiB block (pattern 100 + i).
+std::vector<gf_data> three_kept_blocks(gf_graph *g) {
+  std::vector<gf_data> kept;
+  for (int i = 0; i < 3; ++i) {
+    gf_data d = must_add_buffer(g, ("kept" + std::to_string(i)).c_str(), 16 * MiB, GF_DATA_KEEP);
+    TaskSpec s;
+    s.name = "make" + std::to_string(i);
+    s.outputs = {d};
+    s.gpu = [i](gf_task_ctx *ctx) {
+      return write_pattern(ctx, 0, 16 * MiB, 100 + static_cast<uint64_t>(i)) ? 0 : 1;
+    };
+    must_add_task(g, s);
+    kept.push_back(d);
+  }
+  return kept;
+}
+
 }  // namespace
 
 TEST(Devices, EmulatedDevicesDescribeThemselves) {
@@ -160,19 +177,7 @@ TEST(Devices, ThresholdSpillsKeptResultsThatStayReadable) {
   // Kept results fill a 64 MiB device to 75 %; above a 0.5 threshold the oldest move to host.
   Pool pool = make_pool(one_device(64 * MiB, 0.5));
   Graph g = make_graph();
-  std::vector<gf_data> kept;
-  for (int i = 0; i < 3; ++i) {
-    gf_data d =
-        must_add_buffer(g.get(), ("kept" + std::to_string(i)).c_str(), 16 * MiB, GF_DATA_KEEP);
-    TaskSpec s;
-    s.name = "make" + std::to_string(i);
-    s.outputs = {d};
-    s.gpu = [i](gf_task_ctx *ctx) {
-      return write_pattern(ctx, 0, 16 * MiB, 100 + static_cast<uint64_t>(i)) ? 0 : 1;
-    };
-    must_add_task(g.get(), s);
-    kept.push_back(d);
-  }
+  std::vector<gf_data> kept = three_kept_blocks(g.get());
   RunPtr run(submit(pool.get(), g.get()));
   ASSERT_NE(run, nullptr);
   GF_ASSERT_OK(gf_run_wait(run.get(), 60000));
@@ -197,19 +202,7 @@ TEST(Devices, ThresholdIsEnforcedWhenTasksEndNotOnlyWhenTheyArePlaced) {
   config.emulated_bandwidth = 2e8;
   Pool pool = make_pool(config);
   Graph g = make_graph();
-  std::vector<gf_data> kept;
-  for (int i = 0; i < 3; ++i) {
-    gf_data d =
-        must_add_buffer(g.get(), ("kept" + std::to_string(i)).c_str(), 16 * MiB, GF_DATA_KEEP);
-    TaskSpec s;
-    s.name = "make" + std::to_string(i);
-    s.outputs = {d};
-    s.gpu = [i](gf_task_ctx *ctx) {
-      return write_pattern(ctx, 0, 16 * MiB, 100 + static_cast<uint64_t>(i)) ? 0 : 1;
-    };
-    must_add_task(g.get(), s);
-    kept.push_back(d);
-  }
+  std::vector<gf_data> kept = three_kept_blocks(g.get());
   TaskSpec reader;
   reader.name = "reader";
   reader.inputs = {kept[0], kept[2]};
