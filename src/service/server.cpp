@@ -150,8 +150,14 @@ struct Server::Impl {
   void on_read(Client &c, ssize_t n, const char *bytes) {
     if (n == 0 || c.closing) return;
     if (n < 0) {
-      drop(c, n == UV_EOF ? "" : std::string("reading failed: ") + uv_strerror(static_cast<int>(n)),
-           false);
+      std::string reason;
+      if (n != UV_EOF) {
+        reason = std::string("reading failed: ") + uv_strerror(static_cast<int>(n));
+      } else if (c.reader.buffered() > 0) {
+        reason = "it closed the connection in the middle of a frame (" +
+                 std::to_string(c.reader.buffered()) + " bytes of it came)";
+      }
+      drop(c, reason, false);
       return;
     }
     std::string problem = c.reader.feed(bytes, static_cast<size_t>(n));
