@@ -9,6 +9,7 @@
 // GPUFLOW_TEST_TIME_FACTOR in sanitizer builds only; the work done is bounded by counts.
 #include <fcntl.h>
 #include <grp.h>
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -405,6 +406,31 @@ void check_no_overcommit(const std::vector<Interval> &all) {
   }
 }
 
+// The checker's failures on `records`, as text ("" when it passes them).
+std::string checker_failures(const std::vector<Interval> &records) {
+  ::testing::TestPartResultArray results;
+  {
+    ::testing::ScopedFakeTestPartResultReporter reporter(
+        ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, &results);
+    check_no_overcommit(records);
+  }
+  std::string out;
+  for (int i = 0; i < results.size(); ++i) out += results.GetTestPartResult(i).message();
+  return out;
+}
+
+// The checker itself catches what it is there for.
+TEST(OverCommitCheck, CatchesSharesAboveOneAndForeignOverlaps) {
+  EXPECT_EQ(checker_failures({{'L', 1, 0, 0.5, 0, 10}, {'L', 2, 0, 0.5, 5, 15}}), "");
+  EXPECT_EQ(checker_failures({{'L', 1, 0, 1, 0, 10}, {'L', 2, 0, 1, 10, 20}}), "");  // in turn
+  EXPECT_EQ(checker_failures({{'T', 1, 0, 1, 0, 10}, {'T', 1, 0, 1, 5, 15}}), "");   // one pid
+  EXPECT_EQ(checker_failures({{'L', 1, 0, 1, 0, 10}, {'L', 2, 1, 1, 0, 10}}), "");   // 2 devices
+  EXPECT_TRUE(contains(checker_failures({{'L', 1, 0, 0.5, 0, 10}, {'L', 2, 0, 1, 9, 15}}),
+                       "has 1.5 of itself"));
+  EXPECT_TRUE(contains(checker_failures({{'T', 1, 0, 1, 0, 10}, {'L', 2, 0, 0.5, 9, 15}}),
+                       "GPU task of pid 1 on device 0 share 1 [0, 10] overlaps lease of pid 2"));
+}
+
 std::vector<std::string> client(const std::string &mode, const Service &s,
                                 std::vector<std::string> args) {
   std::vector<std::string> argv = {SERVICE_CLIENT_PATH, mode, s.endpoint()};
@@ -641,7 +667,8 @@ TEST_F(ServiceTest, GarbageClosesOnlyThatConnection) {
       {"LeaseGranted after Hello", hello_then_granted, true,
        "it sent a LeaseGranted message, which clients do not send"},
       {"zero-length frame", {0, 0, 0, 0}, true, "it sent a frame of length 0"},
-      {"a truncated frame, then close", truncated, false, "disconnected"},
+      {"a truncated frame, then close", truncated, false,
+       "it closed the connection in the middle of a frame"},
   };
   for (const Case &c : cases) {
     SCOPED_TRACE(c.what);
@@ -764,6 +791,8 @@ TEST_F(ServiceTest, FairShareSplitsDeviceTimeByWeight) {
   const double light_s = held(l), heavy_s = held(h);
   ASSERT_GT(light_s, 0);
   const double ratio = heavy_s / light_s;
+  std::printf("device time while both asked: heavy %.3f s, light %.3f s, ratio %.3f\n", heavy_s,
+              light_s, ratio);
   EXPECT_GT(ratio, 3 * 0.9) << "heavy " << heavy_s << " s, light " << light_s << " s";
   EXPECT_LT(ratio, 3 * 1.1) << "heavy " << heavy_s << " s, light " << light_s << " s";
   check_no_overcommit([&] {
