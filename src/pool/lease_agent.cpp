@@ -110,6 +110,12 @@ void LeaseAgent::step(size_t i, double t) {
     case State::kAsking:
       return;  // granted() moves it on
     case State::kIdle: {
+      if (!s.refused.empty()) {
+        scheduler_.fail_placed(w, "the gpuflow service refused this device: " + s.refused);
+        std::lock_guard lock(mu_);
+        slots_[i].refused.clear();
+        return;
+      }
       if (!scheduler_.has_work(w)) return;
       {
         std::lock_guard lock(mu_);
@@ -158,22 +164,20 @@ void LeaseAgent::step(size_t i, double t) {
   }
 }
 
+// Runs under the guard's lock (on the reader thread, or on whichever thread found the connection
+// gone): it must not call the scheduler, whose lock is taken before the guard's when the
+// scheduler pokes the agent. loop() grants the worker (a held slot with work and no grant) or
+// fails what waits there (a refusal) on its next step, which this poke brings at once.
 void LeaseAgent::granted(size_t i, const client::Grant *grant, gf_status status,
                          const std::string &why) {
-  uint32_t worker = 0;
   {
     std::lock_guard lock(mu_);
     Slot &slot = slots_[i];
-    worker = slot.device.worker;
     slot.state = grant ? State::kHeld : State::kIdle;
     slot.lease = grant ? grant->lease_id : 0;
     slot.last_busy = now_s();
-    slot.granted = grant != nullptr;
-  }
-  if (grant) {
-    scheduler_.grant(worker);
-  } else if (status != GF_ERR_SYSTEM) {
-    scheduler_.fail_placed(worker, "the gpuflow service refused this device: " + why);
+    slot.granted = false;
+    if (!grant && status != GF_ERR_SYSTEM) slot.refused = why.empty() ? "no reason given" : why;
   }
   poke();
 }

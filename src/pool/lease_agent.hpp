@@ -43,9 +43,12 @@ class LeaseAgent {
     uint64_t lease = 0;
     bool granted = false;  // the scheduler lets the worker start tasks
     double last_busy = 0;
+    std::string refused;  // why the service refused the device: loop() fails what waits there
   };
   // Callbacks from the connection's reader thread and the scheduler reach the agent through
-  // this, so none can land on an agent that has stopped.
+  // this, so none can land on an agent that has stopped. The scheduler calls in with its lock
+  // held, so nothing may call the scheduler while holding this: granted() only records the
+  // answer, and loop() acts on it.
   struct Guard {
     std::mutex mu;
     LeaseAgent *agent = nullptr;
