@@ -1,5 +1,7 @@
 #include "service/server.hpp"
 
+#include <pthread.h>
+#include <signal.h>
 #include <uv.h>
 
 #include <chrono>
@@ -505,6 +507,13 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
   s.log("serving " + std::to_string(s.book->slots().size()) + " device(s) (" + s.backend_name +
         ") and " + amount_text(s.book->cpus()) + " CPU(s) at " + s.endpoint);
   s.thread = std::thread([&s] {
+    // libuv writes to client sockets with write(2): a client gone mid-reply would raise SIGPIPE,
+    // whose default kills the whole process. Blocked on this thread, the write fails with EPIPE
+    // instead and the client is dropped; the process's own disposition is left alone.
+    sigset_t pipe_signal;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
     uv_run(&s.loop, UV_RUN_DEFAULT);
     uv_loop_close(&s.loop);
   });
