@@ -140,6 +140,7 @@ class Proc {
   Proc &operator=(const Proc &) = delete;
 
   pid_t pid() const { return pid_; }
+  bool exited() const { return exited_; }
 
   // The next line of its output, waiting at most timeout_ms; nullopt on timeout or end.
   std::optional<std::string> line(int timeout_ms) {
@@ -240,9 +241,14 @@ class Service {
     listening_ = proc_->expect("gpuflow serve: listening on", 20000 * kTimeFactor);
   }
   // A sanitizer report in the service fails the test even where nothing else noticed it.
+  // So does a service that ended when the test did not end it.
   ~Service() {
     const std::string text = log();
     EXPECT_FALSE(contains(text, "Sanitizer")) << text;
+    if (!proc_->exited()) {
+      std::optional<int> status = proc_->wait(0);
+      EXPECT_FALSE(status) << "the service ended by itself: " << exit_text(status) << "\n" << text;
+    }
   }
   Service(const Service &) = delete;
   Service &operator=(const Service &) = delete;
