@@ -265,8 +265,9 @@ class Service {
 
 // Runs the gpuflow command to its end: (exit status, standard output).
 std::pair<int, std::string> run_cli(const TempDir &dir, std::vector<std::string> args) {
+  static int calls = 0;
   args.insert(args.begin(), GPUFLOW_CLI_PATH);
-  Proc p(args, dir / "cli.err");
+  Proc p(args, dir / ("cli" + std::to_string(++calls) + ".err"));
   std::string out;
   while (std::optional<std::string> l = p.line(30000 * kTimeFactor)) out += *l + "\n";
   std::optional<int> status = p.wait(30000 * kTimeFactor);
@@ -595,7 +596,7 @@ TEST_F(ServiceTest, KilledServiceFailsEveryBlockedCallAndRestartsOnItsSocket) {
 
   // The dead service left its socket file; a new one replaces it and answers at once.
   struct stat st {};
-  ASSERT_EQ(::lstat(dir.operator/("gf.sock").c_str(), &st), 0);
+  ASSERT_EQ(::lstat((dir / "gf.sock").c_str(), &st), 0);
   service = std::make_unique<Service>(dir, 2, std::vector<std::string>{}, "serve2.log");
   ASSERT_TRUE(service->ready()) << service->log();
   Proc fresh(client("acquire", *service, {"1", "0"}), dir / "fresh.err");
