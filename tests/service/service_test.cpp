@@ -693,6 +693,10 @@ TEST_F(ServiceTest, GarbageClosesOnlyThatConnection) {
       {"LeaseGranted after Hello", hello_then_granted, true,
        "it sent a LeaseGranted message, which clients do not send"},
       {"zero-length frame", {0, 0, 0, 0}, true, "it sent a frame of length 0"},
+      {"a 3-byte frame",
+       {3, 0, 0, 0, 'G', 'F', 'W'},
+       true,
+       "it sent a frame that is not a gpuflow control message"},
       {"a truncated frame, then close", truncated, false,
        "it closed the connection in the middle of a frame"},
   };
