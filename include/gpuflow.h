@@ -175,7 +175,9 @@ typedef enum gf_worker_kind {
  * - endpoint: the node's shared pool to connect to, "unix:///path/to.sock" or a socket path;
  *   NULL or "": GPUFLOW_POOL when set, else an embedded pool private to this process. "embedded"
  *   forces a private pool whatever GPUFLOW_POOL says. A connected pool takes its devices from
- *   the service (the device options above are then ignored); see "Shared pools".
+ *   the service (the device options above are then ignored); see "Shared pools". Its weight
+ *   among its user's own clients (fair share) is GPUFLOW_CLIENT_WEIGHT when set, a number in
+ *   (0, 1e6], else 1; anything else is GF_ERR_INVALID_ARGUMENT naming the variable.
  */
 typedef struct gf_pool_config {
   uint32_t struct_size;

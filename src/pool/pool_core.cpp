@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <atomic>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <thread>
 
@@ -60,6 +62,20 @@ PoolOptions connected_options(PoolOptions options, const client::Welcome &welcom
   return options;
 }
 
+// This client's weight among its user's clients: GPUFLOW_CLIENT_WEIGHT, else 1.
+double client_weight() {
+  const char *text = std::getenv("GPUFLOW_CLIENT_WEIGHT");
+  if (!text || !*text) return 1.0;
+  char *end = nullptr;
+  errno = 0;
+  const double weight = std::strtod(text, &end);
+  if (*end != '\0' || errno != 0 || !(weight > 0 && weight <= 1e6)) {
+    fail(GF_ERR_INVALID_ARGUMENT, std::string("GPUFLOW_CLIENT_WEIGHT='") + text +
+                                      "' is not a weight in (0, 1e6]");
+  }
+  return weight;
+}
+
 }  // namespace
 
 std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
@@ -67,7 +83,7 @@ std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
   std::shared_ptr<client::Connection> connection;
   const std::string endpoint = client::resolve_endpoint(config.endpoint);
   if (!endpoint.empty()) {
-    connection = client::Connection::open(endpoint, program_name(), 1.0);
+    connection = client::Connection::open(endpoint, program_name(), client_weight());
     options = connected_options(std::move(options), connection->welcome());
   }
   return std::shared_ptr<PoolCore>(new PoolCore(options, std::move(connection)),

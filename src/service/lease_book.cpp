@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
-#include <source_location>
 #include <sstream>
 
 #include "core/error.hpp"
@@ -373,8 +372,9 @@ std::vector<Lease> LeaseBook::schedule(double now) {
     granted.push_back(l);
   }
   // The steps point into the queues: drop the granted requests only after copying them out.
-  for (const auto &[client, ids] : done) {
-    auto &q = m.clients.at(client).queue;
+  for (const auto &entry : done) {  // not a structured binding: clang 14 cannot capture those
+    const std::set<RequestId> &ids = entry.second;
+    auto &q = m.clients.at(entry.first).queue;
     std::erase_if(q, [&](const Request &r) { return ids.contains(r.id); });
   }
   for (const auto &l : granted) {
@@ -448,12 +448,9 @@ FixedPoint LeaseBook::cpus_in_use() const {
 
 void LeaseBook::check_invariant() const {
   const Impl &m = *impl_;
-  auto expect = [](bool ok, const std::string &what,
-                   std::source_location at = std::source_location::current()) {
-    if (!ok) {
-      fail(GF_ERR_INTERNAL, "lease book invariant broken at " + std::string(at.file_name()) + ":" +
-                                std::to_string(at.line()) + ": " + what);
-    }
+  // Each message names what broke (no std::source_location: clang 14 with libstdc++ lacks it).
+  auto expect = [](bool ok, const std::string &what) {
+    if (!ok) fail(GF_ERR_INTERNAL, "lease book invariant broken: " + what);
   };
   std::vector<detail::DeviceAmount> used(slots_.size());
   FixedPoint cpus;

@@ -1,5 +1,7 @@
 #include "service/server.hpp"
 
+#include <pthread.h>
+#include <signal.h>
 #include <uv.h>
 
 #include <algorithm>
@@ -154,8 +156,14 @@ struct Server::Impl {
   void on_read(Client &c, ssize_t n, const char *bytes) {
     if (n == 0 || c.closing) return;
     if (n < 0) {
-      drop(c, n == UV_EOF ? "" : std::string("reading failed: ") + uv_strerror(static_cast<int>(n)),
-           false);
+      std::string reason;
+      if (n != UV_EOF) {
+        reason = std::string("reading failed: ") + uv_strerror(static_cast<int>(n));
+      } else if (c.reader.buffered() > 0) {
+        reason = "it closed the connection in the middle of a frame (" +
+                 std::to_string(c.reader.buffered()) + " bytes of it came)";
+      }
+      drop(c, reason, false);
       return;
     }
     std::string problem = c.reader.feed(bytes, static_cast<size_t>(n));
@@ -531,6 +539,13 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
   s.log("serving " + std::to_string(s.book->slots().size()) + " device(s) (" + s.backend_name +
         ") and " + amount_text(s.book->cpus()) + " CPU(s) at " + s.endpoint);
   s.thread = std::thread([&s] {
+    // libuv writes to client sockets with write(2): a client gone mid-reply would raise SIGPIPE,
+    // whose default kills the whole process. Blocked on this thread, the write fails with EPIPE
+    // instead and the client is dropped; the process's own disposition is left alone.
+    sigset_t pipe_signal;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
     uv_run(&s.loop, UV_RUN_DEFAULT);
     uv_loop_close(&s.loop);
   });

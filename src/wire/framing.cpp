@@ -46,7 +46,9 @@ bool FrameReader::next(std::vector<uint8_t> &payload, std::string &error) {
   payload.assign(p, p + length);
   start_ += 4 + length;
   flatbuffers::Verifier verifier(payload.data(), payload.size(), 32, 100000);
-  if (!MessageBufferHasIdentifier(payload.data())) {
+  // The identifier sits after the root offset: reading it needs 8 bytes.
+  if (payload.size() < sizeof(flatbuffers::uoffset_t) + flatbuffers::kFileIdentifierLength ||
+      !MessageBufferHasIdentifier(payload.data())) {
     error = "a frame that is not a gpuflow control message (no GFW1 identifier)";
     return false;
   }
