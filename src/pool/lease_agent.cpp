@@ -116,7 +116,7 @@ void LeaseAgent::step(Slot &slot, double t) {
     slot.granted = false;
     if (scheduler_.has_work(w)) {
       scheduler_.fail_placed(w, "the gpuflow service at " + connection_->endpoint() +
-                                    " is gone, so this process holds no device");
+                                    " is gone, so this process holds no device or CPU");
     }
     return;
   }
@@ -127,8 +127,12 @@ void LeaseAgent::step(Slot &slot, double t) {
       if (!scheduler_.has_work(w)) return;
       slot.state = State::kAsking;
       client::LeaseAsk ask;
-      ask.gpus = 1;
-      ask.devices = {slot.device.ordinal};
+      if (slot.device.ordinal < 0) {
+        ask.cpus = 1;
+      } else {
+        ask.gpus = 1;
+        ask.devices = {slot.device.ordinal};
+      }
       ask.name = name_;
       const size_t index = static_cast<size_t>(&slot - slots_.data());
       connection_->acquire_async(
@@ -181,7 +185,8 @@ void LeaseAgent::apply(const Answer &a) {
   }
   slot.state = State::kIdle;
   if (a.status != GF_ERR_SYSTEM) {  // a gone service is handled by step()
-    scheduler_.fail_placed(slot.device.worker, "the gpuflow service refused this device: " + a.why);
+    scheduler_.fail_placed(slot.device.worker,
+                           "the gpuflow service refused this worker's lease: " + a.why);
   }
 }
 

@@ -1,9 +1,9 @@
-// A connected pool's lease agent: holds one lease per device while this process has work for
-// it, so a stream of small tasks pays no round trip each. When a task is placed on a device
-// the pool does not hold, the agent asks the service for that device; the grant lets the
-// device's worker start tasks. After the device has been idle for a short linger, or when the
-// service asks for it back, the agent stops new tasks there, waits for the running ones (never
-// kills them) and hands the lease back. If the service goes away, tasks waiting for a device
+// A connected pool's lease agent: holds one lease per device (and one CPU per CPU worker) while
+// this process has work for it, so a stream of small tasks pays no round trip each. When a task
+// is placed on a worker the pool does not hold, the agent asks the service for that device or
+// CPU; the grant lets the worker start tasks. After the device has been idle for a short linger, or
+// when the service asks for it back, the agent stops new tasks there, waits for the running ones
+// (never kills them) and hands the lease back. If the service goes away, tasks waiting for a device
 // fail with an error naming the endpoint; running ones finish.
 //
 // Whole devices only, for now: a connected pool's tasks may share a device among themselves
@@ -25,8 +25,8 @@ namespace gf {
 class LeaseAgent {
  public:
   struct Device {
-    uint32_t worker;  // the scheduler's worker for this device
-    int32_t ordinal;  // the service's device ordinal
+    uint32_t worker;  // the scheduler's worker
+    int32_t ordinal;  // the service's device ordinal; -1 for a CPU worker (leases one CPU)
   };
   LeaseAgent(Scheduler &scheduler, std::shared_ptr<client::Connection> connection,
              std::vector<Device> devices, std::string name, double linger_s);

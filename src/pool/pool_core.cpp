@@ -70,8 +70,8 @@ double client_weight() {
   errno = 0;
   const double weight = std::strtod(text, &end);
   if (*end != '\0' || errno != 0 || !(weight > 0 && weight <= 1e6)) {
-    fail(GF_ERR_INVALID_ARGUMENT, std::string("GPUFLOW_CLIENT_WEIGHT='") + text +
-                                      "' is not a weight in (0, 1e6]");
+    fail(GF_ERR_INVALID_ARGUMENT,
+         std::string("GPUFLOW_CLIENT_WEIGHT='") + text + "' is not a weight in (0, 1e6]");
   }
   return weight;
 }
@@ -139,11 +139,13 @@ PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::Connectio
   scheduler_ = std::make_unique<Scheduler>(*backend_, std::move(registry), std::move(states),
                                            gpu_memory, options.spill_threshold);
   if (connection_) {
+    // Every worker runs tasks only on what the service grants: a device each, and one CPU
+    // for each CPU worker.
     std::vector<LeaseAgent::Device> leased;
     for (const WorkerState *w : worker_states_) {
-      if (w->kind == GF_WORKER_GPU) {
-        leased.push_back({w->index, connection_->welcome().devices.at(w->device).ordinal});
-      }
+      const bool device = w->kind == GF_WORKER_GPU;
+      leased.push_back(
+          {w->index, device ? connection_->welcome().devices.at(w->device).ordinal : -1});
     }
     lease_agent_ = std::make_unique<LeaseAgent>(*scheduler_, connection_, std::move(leased),
                                                 program_name(), kLeaseLinger_s);

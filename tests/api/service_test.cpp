@@ -425,3 +425,40 @@ TEST(Service, ARevokedDeviceIsHandedBackBetweenTasksAndTheRunStillCompletes) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(Service, CpuWorkersOfConnectedPoolsRunOnlyOnCpusTheServiceGranted) {
+  TempDir dir;
+  Service service = start_service(dir.path + "/gf.sock", 1);  // 2 CPUs (host_config(2, …))
+  // Two pools of 2 CPU workers each: 4 threads that could run at once, 2 CPUs to lease.
+  gf_pool_config c = host_config(2, 1);
+  const std::string endpoint = gf_service_endpoint(service.get());
+  c.endpoint = endpoint.c_str();
+  Pool a = make_pool(c), b = make_pool(c);
+  std::atomic<int> running{0}, most{0};
+  auto graph = [&] {
+    Graph g = make_graph();
+    for (int i = 0; i < 12; ++i) {
+      TaskSpec s;
+      s.cpu = [&](gf_task_ctx *) {
+        int now = ++running;
+        for (int seen = most.load(); now > seen && !most.compare_exchange_weak(seen, now);) {
+        }
+        std::this_thread::sleep_for(5ms);
+        --running;
+        return 0;
+      };
+      must_add_task(g.get(), s);
+    }
+    return g;
+  };
+  Graph ga = graph(), gb = graph();
+  RunPtr ra(submit(a.get(), ga.get())), rb(submit(b.get(), gb.get()));
+  GF_ASSERT_OK(gf_run_wait(ra.get(), 30000));
+  GF_ASSERT_OK(gf_run_wait(rb.get(), 30000));
+  EXPECT_LE(most.load(), 2) << "more CPU tasks ran at once than the service has CPUs";
+  EXPECT_GE(most.load(), 1);
+}
+
+}  // namespace
