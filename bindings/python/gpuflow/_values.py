@@ -102,7 +102,7 @@ _lock = threading.Lock()
 def _spill(key, kind):
     # Called by gpuflow outside its locks, with the GIL (ctypes callback). NULL: cannot move.
     try:
-        host = _KINDS[kind][0](VALUES[key])
+        host = _KINDS[kind or 0][0](VALUES[key])  # user_data 0 arrives as None
         return put_value(host)
     except BaseException:  # noqa: B036 -- nothing may propagate into C
         return None
@@ -110,7 +110,7 @@ def _spill(key, kind):
 
 def _unspill(key, device, kind):
     try:
-        dev = _KINDS[kind][1](VALUES[key], device)
+        dev = _KINDS[kind or 0][1](VALUES[key], device)
         return put_value(dev)
     except BaseException:  # noqa: B036
         return None
