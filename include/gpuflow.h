@@ -635,7 +635,8 @@ GF_API gf_status gf_run_task_worker(uint32_t *out, gf_run *run, gf_task task);
 GF_API gf_status gf_run_fetch(uint64_t *out_size, gf_run *run, gf_data data, void *dst,
                               uint64_t dst_capacity);
 
-/* The opaque value `data` holds. Borrowed: valid until gf_run_destroy. Same availability rules as
+/* The opaque value `data` holds. Borrowed: valid until gf_run_destroy (a device value is pinned in
+ * its current form from then on: see gf_task_ctx_set_device_value). Same availability rules as
  * gf_run_fetch. Thread-safe. */
 GF_API gf_status gf_run_value(void **out, gf_run *run, gf_data data);
 
@@ -676,7 +677,9 @@ GF_API gf_status gf_run_stats_get(gf_run_stats *out, gf_run *run);
 
 /* Input `index` (0-based, in the order of gf_task_desc.inputs): for a buffer, a pointer to its
  * bytes in the executing worker's memory (host memory on CPU workers, device memory on GPU
- * workers) and its size; for an opaque value, the value and its size estimate. Read-only. */
+ * workers) and its size; for an opaque value, the value and its size estimate (for a device
+ * value: its current form, on this device when it is here; see gf_task_ctx_set_device_value).
+ * Read-only. */
 GF_API gf_status gf_task_ctx_input(const void **out_ptr, uint64_t *out_size, gf_task_ctx *ctx,
                                    uint32_t index);
 
