@@ -637,7 +637,8 @@ GF_API gf_status gf_run_task_worker(uint32_t *out, gf_run *run, gf_task task);
 GF_API gf_status gf_run_fetch(uint64_t *out_size, gf_run *run, gf_data data, void *dst,
                               uint64_t dst_capacity);
 
-/* The opaque value `data` holds. Borrowed: valid until gf_run_destroy. Same availability rules as
+/* The opaque value `data` holds. Borrowed: valid until gf_run_destroy (a device value is pinned in
+ * its current form from then on: see gf_task_ctx_set_device_value). Same availability rules as
  * gf_run_fetch. Thread-safe. */
 GF_API gf_status gf_run_value(void **out, gf_run *run, gf_data data);
 
@@ -678,7 +679,9 @@ GF_API gf_status gf_run_stats_get(gf_run_stats *out, gf_run *run);
 
 /* Input `index` (0-based, in the order of gf_task_desc.inputs): for a buffer, a pointer to its
  * bytes in the executing worker's memory (host memory on CPU workers, device memory on GPU
- * workers) and its size; for an opaque value, the value and its size estimate. Read-only. */
+ * workers) and its size; for an opaque value, the value and its size estimate (for a device
+ * value: its current form, on this device when it is here; see gf_task_ctx_set_device_value).
+ * Read-only. */
 GF_API gf_status gf_task_ctx_input(const void **out_ptr, uint64_t *out_size, gf_task_ctx *ctx,
                                    uint32_t index);
 
@@ -693,6 +696,59 @@ GF_API gf_status gf_task_ctx_output(void **out_ptr, gf_task_ctx *ctx, uint32_t i
  * (if not NULL) when the data is freed; on failure ownership stays with the caller. */
 GF_API gf_status gf_task_ctx_set_value(gf_task_ctx *ctx, uint32_t index, void *value,
                                        gf_destroy_fn destroy, uint64_t size_estimate);
+
+/* How gpuflow moves an opaque value that lives on a device to host memory and back, given with
+ * gf_task_ctx_set_device_value. Both functions run on a gpuflow thread (a worker, a copy engine,
+ * or a thread calling into gpuflow), never under gpuflow's locks; they must not call back into
+ * gpuflow, and must not block on anything a task body of this pool may hold.
+ * - spill(value, user_data): returns the value's host form, a new object of the caller's runtime
+ *   (for a CuPy array, a NumPy copy), or NULL when it cannot be moved (it then stays on the
+ *   device, pinned from then on). gpuflow then destroys the device form.
+ * - unspill(host_value, device, user_data): returns a device form on device ordinal `device` (for
+ *   a CuPy array, cupy.asarray of the NumPy copy), or NULL on failure (the task that needed it
+ *   fails, naming the value). gpuflow then destroys the host form.
+ * The value's destroy function (gf_task_ctx_set_device_value) releases whichever form gpuflow
+ * holds: the device form, or a form returned by spill or unspill. user_data must stay valid as
+ * long as any value given these ops. */
+typedef struct gf_value_ops {
+  uint32_t struct_size;
+  void *(*spill)(void *value, void *user_data);
+  void *(*unspill)(void *host_value, int32_t device, void *user_data);
+  void *user_data;
+} gf_value_ops;
+
+#define GF_VALUE_OPS_INIT                   \
+  {                                         \
+    sizeof(gf_value_ops), /* struct_size */ \
+        NULL,             /* spill */       \
+        NULL,             /* unspill */     \
+        NULL              /* user_data */   \
+  }
+GF_API void gf_value_ops_init(gf_value_ops *ops, uint32_t struct_size);
+
+/* Sets opaque-value output `index` to a value that occupies `size` bytes of the executing
+ * worker's memory (added in 0.2). On a CPU worker it is gf_task_ctx_set_value (size is the size
+ * estimate; ops are ignored). On a GPU worker the value is device data, like a buffer:
+ * - `size` bytes (at most GF_MAX_DATA_SIZE) are charged to the device's gpu_memory now, while
+ *   the body runs, and stay charged while the value is resident there; they show in the ledger's
+ *   gpu_memory line and in gf_pool_device_memory's resident bytes. When they do not fit, gpuflow
+ *   first spills other data off the device (waiting for those moves); if that cannot make room
+ *   the call fails with GF_ERR_OUT_OF_MEMORY naming the task (ownership stays with the caller).
+ * - With ops (spill and unspill both set), the value is listed in the device's spill order and
+ *   moved to host memory like a buffer (past the spill threshold, or when a task needs room)
+ *   through ops->spill, counted in gf_pool_device_memory's spilled bytes; a task on a GPU worker
+ *   that reads it gets it back on its own device through ops->unspill first (charged there). A
+ *   task on a CPU worker reads whichever form is current (device or host); it is never moved
+ *   for one. A value read by a running task is never moved. ops == NULL, or both functions
+ *   NULL: the value is pinned, counted but never spilled (one function without the other is
+ *   GF_ERR_INVALID_ARGUMENT). Reading the value back with gf_run_value pins it where it is
+ *   then, so the form returned stays valid until gf_run_destroy.
+ * - A value on one device read by a task on another is handed over as it is (not moved).
+ * On success gpuflow owns `value` and calls destroy (if not NULL) on each form it drops, once
+ * per form; the ops are copied. */
+GF_API gf_status gf_task_ctx_set_device_value(gf_task_ctx *ctx, uint32_t index, void *value,
+                                              gf_destroy_fn destroy, uint64_t size,
+                                              const gf_value_ops *ops);
 
 /* Records why this attempt fails (copied). The body should then return non-zero. */
 GF_API gf_status gf_task_ctx_fail(gf_task_ctx *ctx, const char *message);

@@ -65,6 +65,8 @@ GF_LAYOUT(gf_service_config, GF_SERVICE_CONFIG_INIT,
           GF_LAYOUT_END(gf_service_config, user_weights));
 GF_LAYOUT(gf_lease_request, GF_LEASE_REQUEST_INIT, GF_LAYOUT_END(gf_lease_request, name));
 GF_LAYOUT(gf_lease_device, GF_LEASE_DEVICE_INIT, GF_LAYOUT_END(gf_lease_device, memory));
+// Published in 0.2.
+GF_LAYOUT(gf_value_ops, GF_VALUE_OPS_INIT, GF_LAYOUT_END(gf_value_ops, user_data));
 
 #undef GF_LAYOUT
 

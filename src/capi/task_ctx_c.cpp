@@ -53,6 +53,38 @@ GF_API gf_status gf_task_ctx_set_value(gf_task_ctx *ctx, uint32_t index, void *v
   });
 }
 
+GF_API void gf_value_ops_init(gf_value_ops *ops, uint32_t struct_size) {
+  const gf_value_ops init = GF_VALUE_OPS_INIT;
+  init_bounded(ops, init, struct_size);
+}
+
+GF_API gf_status gf_task_ctx_set_device_value(gf_task_ctx *ctx, uint32_t index, void *value,
+                                              gf_destroy_fn destroy, uint64_t size,
+                                              const gf_value_ops *ops) {
+  return guard([&] {
+    gf_task_ctx &c = ctx_of(ctx);
+    auto where = [&] {
+      return c.graph().task_label(c.dispatch->task) + " output #" + std::to_string(index);
+    };
+    if (!FixedPoint::bytes_representable(size)) {
+      fail(GF_ERR_INVALID_ARGUMENT, where() + ": size " + std::to_string(size) + " is above " +
+                                        std::to_string(FixedPoint::kMaxBytes) +
+                                        " bytes (GF_MAX_DATA_SIZE)");
+    }
+    ValueOps moves;
+    if (ops) {
+      gf_value_ops o = read_struct(ops, "gf_value_ops");
+      if (!o.spill != !o.unspill) {
+        fail(GF_ERR_INVALID_ARGUMENT,
+             where() + ": gf_value_ops needs both spill and unspill, or neither");
+      }
+      moves = ValueOps{o.spill, o.unspill, o.user_data};
+    }
+    c.set_value(index, value, destroy, size, &moves);
+    return GF_OK;
+  });
+}
+
 GF_API gf_status gf_task_ctx_fail(gf_task_ctx *ctx, const char *message) {
   return guard([&] {
     gf_task_ctx &c = ctx_of(ctx);

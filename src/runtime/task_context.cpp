@@ -65,7 +65,8 @@ void *gf_task_ctx::output(uint32_t index, uint64_t size) {
   return ptr;
 }
 
-void gf_task_ctx::set_value(uint32_t index, void *value, gf_destroy_fn destroy, uint64_t size) {
+void gf_task_ctx::set_value(uint32_t index, void *value, gf_destroy_fn destroy, uint64_t size,
+                            const gf::ValueOps *ops) {
   check_index(*this, index, task().output_count, "output");
   gf::DataIndex d = graph().outputs(task())[index];
   auto where = [&] {
@@ -76,6 +77,16 @@ void gf_task_ctx::set_value(uint32_t index, void *value, gf_destroy_fn destroy, 
   }
   gf::Dispatch::Output &out = dispatch->outputs[index];
   if (out.set) fail(GF_ERR_STATE, where() + " was already set");
+  const bool device = ops && worker->space != gf::kHostSpace && size > 0;
+  if (device && !scheduler->charge_value(*worker, size)) {
+    fail(GF_ERR_OUT_OF_MEMORY,
+         "out of memory: " + where() + ": a value of " + std::to_string(size) +
+             " bytes does not fit on " + worker->name + ", which has " +
+             std::to_string(scheduler->device_memory(worker->device).capacity) +
+             " bytes; the rest is held by data no spill can move now");
+  }
+  if (device) out.value_ops = *ops;
+  out.charged_at_run = device;
   out.ptr = value;
   out.size = size;
   out.value_destroy = destroy;

@@ -20,7 +20,9 @@ struct gf_task_ctx {
 
   void input(const void **ptr, uint64_t *size, uint32_t index) const;
   void *output(uint32_t index, uint64_t size);
-  void set_value(uint32_t index, void *value, gf_destroy_fn destroy, uint64_t size);
+  // ops: non-null for gf_task_ctx_set_device_value (charged on a device; see gpuflow.h).
+  void set_value(uint32_t index, void *value, gf_destroy_fn destroy, uint64_t size,
+                 const gf::ValueOps *ops = nullptr);
   void env(gf_task_env &out) const;
   bool cancelled() const;
 };

@@ -1,6 +1,9 @@
 // What happens when a body returns, a task fails or a run is cancelled: resources go back to the
 // ledger, outputs become data, dependents become ready or fail, data is freed after its last
 // consumer, and a run finishes when its last task settles.
+#include <chrono>
+#include <thread>
+
 #include "core/error.hpp"
 #include "scheduler/scheduler.hpp"
 
@@ -13,7 +16,9 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   TaskRun &tr = run.tasks[done.task];
   worker.running--;
   running_total_--;
-  if (worker.space != kHostSpace) count_inputs(run, done.task, &DataRun::uses, -1);
+  if (task.input_count) {
+    count_inputs(run, done.task, &DataRun::uses, -1, /*values_only=*/worker.space == kHostSpace);
+  }
   worker.backlog_s -= tr.estimate_s;
   const ResolvedRequest &request = run.requests[task.request];
   worker.ledger.release(request.request);
@@ -45,6 +50,7 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
     if (desc.kind == DataKind::kBuffer && worker.space != kHostSpace) {
       charged += o.charged_at_run ? o.size : desc.size;
     }
+    if (desc.kind == DataKind::kValue && o.set && o.charged_at_run) charged += o.size;
     if (!o.set) continue;
     if (desc.kind == DataKind::kValue) {
       if (o.value_destroy) deferred.destroys.emplace_back(o.ptr, o.value_destroy);
@@ -103,6 +109,11 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
     if (graph.data(out[i]).kind == DataKind::kValue) {
       data.value = o.ptr;
       data.value_destroy = o.value_destroy;
+      if (o.charged_at_run) {  // a device value: device data like a buffer
+        data.replicas.push_back(Replica{worker.space, true, o.ptr, 0, true});
+        data.value_ops = o.value_ops;
+        if (o.value_ops.movable()) note_resident(run, out[i], worker.space);
+      }
     } else {
       data.replicas.push_back(Replica{worker.space, true, o.ptr});
       if (worker.space != kHostSpace) note_resident(run, out[i], worker.space);
@@ -177,12 +188,14 @@ void Scheduler::free_data(RunState &run, DataIndex d, Deferred &deferred) {
     data.free_when_unpinned = true;
     return;
   }
+  const bool device_value = data.device_value();
   for (Replica &r : data.replicas) {
     if (!r.owned) continue;
     forget_resident(r);
-    deferred.frees.push_back({r.space, r.ptr, data.size});
+    release_copy(data, r.space, r.ptr, r.value, deferred);
     if (r.space != kHostSpace) discharge_space(r.space, data.size);
   }
+  if (device_value) data.value_destroy = nullptr;  // each form was destroyed above
   if (data.spilled_from != kNoSpace) {
     if (WorkerState *from = owner_of(data.spilled_from)) from->memory.spilled_now -= data.size;
     data.spilled_from = kNoSpace;
@@ -276,6 +289,33 @@ void Scheduler::retire(RunState &run, Deferred &deferred) {
 void Scheduler::discharge_output(WorkerState &worker, uint64_t bytes) {
   Lock lock(mu_);
   discharge_space(worker.space, bytes);
+}
+
+void Scheduler::release_copy(const DataRun &data, SpaceId space, void *ptr, bool value,
+                             Deferred &deferred) {
+  if (!value) {
+    deferred.frees.push_back({space, ptr, data.size});
+  } else if (ptr && data.value_destroy) {
+    deferred.destroys.emplace_back(ptr, data.value_destroy);
+  }
+}
+
+bool Scheduler::charge_value(WorkerState &worker, uint64_t bytes) {
+  if (worker.space == kHostSpace || bytes == 0) return true;
+  for (;;) {
+    Deferred deferred;
+    uint64_t moving = 0;
+    {
+      Lock lock(mu_);
+      if (stopping_) return false;
+      if (worker.memory.reserve(bytes)) return true;
+      // The value exists already: anything not in use may go, held inputs last.
+      moving = spill(worker, worker.memory.shortfall(FixedPoint{}, bytes), deferred, true);
+    }
+    deferred.flush(backend_);  // value spills run here, on this thread
+    if (moving == 0) return false;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // buffer copies under way
+  }
 }
 
 bool Scheduler::charge_output(WorkerState &worker, uint64_t bytes) {

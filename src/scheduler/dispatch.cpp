@@ -157,7 +157,16 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
   for (uint32_t i = 0; i < task.input_count; ++i) {
     DataRun &data = run.data[in[i]];
     if (graph.data(in[i]).kind == DataKind::kValue) {
-      out.inputs[i] = {data.value, data.size};
+      // Read by the task from now on: never moved while it runs (a CPU task reads whichever
+      // form is current; a task on a device its own form there, when it has one).
+      data.uses++;
+      const Replica *here = worker.space != kHostSpace ? data.replica_in(worker.space) : nullptr;
+      out.inputs[i] = {here ? here->ptr : data.value, data.size};
+      if (worker.space != kHostSpace) {
+        data.holds--;
+        if (here && here->value && data.value_ops.movable())
+          note_resident(run, in[i], worker.space);
+      }
       continue;
     }
     const Replica *replica = data.replica_in(worker.space);
@@ -255,7 +264,7 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
       const DataIndex *in = graph.inputs(graph.task(ref.task));
       for (uint32_t k = 0; k < graph.task(ref.task).input_count; ++k) {
         const DataRun &data = ref.run->data[in[k]];
-        if (graph.data(in[k]).kind == DataKind::kBuffer && !data.replica_in(w->space)) {
+        if (needs_move(*ref.run, in[k], w->space)) {
           missing = std::min(missing + data.size, FixedPoint::kMaxBytes + 1);
         }
       }

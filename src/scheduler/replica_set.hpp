@@ -16,6 +16,10 @@ struct Replica {
   bool owned;  // false for caller-owned host input bytes
   void *ptr;
   uint64_t lru_tick = 0;  // device replicas: key in the device's spill order (0: not listed)
+  // A form of an opaque value set with gf_task_ctx_set_device_value (its device form, or the
+  // host form its spill function returned): released by the value's destroy function, never
+  // deallocated by the backend.
+  bool value = false;
 };
 
 class ReplicaSet {

@@ -31,6 +31,14 @@ struct TaskRun {
   float estimate_s = 0;          // counted in its worker's backlog while queued or running
 };
 
+// How a device value moves to host memory and back (gf_value_ops, copied).
+struct ValueOps {
+  void *(*spill)(void *, void *) = nullptr;
+  void *(*unspill)(void *, int32_t, void *) = nullptr;
+  void *user_data = nullptr;
+  bool movable() const { return spill && unspill; }
+};
+
 struct DataRun {
   enum class Phase : uint8_t { kPending, kReady, kFreed, kNeverProduced };
   Phase phase = Phase::kPending;
@@ -46,6 +54,29 @@ struct DataRun {
   ReplicaSet replicas;
   void *value = nullptr;
   gf_destroy_fn value_destroy = nullptr;  // set when the run owns the value
+  // A value set with gf_task_ctx_set_device_value on a device lives in `replicas` (value
+  // replicas: its device form, and its host form while spilled) and `value` is its current form;
+  // without movable ops it is pinned where it is.
+  ValueOps value_ops;
+
+  bool device_value() const {
+    for (const Replica &r : replicas) {
+      if (r.value) return true;
+    }
+    return false;
+  }
+  // Points `value` at the current form of a device value: a device form when there is one.
+  void refresh_value() {
+    for (const Replica &r : replicas) {
+      if (r.value && r.space != kHostSpace) {
+        value = r.ptr;
+        return;
+      }
+    }
+    for (const Replica &r : replicas) {
+      if (r.value) value = r.ptr;
+    }
+  }
 
   const Replica *replica_in(SpaceId space) const {
     for (const Replica &r : replicas) {

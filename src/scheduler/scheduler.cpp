@@ -330,16 +330,28 @@ uint64_t Scheduler::task_device_bytes(const RunState &run, TaskIndex t) const {
   return bytes;
 }
 
-void Scheduler::count_inputs(RunState &run, TaskIndex t, uint32_t DataRun::*counter, int delta) {
+void Scheduler::count_inputs(RunState &run, TaskIndex t, uint32_t DataRun::*counter, int delta,
+                             bool values_only) {
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(t);
   const DataIndex *in = graph.inputs(task);
   for (uint32_t i = 0; i < task.input_count; ++i) {
-    if (graph.data(in[i]).kind == DataKind::kBuffer) {
+    if (!values_only || graph.data(in[i]).kind == DataKind::kValue) {
       uint32_t &value = run.data[in[i]].*counter;
       value = static_cast<uint32_t>(static_cast<int64_t>(value) + delta);
     }
   }
+}
+
+bool Scheduler::needs_move(const RunState &run, DataIndex d, SpaceId space) {
+  const DataRun &data = run.data[d];
+  if (run.graph().data(d).kind == DataKind::kBuffer) return !data.replica_in(space);
+  // Values move only when spilled (their host form alone left) and wanted on a device.
+  if (space == kHostSpace || data.replicas.empty() || !data.value_ops.movable()) return false;
+  for (const Replica &r : data.replicas) {
+    if (r.space != kHostSpace) return false;
+  }
+  return true;
 }
 
 void Scheduler::unqueue(WorkerState &worker, RunState &run, TaskIndex t) {

@@ -32,8 +32,9 @@ struct Dispatch {
     void *ptr = nullptr;
     uint64_t size = 0;
     bool set = false;
-    bool charged_at_run = false;  // dynamic size: charged by gf_task_ctx_output
+    bool charged_at_run = false;  // dynamic size or device value: charged while the body ran
     gf_destroy_fn value_destroy = nullptr;
+    ValueOps value_ops;  // a device value's (gf_task_ctx_set_device_value)
   };
   std::vector<Output> outputs;
   bool ok = false;
@@ -104,6 +105,10 @@ class Scheduler {
   void finish_async(WorkerState &worker, Dispatch &done, const std::string &device_error);
   // A body asks for a dynamic-size output: charge device memory now (takes the lock).
   bool charge_output(WorkerState &worker, uint64_t bytes);
+  // A body sets a device value of `bytes` (gf_task_ctx_set_device_value): charge them now,
+  // spilling other data off the device first when they do not fit, and waiting for those moves.
+  // Takes the lock; false when no room can be made.
+  bool charge_value(WorkerState &worker, uint64_t bytes);
   void discharge_output(WorkerState &worker, uint64_t bytes);
   // A device's memory as accounted here (takes the lock).
   gf_device_memory device_memory(int device);
@@ -152,8 +157,12 @@ class Scheduler {
   }
   // Bytes of buffer inputs and declared buffer outputs a task needs on a device at once.
   uint64_t task_device_bytes(const RunState &run, TaskIndex t) const;
-  // Adds delta to one counter of each buffer input of a task.
-  void count_inputs(RunState &run, TaskIndex t, uint32_t DataRun::*counter, int delta);
+  // Adds delta to one counter of each input of a task (only its opaque values: values_only).
+  void count_inputs(RunState &run, TaskIndex t, uint32_t DataRun::*counter, int delta,
+                    bool values_only = false);
+  // Whether input `d` must be moved into `space` before a task there reads it: a buffer without
+  // a copy there, or a spilled device value (host form only) wanted on a device.
+  static bool needs_move(const RunState &run, DataIndex d, SpaceId space);
   // The task leaves `worker` without running (stolen, cancelled, failed while queued or fetching).
   void unqueue(WorkerState &worker, RunState &run, TaskIndex t);
 
@@ -182,6 +191,9 @@ class Scheduler {
   // Frees data whose release waited for its last pin (a copy or a read) to go.
   void free_if_unpinned(RunState &run, DataIndex d, Deferred &deferred);
   void discharge_space(SpaceId space, uint64_t bytes);
+  // Releases one copy of a data object: backend memory, or a value form (its destroy function).
+  static void release_copy(const DataRun &data, SpaceId space, void *ptr, bool value,
+                           Deferred &deferred);
 
   // Data movement (scheduler/transfers.cpp).
   double transfer_seconds(const RunState &run, TaskIndex t, SpaceId space) const;

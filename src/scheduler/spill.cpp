@@ -69,8 +69,9 @@ void Scheduler::drop_device_replica(DataRun &data, Replica &replica, Deferred &d
   // Unlisted first: a task may have touched it since it was chosen, listing it again.
   forget_resident(replica);
   SpaceId space = replica.space;
-  deferred.frees.push_back({space, replica.ptr, data.size});
+  release_copy(data, space, replica.ptr, replica.value, deferred);
   data.replicas.remove(space);
+  if (data.device_value()) data.refresh_value();
   discharge_space(space, data.size);
 }
 
@@ -81,6 +82,22 @@ bool Scheduler::start_spill(WorkerState &w, RunState &run, DataIndex d, Replica 
   if (data.replicas.size() > 1) {  // another copy exists: dropping this one loses nothing
     drop_device_replica(data, replica, deferred);
     w.memory.spilled_total += size;
+    return true;
+  }
+  if (replica.value) {
+    // A device value moves through its spill function, called outside the mutex; nothing of
+    // host memory is allocated for it here.
+    data.pins++;
+    w.memory.spilling_bytes += size;
+    transfers_in_flight_++;
+    std::shared_ptr<RunState> keep_alive = run.shared_from_this();
+    SpaceId space = w.space;
+    deferred.calls.emplace_back(
+        [this, keep_alive, d, space, value = replica.ptr, ops = data.value_ops] {
+          void *host = ops.spill(value, ops.user_data);
+          spill_done(keep_alive, d, space, host,
+                     host ? std::string() : std::string("its spill function returned NULL"));
+        });
     return true;
   }
   // Runs on worker threads inside the scheduler: a refusal is an answer, never an exception.
@@ -110,11 +127,18 @@ void Scheduler::spill_done(const std::shared_ptr<RunState> &run_ptr, DataIndex d
     w.memory.spilling_bytes -= data.size;
     data.pins--;
     bool alive = data.phase == DataRun::Phase::kReady && !data.free_when_unpinned;
+    const bool value = run.graph().data(d).kind == DataKind::kValue;
+    // A device value read back by the caller meanwhile is pinned where it is (gf_run_value).
+    if (value && !data.value_ops.movable()) alive = false;
     if (!error.empty() || !alive) {
-      deferred.frees.push_back({kHostSpace, host, data.size});
-      if (alive) note_resident(run, d, space);  // the copy failed: it stays on the device
+      release_copy(data, kHostSpace, host, value, deferred);
+      if (value && !error.empty()) {
+        data.value_ops = ValueOps{};  // it cannot be moved: pinned from now on
+      } else if (alive) {
+        note_resident(run, d, space);  // the copy failed: it stays on the device
+      }
     } else {
-      data.replicas.push_back(Replica{kHostSpace, true, host});
+      data.replicas.push_back(Replica{kHostSpace, true, host, 0, value});
       Replica *on_device = data.replicas.find(space);
       if (on_device && data.uses == 0 && data.pins == 0) {
         drop_device_replica(data, *on_device, deferred);

@@ -22,9 +22,8 @@ double Scheduler::transfer_seconds(const RunState &run, TaskIndex t, SpaceId spa
   const DataIndex *in = graph.inputs(task);
   double seconds = 0;
   for (uint32_t i = 0; i < task.input_count; ++i) {
-    if (graph.data(in[i]).kind != DataKind::kBuffer) continue;
     const DataRun &data = run.data[in[i]];
-    if (data.replica_in(space) || data.replicas.empty()) continue;
+    if (data.replicas.empty() || !needs_move(run, in[i], space)) continue;
     seconds += backend_.transfer_seconds(data.replicas.front().space, space, data.size);
   }
   return seconds;
@@ -39,9 +38,8 @@ void Scheduler::fetch_inputs(WorkerState &worker, RunState &run, TaskIndex t, De
   tr.memory_blocked = false;
   for (uint32_t i = 0; i < task.input_count; ++i) {
     DataIndex d = in[i];
-    if (graph.data(d).kind != DataKind::kBuffer) continue;
+    if (!needs_move(run, d, worker.space)) continue;
     DataRun &data = run.data[d];
-    if (data.replica_in(worker.space)) continue;
     tr.missing_inputs++;
     if (!(data.arriving & space_bit(worker.space)) &&
         !start_transfer(run, d, worker.space, deferred)) {
@@ -61,6 +59,24 @@ bool Scheduler::start_transfer(RunState &run, DataIndex d, SpaceId to, Deferred 
   if (owner && !owner->memory.reserve(data.size)) {
     spill(*owner, owner->memory.shortfall(FixedPoint{}, data.size), deferred);
     return false;  // retried when memory is released there
+  }
+  if (source.value) {
+    // A spilled device value comes back through its unspill function, outside the mutex.
+    if (owner) spill(*owner, 0, deferred);
+    data.arriving |= space_bit(to);
+    data.pins++;
+    transfers_in_flight_++;
+    run.transfers++;
+    run.bytes_transferred += data.size;
+    std::shared_ptr<RunState> keep_alive = run.shared_from_this();
+    const int32_t device = owner ? owner->device : -1;
+    deferred.calls.emplace_back(
+        [this, keep_alive, d, to, device, host = source.ptr, ops = data.value_ops] {
+          void *back = ops.unspill(host, device, ops.user_data);
+          transfer_done(keep_alive, d, to, back,
+                        back ? std::string() : std::string("its unspill function returned NULL"));
+        });
+    return true;
   }
   void *destination = backend_.allocate(to, data.size);
   if (!destination) {
@@ -93,14 +109,26 @@ void Scheduler::transfer_done(const std::shared_ptr<RunState> &run_ptr, DataInde
     data.arriving &= ~space_bit(to);
     data.pins--;
     bool wanted = error.empty() && data.phase == DataRun::Phase::kReady && !data.free_when_unpinned;
-    if (wanted) {
-      data.replicas.push_back(Replica{to, true, ptr});
+    const bool value = run.graph().data(d).kind == DataKind::kValue;
+    // A device value read back by the caller while it came back stays in the form the caller
+    // got (gf_run_value pins it); tasks waiting for it read that form.
+    const bool store = wanted && !(value && !data.value_ops.movable());
+    if (store) {
+      data.replicas.push_back(Replica{to, true, ptr, 0, value});
       if (owner) {
         note_resident(run, d, to);
         unspilled(data, to);
       }
+      if (value) {
+        Replica *host = data.replicas.find(kHostSpace);
+        if (host && data.pins == 0 && data.uses == 0) {  // no one reads the host form
+          release_copy(data, kHostSpace, host->ptr, true, deferred);
+          data.replicas.remove(kHostSpace);
+        }
+        data.refresh_value();
+      }
     } else {
-      deferred.frees.push_back({to, ptr, data.size});
+      if (ptr) release_copy(data, to, ptr, value, deferred);
       if (owner) discharge_space(to, data.size);
     }
     auto [begin, end] = run.transfer_waiters.equal_range(waiter_key(d, to));

@@ -92,6 +92,19 @@ static void check_submit_options(void) {
   CHECK(f.on_complete == NULL && f.user_data == NULL);
 }
 
+static void check_value_ops(void) {
+  gf_value_ops m = GF_VALUE_OPS_INIT;
+  gf_value_ops f;
+  memset(&f, 0xA5, sizeof f);
+  gf_value_ops_init(&f, sizeof f);
+  CHECK(m.struct_size == sizeof(gf_value_ops));
+  SAME(m, f, struct_size);
+  SAME(m, f, spill);
+  SAME(m, f, unspill);
+  SAME(m, f, user_data);
+  CHECK(f.spill == NULL && f.unspill == NULL && f.user_data == NULL);
+}
+
 static void check_output_structs(void) {
   /* Structs filled by the library have INIT macros but no init function: check their sizes. */
   gf_worker_info wi = GF_WORKER_INFO_INIT;
@@ -133,6 +146,7 @@ int main(void) {
   check_buffer_desc();
   check_task_desc();
   check_submit_options();
+  check_value_ops();
   check_output_structs();
   check_version();
   check_pool_from_c();

@@ -16,22 +16,22 @@ GPUs, from Python. A ctypes binding of the C ABI (include/gpuflow.h): no build s
 The Dask scheduler is ``gpuflow.dask.get`` (``dask.compute(x, scheduler=gpuflow.dask.get)``).
 The shared library is found through GPUFLOW_LIBRARY (see gpuflow._ffi).
 """
-from ._core import (CancelledError, Data, Future, GpuflowError, Graph, InfeasibleError,
+from ._core import (CancelledError, Data, DeviceMemory, Future, GpuflowError, Graph, InfeasibleError,
                     InternalError, InvalidArgumentError, InvalidGraphError, InvalidHandleError,
                     LedgerEntry, NotFoundError, OutOfMemoryError, Pool, Run, RunStats,
                     ShutDownError, StateError, StructSizeError, SystemCallError, Task,
                     TaskContext, TaskEnv, TaskFailedError, VersionMismatchError, WorkerInfo,
-                    current_task, live_values, version)
+                    current_task, live_values, register_spillable, version)
 from ._ffi import library_path
 from ._lease import Lease, LeasedDevice, default_endpoint
 
 __version__ = "0.2.0"
 
 __all__ = [
-    "CancelledError", "Data", "Future", "GpuflowError", "Graph", "InfeasibleError",
+    "CancelledError", "Data", "DeviceMemory", "Future", "GpuflowError", "Graph", "InfeasibleError",
     "InternalError", "InvalidArgumentError", "InvalidGraphError", "InvalidHandleError",
     "Lease", "LeasedDevice", "LedgerEntry", "NotFoundError", "OutOfMemoryError", "Pool", "Run",
     "RunStats", "ShutDownError", "StateError", "StructSizeError", "SystemCallError", "Task", "TaskContext",
     "TaskEnv", "TaskFailedError", "VersionMismatchError", "WorkerInfo", "current_task",
-    "default_endpoint", "library_path", "live_values", "version",
+    "default_endpoint", "library_path", "live_values", "register_spillable", "version",
 ]

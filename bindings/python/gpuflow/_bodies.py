@@ -7,9 +7,10 @@ owns one host value (the "anchor") whose destructor drops its table once the gra
 of it are gone, so the table lives exactly as long as C can call a body. Every CFUNCTYPE object
 here is module-level, hence referenced for the life of the interpreter.
 
-Every body is the same C function (BODY_ADDR), so gpuflow tells kinds of work apart by the
-task's cost key (gf_task_desc.cost_key): the callable's qualified name for Graph.task, the key
-prefix for Dask. Tasks with the same key share one learnt duration estimate.
+Every body is the same C function (BODY_ADDR; GPU_BODY_ADDR for gpu_fn, which hands the
+result to gpuflow as device data charged to the device: see gpuflow._values), so gpuflow tells
+kinds of work apart by the task's cost key (gf_task_desc.cost_key): the callable's qualified
+name for Graph.task, the key prefix for Dask. Tasks with the same key share one learnt duration estimate.
 
 This module is the binding's internal API for task bodies; gpuflow.dask builds on it.
 """
@@ -25,9 +26,10 @@ from ctypes import byref, c_int, c_uint64, c_void_p
 
 from . import _ffi as F
 from ._errors import check, status_error
-from ._values import DESTROY_VALUE_ADDR, VALUES, put_value
+from ._values import DESTROY_VALUE_ADDR, VALUES, device_value_ops, put_value, value_size
 
-__all__ = ["BODY_ADDR", "HAS_COST_KEY", "TASK_DESC", "BodyTable", "TaskContext", "TaskEnv",
+__all__ = ["BODY_ADDR", "GPU_BODY_ADDR", "HAS_COST_KEY", "TASK_DESC", "BodyTable", "TaskContext",
+           "TaskEnv",
            "cost_key_of", "cost_key_text", "current_ctx", "current_task", "failure_exception",
            "input_value", "live_tables"]
 
@@ -154,10 +156,12 @@ def _pin_thread_state():
 
 
 _set_value = F.gf_task_ctx_set_value
+_set_device_value = F.gf_task_ctx_set_device_value
 
 
-def _body(ctx, user_data):
-    """The body of every Python task: look up what it computes, run it, store the result."""
+def _body(ctx, user_data, on_gpu=False):
+    """The body of every Python task: look up what it computes, run it, store the result (on a
+    GPU worker as device data of its size, with the spill/unspill pair of its kind)."""
     table = None
     index = user_data & _INDEX_MASK
     try:
@@ -172,7 +176,11 @@ def _body(ctx, user_data):
         finally:
             _tls.ctx = prev
         key = put_value(result)
-        st = _set_value(ctx, 0, key, DESTROY_VALUE_ADDR, 0)
+        if on_gpu and _set_device_value is not None:
+            st = _set_device_value(ctx, 0, key, DESTROY_VALUE_ADDR, value_size(result),
+                                   device_value_ops(result))
+        else:
+            st = _set_value(ctx, 0, key, DESTROY_VALUE_ADDR, 0)
         if st != 0:
             VALUES.pop(key, None)
             raise status_error(st)
@@ -184,8 +192,14 @@ def _body(ctx, user_data):
             return 1
 
 
+def _gpu_body(ctx, user_data):
+    return _body(ctx, user_data, True)
+
+
 _BODY = F.TASK_FN(_body)
 BODY_ADDR = ctypes.cast(_BODY, c_void_p).value
+_GPU_BODY = F.TASK_FN(_gpu_body)
+GPU_BODY_ADDR = ctypes.cast(_GPU_BODY, c_void_p).value
 
 _MAX_COST_KEY = 4096  # bytes (gf_task_desc.cost_key)
 

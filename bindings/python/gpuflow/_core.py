@@ -5,7 +5,8 @@ Modules, lowest first (each imports only those above it, so there is no import c
 
 - ``_ffi``: the library and its C declarations.
 - ``_errors``: one exception class per gf_status; check/status_error; version().
-- ``_values``: Python objects owned by gpuflow through an integer key (VALUES, put_value).
+- ``_values``: Python objects owned by gpuflow through an integer key (VALUES, put_value);
+  sizes and spill/unspill of results produced on GPU workers (register_spillable).
 - ``_bodies``: the one task-body trampoline run on worker threads for every Python task (of
   Graph.task and of gpuflow.dask), the per-graph BodyTable it reads, cost keys, the exceptions
   of failed tasks, TaskContext/current_task.
@@ -43,15 +44,15 @@ from ._errors import (CancelledError, GpuflowError, InfeasibleError, InternalErr
                       OutOfMemoryError, ShutDownError, StateError, StructSizeError,
                       SystemCallError, TaskFailedError, VersionMismatchError, version)
 from ._graph import Data, Graph, Task
-from ._pool import LedgerEntry, Pool, WorkerInfo
+from ._pool import DeviceMemory, LedgerEntry, Pool, WorkerInfo
 from ._run import Future, Run, RunStats
-from ._values import live_values
+from ._values import live_values, register_spillable
 
 __all__ = [
     "GpuflowError", "InvalidArgumentError", "InvalidHandleError", "StructSizeError",
     "VersionMismatchError", "InvalidGraphError", "InfeasibleError", "OutOfMemoryError",
     "TaskFailedError", "CancelledError", "StateError", "NotFoundError", "ShutDownError",
     "SystemCallError", "InternalError", "Pool", "Graph", "Task", "Data", "Run", "Future",
-    "WorkerInfo", "LedgerEntry", "TaskEnv", "TaskContext", "RunStats", "current_task",
-    "live_values", "version",
+    "WorkerInfo", "LedgerEntry", "DeviceMemory", "TaskEnv", "TaskContext", "RunStats",
+    "current_task", "live_values", "register_spillable", "version",
 ]

@@ -146,6 +146,32 @@ DESTROY_FN = CFUNCTYPE(None, c_void_p)
 RUN_CALLBACK = CFUNCTYPE(None, c_void_p, c_int, c_void_p)
 
 
+# gf_value_ops: how a device value moves to host memory and back (0.2).
+SPILL_FN = CFUNCTYPE(c_void_p, c_void_p, c_void_p)
+UNSPILL_FN = CFUNCTYPE(c_void_p, c_void_p, c_int32, c_void_p)
+
+
+class gf_value_ops(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("spill", c_void_p),
+        ("unspill", c_void_p),
+        ("user_data", c_void_p),
+    ]
+
+
+class gf_device_memory(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("capacity", c_uint64),
+        ("resident", c_uint64),
+        ("reserved", c_uint64),
+        ("spilled", c_uint64),
+        ("spilled_total", c_uint64),
+        ("unspilled_total", c_uint64),
+    ]
+
+
 class gf_task_desc(Structure):
     # Pointer fields are declared c_void_p so that addresses (ints) can be stored directly:
     # graph construction is a hot path and avoids building ctypes arrays per task.
@@ -324,6 +350,9 @@ gf_pool_worker_count = _fn("gf_pool_worker_count", _S, c_void_p, c_void_p)
 gf_pool_worker_info = _fn("gf_pool_worker_info", _S, c_void_p, c_void_p, c_uint32)
 gf_pool_ledger_size = _fn("gf_pool_ledger_size", _S, c_void_p, c_void_p, c_uint32)
 gf_pool_ledger_entry = _fn("gf_pool_ledger_entry", _S, c_void_p, c_void_p, c_uint32, c_uint32)
+gf_pool_device_count = _fn("gf_pool_device_count", _S, c_void_p, c_void_p)
+gf_pool_device_memory = _fn("gf_pool_device_memory", _S, c_void_p, c_void_p, c_uint32) \
+    if hasattr(lib, "gf_pool_device_memory") else None
 gf_pool_ledger_lookup = _fn("gf_pool_ledger_lookup", _S, c_void_p, c_void_p, c_uint32, c_char_p)
 
 gf_graph_create = _fn("gf_graph_create", _S, c_void_p)
@@ -356,6 +385,10 @@ gf_run_stats_get = _fn("gf_run_stats_get", _S, c_void_p, c_void_p)
 gf_task_ctx_input = _fn("gf_task_ctx_input", _S, c_void_p, c_void_p, c_void_p, c_uint32)
 gf_task_ctx_set_value = _fn("gf_task_ctx_set_value", _S, c_void_p, c_uint32, c_void_p, c_void_p,
                             c_uint64)
+# Device values (0.2); None with an older library (values are then never charged).
+gf_task_ctx_set_device_value = _fn("gf_task_ctx_set_device_value", _S, c_void_p, c_uint32,
+                                   c_void_p, c_void_p, c_uint64, c_void_p) \
+    if hasattr(lib, "gf_task_ctx_set_device_value") else None
 gf_task_ctx_fail = _fn("gf_task_ctx_fail", _S, c_void_p, c_char_p)
 gf_task_ctx_cancelled = _fn("gf_task_ctx_cancelled", c_int, c_void_p)
 gf_task_ctx_env = _fn("gf_task_ctx_env", _S, c_void_p, c_void_p)

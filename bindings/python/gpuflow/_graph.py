@@ -10,7 +10,8 @@ import weakref
 from ctypes import byref, c_uint64, c_void_p
 
 from . import _ffi as F
-from ._bodies import BODY_ADDR, HAS_COST_KEY, TASK_DESC, BodyTable, cost_key_of, input_value
+from ._bodies import (BODY_ADDR, GPU_BODY_ADDR, HAS_COST_KEY, TASK_DESC, BodyTable, cost_key_of,
+                      input_value)
 from ._errors import StateError, check, status_error
 from ._run import Run
 from ._values import DESTROY_VALUE_ADDR, VALUES, put_value, size_estimate
@@ -186,7 +187,7 @@ class Graph:
         d = self._desc
         d.name = name.encode() if name else None
         d.cpu_fn = BODY_ADDR if cpu else None
-        d.gpu_fn = BODY_ADDR if gpu else None
+        d.gpu_fn = GPU_BODY_ADDR if gpu else None
         if HAS_COST_KEY:
             d.cost_key = cost_key_of(fn)
         d.resources, d.resource_count = self._resources(resources)

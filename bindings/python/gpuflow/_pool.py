@@ -20,6 +20,13 @@ from ._run import Future, Run, interpreter_exiting, reap_abandoned
 
 WorkerInfo = namedtuple("WorkerInfo", "index kind device threads emulated name")
 LedgerEntry = namedtuple("LedgerEntry", "resource capacity in_use peak_in_use")
+DeviceMemory = namedtuple("DeviceMemory",
+                          "capacity resident reserved spilled spilled_total unspilled_total")
+DeviceMemory.__doc__ = (
+    "One device's memory as gpuflow accounts it, in bytes: the pool's share (capacity), data "
+    "held there (resident: buffers and results of tasks that ran there), gpu_memory reserved by "
+    "running tasks, its data currently spilled to host, and bytes spilled / brought back since "
+    "the pool started.")
 
 # The newest gf_pool_config layout the loaded library understands.
 def _newest_pool_config():
@@ -180,6 +187,25 @@ class Pool:
             name = e.resource.decode()
             out[name] = LedgerEntry(name, e.capacity, e.in_use, e.peak_in_use)
         return out
+
+    def device_count(self) -> int:
+        """How many (real or emulated) devices the pool drives."""
+        n = c_uint32()
+        check(F.gf_pool_device_count(byref(n), self.handle))
+        return n.value
+
+    def device_memory(self, device: int) -> DeviceMemory:
+        """Device `device`'s memory accounting (a consistent snapshot): see DeviceMemory. Results
+        of tasks that ran on a GPU worker count there while resident (their size is
+        ``nbytes`` or ``dask.sizeof``) and are spilled to host past the spill threshold;
+        the gpu_memory line of ``ledger(worker)`` shows the same use and its peak."""
+        if F.gf_pool_device_memory is None:
+            raise TypeError("this libgpuflow has no gf_pool_device_memory (a newer one is needed)")
+        m = F.gf_device_memory()
+        m.struct_size = ctypes.sizeof(m)
+        check(F.gf_pool_device_memory(byref(m), self.handle, device))
+        return DeviceMemory(m.capacity, m.resident, m.reserved, m.spilled, m.spilled_total,
+                            m.unspilled_total)
 
     def resource_names(self) -> frozenset:
         """The names of every resource some worker of this pool advertises ("cpu", "GPU",

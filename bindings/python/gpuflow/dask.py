@@ -55,8 +55,8 @@ from dask.highlevelgraph import HighLevelGraph
 from dask.utils import key_split
 
 from . import _ffi as F
-from ._bodies import (BODY_ADDR, HAS_COST_KEY, TASK_DESC, TaskContext, cost_key_text,
-                      current_ctx, failure_exception, input_value)
+from ._bodies import (BODY_ADDR, GPU_BODY_ADDR, HAS_COST_KEY, TASK_DESC, TaskContext,
+                      cost_key_text, current_ctx, failure_exception, input_value)
 from ._errors import status_error
 from ._graph import Graph, bodies_for, resource_array, table_of
 from ._pool import Pool
@@ -369,7 +369,7 @@ def _apply_options(desc, key, resources, priority, retries, res_cache, keep_aliv
             keep_alive.append((arr, names))
         desc.resources, desc.resource_count = hit
         cpu, gpu = bodies_for(resources, None)
-        desc.gpu_fn = BODY_ADDR if gpu else None
+        desc.gpu_fn = GPU_BODY_ADDR if gpu else None
     else:
         desc.resources, desc.resource_count = None, 0
         desc.gpu_fn = None

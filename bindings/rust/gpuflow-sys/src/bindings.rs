@@ -2021,6 +2021,119 @@ extern "C" {
         size_estimate: u64,
     ) -> gf_status;
 }
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct gf_value_ops {
+    pub struct_size: u32,
+    pub spill: ::std::option::Option<
+        unsafe extern "C" fn(
+            value: *mut std::os::raw::c_void,
+            user_data: *mut std::os::raw::c_void,
+        ) -> *mut std::os::raw::c_void,
+    >,
+    pub unspill: ::std::option::Option<
+        unsafe extern "C" fn(
+            host_value: *mut std::os::raw::c_void,
+            device: i32,
+            user_data: *mut std::os::raw::c_void,
+        ) -> *mut std::os::raw::c_void,
+    >,
+    pub user_data: *mut std::os::raw::c_void,
+}
+#[test]
+fn bindgen_test_layout_gf_value_ops() {
+    assert_eq!(
+        ::std::mem::size_of::<gf_value_ops>(),
+        32usize,
+        concat!("Size of: ", stringify!(gf_value_ops))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<gf_value_ops>(),
+        8usize,
+        concat!("Alignment of ", stringify!(gf_value_ops))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<gf_value_ops>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(gf_value_ops),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_spill() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<gf_value_ops>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).spill) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(gf_value_ops),
+                "::",
+                stringify!(spill)
+            )
+        );
+    }
+    test_field_spill();
+    fn test_field_unspill() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<gf_value_ops>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).unspill) as usize - ptr as usize
+            },
+            16usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(gf_value_ops),
+                "::",
+                stringify!(unspill)
+            )
+        );
+    }
+    test_field_unspill();
+    fn test_field_user_data() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<gf_value_ops>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).user_data) as usize - ptr as usize
+            },
+            24usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(gf_value_ops),
+                "::",
+                stringify!(user_data)
+            )
+        );
+    }
+    test_field_user_data();
+}
+extern "C" {
+    pub fn gf_value_ops_init(ops: *mut gf_value_ops, struct_size: u32);
+}
+extern "C" {
+    pub fn gf_task_ctx_set_device_value(
+        ctx: *mut gf_task_ctx,
+        index: u32,
+        value: *mut std::os::raw::c_void,
+        destroy: gf_destroy_fn,
+        size: u64,
+        ops: *const gf_value_ops,
+    ) -> gf_status;
+}
 extern "C" {
     pub fn gf_task_ctx_fail(
         ctx: *mut gf_task_ctx,
@@ -2811,12 +2924,13 @@ pub struct gf_service_config {
     pub user_gpu_cap: f64,
     pub log: gf_log_fn,
     pub log_user_data: *mut std::os::raw::c_void,
+    pub user_weights: *const std::os::raw::c_char,
 }
 #[test]
 fn bindgen_test_layout_gf_service_config() {
     assert_eq!(
         ::std::mem::size_of::<gf_service_config>(),
-        72usize,
+        80usize,
         concat!("Size of: ", stringify!(gf_service_config))
     );
     assert_eq!(
@@ -2977,6 +3091,23 @@ fn bindgen_test_layout_gf_service_config() {
         );
     }
     test_field_log_user_data();
+    fn test_field_user_weights() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<gf_service_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).user_weights) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(gf_service_config),
+                "::",
+                stringify!(user_weights)
+            )
+        );
+    }
+    test_field_user_weights();
 }
 extern "C" {
     pub fn gf_service_start(
