@@ -34,25 +34,8 @@
 #include <sys/resource.h>
 #include <time.h>
 
-static void check(gf_status status, const char *what) {
-  if (status != GF_OK) {
-    fprintf(stderr, "gpuflow_bench: %s failed: %s: %s\n", what, gf_status_name(status),
-            gf_last_error());
-    exit(1);
-  }
-}
-#define CHECK(call) check((call), #call)
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+#define BENCH_NAME "gpuflow_bench"
+#include "bench_util.h"
 
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof(double), cmp);
