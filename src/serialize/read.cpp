@@ -4,6 +4,7 @@
 #include <flatbuffers/idl.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 #include <unordered_map>
@@ -174,6 +175,11 @@ std::string locate_corruption(const uint8_t *buf, size_t size) {
 template <class Where>
 std::string_view text_of(const flatbuffers::String *s, size_t max, Where &&where) {
   if (!s) return {};
+  // The Verifier checks alignment relative to the document's start; a document that does not
+  // start on a 4-byte boundary can still place a string off one. Refuse it before reading it.
+  if (reinterpret_cast<uintptr_t>(s) % alignof(flatbuffers::uoffset_t) != 0) {
+    bad(where() + " is not aligned on 4 bytes (a corrupt document)");
+  }
   std::string_view v(s->c_str(), s->size());
   if (v.size() > max) {
     bad(where() + " is " + std::to_string(v.size()) + " bytes long; at most " +
