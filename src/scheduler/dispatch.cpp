@@ -203,9 +203,13 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
       !thief.memory.could_fit(r.request, task_device_bytes(run, entry.task))) {
     return false;
   }
-  // Moving the inputs must cost less than waiting for the victim to get to the task.
+  // Moving the inputs, and on another kind of worker running the body there, must cost less
+  // than waiting for the victim to get to the task: an idle GPU worker must not take a task that
+  // is quick on CPUs from a CPU worker that is merely busy for a moment, and run it slowly.
   double transfer = task.input_count ? transfer_seconds(run, entry.task, thief.space) : 0.0;
-  if (victim->granted && transfer > 0 && transfer >= victim->backlog_s / victim->threads) {
+  double thief_cost = transfer;
+  if (thief.kind != victim->kind) thief_cost += estimate(run, entry.task, thief.kind);
+  if (victim->granted && thief_cost > 0 && thief_cost >= victim->backlog_s / victim->threads) {
     return false;
   }
   victim->ready.pop();

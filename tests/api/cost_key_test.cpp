@@ -4,6 +4,8 @@
 #include <gpuflow.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -89,6 +91,55 @@ TEST(CostKeys, KindsWithDifferentKeysAreEstimatedApart) {
 
 TEST(CostKeys, NamePrefixesAreTheDefaultKeys) {
   expect_kinds_placed_apart(true);
+}
+
+// An idle GPU worker steals from a busy CPU worker only when running the task on the GPU would
+// finish sooner than waiting: a task that takes 100 ms on GPUs and nothing on CPUs waits for the
+// CPU worker that is busy with a task it expects to end at once (the race CI once lost, made
+// deterministic here by a body that blocks).
+TEST(CostKeys, IdleWorkersDoNotStealWhatIsSlowerForThem) {
+  Pool pool = make_pool(host_config(1, 1));
+  auto release = std::make_shared<std::atomic<bool>>(false);
+  auto run_alone = [&](TaskSpec s) {
+    Graph g = make_graph();
+    must_add_task(g.get(), s);
+    RunPtr run(submit(pool.get(), g.get()));
+    EXPECT_EQ(gf_run_wait(run.get(), 20000), GF_OK) << last_error();
+  };
+  TaskSpec quick_blocker;
+  quick_blocker.cost_key = "blocker";
+  quick_blocker.cpu = [release](gf_task_ctx *) {
+    while (!release->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return 0;
+  };
+  TaskSpec beta;
+  beta.cost_key = "beta";
+  beta.cpu = instant();
+  TaskSpec beta_on_gpu = beta;
+  beta_on_gpu.cpu = nullptr;
+  beta_on_gpu.gpu = sleeping(std::chrono::milliseconds(100));
+  release->store(true);
+  run_alone(quick_blocker);  // learnt: ends at once
+  run_alone(beta);           // learnt: instant on CPUs
+  run_alone(beta_on_gpu);    // learnt: 100 ms on GPUs
+  release->store(false);
+
+  Graph blocking = make_graph();
+  must_add_task(blocking.get(), quick_blocker);
+  RunPtr blocked(submit(pool.get(), blocking.get()));
+  Graph g = make_graph();
+  TaskSpec both = beta;
+  both.gpu = sleeping(std::chrono::milliseconds(100));
+  gf_task t = must_add_task(g.get(), both);
+  RunPtr run(submit(pool.get(), g.get()));
+  // The GPU worker is idle and woken for the queued task; stealing it would end it in ~100 ms.
+  EXPECT_EQ(gf_run_wait(run.get(), 300), GF_TIMEOUT) << "the GPU worker took the task";
+  release->store(true);
+  EXPECT_EQ(gf_run_wait(run.get(), 20000), GF_OK) << last_error();
+  EXPECT_EQ(gf_run_wait(blocked.get(), 20000), GF_OK) << last_error();
+  gf_worker_info info = GF_WORKER_INFO_INIT;
+  GF_ASSERT_OK(gf_pool_worker_info(&info, pool.get(), worker_of(run.get(), t)));
+  EXPECT_EQ(info.kind, GF_WORKER_CPU);
 }
 
 TEST(CostKeys, BadKeysAreRejectedNamingTheTask) {
