@@ -24,6 +24,7 @@ from ._core import (CancelledError, Data, DeviceMemory, Future, GpuflowError, Gr
                     current_task, live_values, register_spillable, version)
 from ._ffi import library_path
 from ._lease import Lease, LeasedDevice, default_endpoint
+from ._service import Service
 
 __version__ = "0.2.0"
 
@@ -31,7 +32,7 @@ __all__ = [
     "CancelledError", "Data", "DeviceMemory", "Future", "GpuflowError", "Graph", "InfeasibleError",
     "InternalError", "InvalidArgumentError", "InvalidGraphError", "InvalidHandleError",
     "Lease", "LeasedDevice", "LedgerEntry", "NotFoundError", "OutOfMemoryError", "Pool", "Run",
-    "RunStats", "ShutDownError", "StateError", "StructSizeError", "SystemCallError", "Task", "TaskContext",
+    "RunStats", "Service", "ShutDownError", "StateError", "StructSizeError", "SystemCallError", "Task", "TaskContext",
     "TaskEnv", "TaskFailedError", "VersionMismatchError", "WorkerInfo", "current_task",
     "default_endpoint", "library_path", "live_values", "register_spillable", "version",
 ]

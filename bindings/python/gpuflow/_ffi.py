@@ -90,6 +90,21 @@ class gf_pool_config_v3(Structure):
     _fields_ = gf_pool_config_v2._fields_ + [("endpoint", c_char_p)]
 
 
+class gf_service_config(Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("pool", c_void_p),
+        ("socket_path", c_char_p),
+        ("group", c_char_p),
+        ("usage_half_life_s", c_double),
+        ("client_gpu_cap", c_double),
+        ("user_gpu_cap", c_double),
+        ("log", c_void_p),
+        ("log_user_data", c_void_p),
+        ("user_weights", c_char_p),
+    ]
+
+
 class gf_lease_request(Structure):
     _fields_ = [
         ("struct_size", c_uint32),
@@ -344,6 +359,9 @@ if gf_lease_acquire is not None:
     gf_pool_service_status = _fn("gf_pool_service_status", _S, c_void_p, c_void_p, c_int)
     gf_bytes_free = _fn("gf_bytes_free", None, c_void_p)
     gf_default_endpoint = _fn("gf_default_endpoint", c_char_p)
+    gf_service_start = _fn("gf_service_start", _S, c_void_p, c_void_p)
+    gf_service_endpoint = _fn("gf_service_endpoint", c_char_p, c_void_p)
+    gf_service_stop = _fn("gf_service_stop", None, c_void_p)
 gf_pool_create_versioned = _fn("gf_pool_create_versioned", _S, c_void_p, c_void_p, c_uint32)
 gf_pool_destroy = _fn("gf_pool_destroy", None, c_void_p)
 gf_pool_worker_count = _fn("gf_pool_worker_count", _S, c_void_p, c_void_p)

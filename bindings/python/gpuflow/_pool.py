@@ -42,6 +42,59 @@ _POOL_CONFIG = _newest_pool_config()
 _BACKENDS = {"auto": F.GF_BACKEND_AUTO, "host": F.GF_BACKEND_HOST, "cuda": F.GF_BACKEND_CUDA}
 
 
+def pool_config(cpu_workers=None, emulated_devices=None, device_memory=None, bandwidth=None,
+                gpu_worker_threads=None, cpu_labels=None, gpu_labels=None, backend="auto",
+                devices=None, device_memory_limit=None, spill_threshold=None, endpoint=None):
+    """A gf_pool_config of the newest layout the library knows, from Pool's arguments; returns
+    it with the ctypes objects it points into (keep them alive while the config is used)."""
+    cfg = _POOL_CONFIG()
+    cfg.struct_size = ctypes.sizeof(cfg)
+    try:
+        cfg.backend = _BACKENDS[backend]
+    except KeyError:
+        raise ValueError(f"backend must be one of {sorted(_BACKENDS)}, not {backend!r}")
+    if cpu_workers is not None:
+        if cpu_workers < 1:
+            raise ValueError("cpu_workers must be at least 1")
+        cfg.cpu_workers = cpu_workers
+    if emulated_devices is not None:
+        cfg.emulated_devices = emulated_devices if emulated_devices > 0 else -1
+    if device_memory is not None:
+        cfg.emulated_device_memory = int(device_memory)
+    if bandwidth is not None:
+        cfg.emulated_bandwidth = float(bandwidth)
+    if gpu_worker_threads is not None:
+        cfg.gpu_worker_threads = gpu_worker_threads
+    cpu_arr, cpu_n, keep1 = resource_array(cpu_labels)
+    gpu_arr, gpu_n, keep2 = resource_array(gpu_labels)
+    if cpu_n:
+        cfg.cpu_worker_labels = cpu_arr
+        cfg.cpu_worker_label_count = cpu_n
+    if gpu_n:
+        cfg.gpu_worker_labels = gpu_arr
+        cfg.gpu_worker_label_count = gpu_n
+    dev_arr = None
+    extra = {"devices": devices, "device_memory_limit": device_memory_limit,
+             "spill_threshold": spill_threshold}
+    if any(v is not None for v in extra.values()):
+        if _POOL_CONFIG is F.gf_pool_config:
+            raise TypeError("this libgpuflow does not know devices / device_memory_limit / "
+                            "spill_threshold (a newer library is needed)")
+        if devices is not None:
+            dev_arr = (ctypes.c_int32 * len(devices))(*devices)
+            cfg.devices = ctypes.cast(dev_arr, ctypes.POINTER(ctypes.c_int32))
+            cfg.device_count = len(devices)
+        if device_memory_limit is not None:
+            cfg.device_memory_limit = int(device_memory_limit)
+        if spill_threshold is not None:
+            cfg.spill_threshold = float(spill_threshold)
+    if endpoint is not None:
+        if _POOL_CONFIG is not F.gf_pool_config_v3:
+            raise TypeError("this libgpuflow has no shared pools (0.2 or newer is needed)")
+        cfg.endpoint = endpoint.encode()
+    return cfg, (cpu_arr, keep1, gpu_arr, keep2, dev_arr)
+
+
 def _destroy_pool(handle):
     if not reap_abandoned(handle, interpreter_exiting()):
         # At exit, with bodies of an interrupted (Ctrl-C) run still running: gf_pool_destroy
@@ -83,50 +136,12 @@ class Pool:
                  gpu_labels: dict | None = None, backend: str = "auto",
                  devices=None, device_memory_limit: int | None = None,
                  spill_threshold: float | None = None, endpoint: str | None = None):
-        cfg = _POOL_CONFIG()
-        cfg.struct_size = ctypes.sizeof(cfg)
-        try:
-            cfg.backend = _BACKENDS[backend]
-        except KeyError:
-            raise ValueError(f"backend must be one of {sorted(_BACKENDS)}, not {backend!r}")
-        if cpu_workers is not None:
-            if cpu_workers < 1:
-                raise ValueError("cpu_workers must be at least 1")
-            cfg.cpu_workers = cpu_workers
-        if emulated_devices is not None:
-            cfg.emulated_devices = emulated_devices if emulated_devices > 0 else -1
-        if device_memory is not None:
-            cfg.emulated_device_memory = int(device_memory)
-        if bandwidth is not None:
-            cfg.emulated_bandwidth = float(bandwidth)
-        if gpu_worker_threads is not None:
-            cfg.gpu_worker_threads = gpu_worker_threads
-        cpu_arr, cpu_n, keep1 = resource_array(cpu_labels)
-        gpu_arr, gpu_n, keep2 = resource_array(gpu_labels)
-        if cpu_n:
-            cfg.cpu_worker_labels = cpu_arr
-            cfg.cpu_worker_label_count = cpu_n
-        if gpu_n:
-            cfg.gpu_worker_labels = gpu_arr
-            cfg.gpu_worker_label_count = gpu_n
-        extra = {"devices": devices, "device_memory_limit": device_memory_limit,
-                 "spill_threshold": spill_threshold}
-        if any(v is not None for v in extra.values()):
-            if _POOL_CONFIG is F.gf_pool_config:
-                raise TypeError("this libgpuflow does not know devices / device_memory_limit / "
-                                "spill_threshold (a newer library is needed)")
-            if devices is not None:
-                dev_arr = (ctypes.c_int32 * len(devices))(*devices)
-                cfg.devices = ctypes.cast(dev_arr, ctypes.POINTER(ctypes.c_int32))
-                cfg.device_count = len(devices)
-            if device_memory_limit is not None:
-                cfg.device_memory_limit = int(device_memory_limit)
-            if spill_threshold is not None:
-                cfg.spill_threshold = float(spill_threshold)
-        if endpoint is not None:
-            if _POOL_CONFIG is not F.gf_pool_config_v3:
-                raise TypeError("this libgpuflow has no shared pools (0.2 or newer is needed)")
-            cfg.endpoint = endpoint.encode()
+        cfg, self._keep = pool_config(
+            cpu_workers=cpu_workers, emulated_devices=emulated_devices,
+            device_memory=device_memory, bandwidth=bandwidth,
+            gpu_worker_threads=gpu_worker_threads, cpu_labels=cpu_labels, gpu_labels=gpu_labels,
+            backend=backend, devices=devices, device_memory_limit=device_memory_limit,
+            spill_threshold=spill_threshold, endpoint=endpoint)
         handle = c_void_p()
         check(F.gf_pool_create_versioned(byref(handle), byref(cfg), F.GF_VERSION_MAJOR))
         self._handle = handle.value

@@ -115,3 +115,29 @@ def test_gpuflow_pool_in_the_environment_connects_dask(service, tmp_path):
     assert result["pid"] in result["clients"], "the Dask scheduler's pool is the service's client"
     log = (tmp_path / "serve.log").read_text()
     assert "lease" in log and "granted" in log, log
+
+
+def test_service_started_from_python_grants_distinct_devices_and_stops_cleanly(tmp_path):
+    sock = tmp_path / "py.sock"
+    with gpuflow.Service(socket_path=str(sock), backend="host", emulated_devices=3,
+                         device_memory=64 << 20, cpu_workers=2) as service:
+        assert service.endpoint == f"unix://{sock}"
+        assert sock.exists()
+        with gpuflow.Pool(endpoint=service.endpoint, cpu_workers=1) as pool:
+            leases = [pool.lease(gpus=1, name=f"job{i}") for i in range(3)]
+            uuids = [lease.cuda_visible_devices for lease in leases]
+            assert len(set(uuids)) == 3, uuids
+            with pytest.raises(TimeoutError):
+                pool.lease(gpus=1, timeout=0.05)  # all three are held
+            held = pool.service_status()["leases"]
+            assert sorted(entry["name"] for entry in held) == ["job0", "job1", "job2"]
+            for lease in leases:
+                lease.release()
+            assert pool.service_status()["leases"] == []
+            with pytest.raises(gpuflow.StateError, match="already listens|in use"):
+                gpuflow.Service(socket_path=str(sock), backend="host", emulated_devices=1)
+    assert not service.running
+    assert not sock.exists(), "stop() removes the socket"
+    service.stop()  # idempotent
+    with pytest.raises(TypeError, match="endpoint"):
+        gpuflow.Service(socket_path=str(tmp_path / "x.sock"), endpoint="unix:///x")

@@ -1,0 +1,77 @@
+"""The node's shared pool, started from Python (gf_service_start): what `gpuflow serve` runs,
+on a thread of this process. Workflow plugins start a private one when no service is configured;
+tests start one per case.
+
+    with gpuflow.Service(emulated_devices=3, socket_path="/tmp/gf.sock") as service:
+        with gpuflow.Pool(endpoint=service.endpoint) as pool:
+            with pool.lease(gpus=1) as lease:
+                ...
+"""
+from __future__ import annotations
+
+import ctypes
+import weakref
+from ctypes import byref, c_void_p
+
+from . import _ffi as F
+from ._errors import check
+from ._lease import _need_shared_pools
+from ._pool import pool_config
+
+
+class Service:
+    """A gpuflow service listening on a unix socket; stop() (or leaving its `with` block, or
+    garbage collection, or interpreter exit) tells every client Goodbye, ends every lease and
+    removes the socket.
+
+    - ``socket_path``: where to listen (default: gpuflow.default_endpoint()'s path).
+    - ``group``: a group whose members may connect too (socket mode 0660).
+    - ``client_gpu_cap`` / ``user_gpu_cap``: most devices one client / one user may hold.
+    - ``user_weights``: {"alice": 2, ...}, fair-share weights per user.
+    - ``usage_half_life``: seconds over which past usage is forgotten in fair share.
+    - every other keyword is a pool option, as for gpuflow.Pool (emulated_devices,
+      device_memory, cpu_workers as the CPUs it leases, backend, devices, ...).
+    """
+
+    def __init__(self, socket_path: str | None = None, group: str | None = None,
+                 client_gpu_cap: float = 0.0, user_gpu_cap: float = 0.0,
+                 user_weights: dict | None = None, usage_half_life: float = 0.0,
+                 **pool_options):
+        _need_shared_pools()
+        if "endpoint" in pool_options:
+            raise TypeError("a service owns its devices: it takes no endpoint")
+        pool_cfg, keep = pool_config(**pool_options)
+        cfg = F.gf_service_config()
+        cfg.struct_size = ctypes.sizeof(cfg)
+        cfg.pool = ctypes.cast(byref(pool_cfg), c_void_p)
+        cfg.socket_path = socket_path.encode() if socket_path else None
+        cfg.group = group.encode() if group else None
+        cfg.client_gpu_cap = float(client_gpu_cap)
+        cfg.user_gpu_cap = float(user_gpu_cap)
+        cfg.usage_half_life_s = float(usage_half_life)
+        if user_weights:
+            cfg.user_weights = ",".join(f"{u}={w}" for u, w in user_weights.items()).encode()
+        handle = c_void_p()
+        check(F.gf_service_start(byref(handle), byref(cfg)))
+        del keep
+        self._handle = handle.value
+        self.endpoint: str = F.gf_service_endpoint(self._handle).decode()
+        self._finalizer = weakref.finalize(self, F.gf_service_stop, self._handle)
+
+    @property
+    def running(self) -> bool:
+        return self._finalizer.alive
+
+    def stop(self):
+        """Stops the service (idempotent)."""
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def __repr__(self):
+        return f"<gpuflow.Service {self.endpoint}{'' if self.running else ' stopped'}>"
+
