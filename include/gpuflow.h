@@ -164,8 +164,9 @@ typedef enum gf_worker_kind {
  * - gpu_worker_threads: threads per GPU worker, bounding how many tasks run on it at once; 2.
  * - devices / device_count: CUDA backend only; the device ordinals to use (after
  *   CUDA_VISIBLE_DEVICES, numbered in PCI bus order as nvidia-smi does); NULL: every device.
- * - device_memory_limit: bytes of each device the pool may use; 0: the emulated capacity, or on
- *   a real GPU the memory free when the pool starts, less 5 %.
+ * - device_memory_limit: bytes of each device the pool may use; 0: GPUFLOW_DEVICE_MEMORY_LIMIT
+ *   when set, else the emulated capacity, or on a real GPU the memory free when the pool
+ *   starts, less 5 %.
  * - cpu_worker_labels / gpu_worker_labels: user labels (gf_resource) each worker of that kind
  *   advertises. A label may not be named cpu, GPU or gpu_memory (the pool sets those itself) nor
  *   appear twice in one list; either is rejected naming the label. Amounts follow gf_resource.

@@ -97,13 +97,18 @@ PoolOptions resolve_pool_options(const gf_pool_config &config) {
     }
     o.cuda.devices.push_back(config.devices[i]);
   }
-  if (!FixedPoint::bytes_representable(config.device_memory_limit)) {
+  double value = 0;
+  uint64_t memory_limit = config.device_memory_limit;
+  if (memory_limit == 0 && env_integer("GPUFLOW_DEVICE_MEMORY_LIMIT", 0,
+                                       static_cast<double>(FixedPoint::kMaxBytes), value)) {
+    memory_limit = static_cast<uint64_t>(value);
+  }
+  if (!FixedPoint::bytes_representable(memory_limit)) {
     fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.device_memory_limit is above " +
                                       std::to_string(FixedPoint::kMaxBytes) +
                                       " bytes (GF_MAX_DATA_SIZE)");
   }
-  o.cuda.memory_limit = config.device_memory_limit;
-  double value = 0;
+  o.cuda.memory_limit = memory_limit;
   double threshold = config.spill_threshold;
   if (threshold == 0 && env_number("GPUFLOW_SPILL_THRESHOLD", value)) threshold = value;
   if (threshold != threshold || threshold < 0) {
@@ -139,7 +144,7 @@ PoolOptions resolve_pool_options(const gf_pool_config &config) {
                                ? static_cast<uint64_t>(value)
                                : uint64_t{1} << 30;
   }
-  o.host.memory_limit = config.device_memory_limit;
+  o.host.memory_limit = memory_limit;
   if (!FixedPoint::bytes_representable(o.host.device_memory)) {
     fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.emulated_device_memory is above " +
                                       std::to_string(FixedPoint::kMaxBytes) +

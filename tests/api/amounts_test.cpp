@@ -142,11 +142,30 @@ TEST(Amounts, DeviceMemoryAboveTheLimitIsRefused) {
     std::string m = refused_pool(c);
     EXPECT_TRUE(contains(m, "GPUFLOW_EMULATED_DEVICE_MEMORY")) << bad << ": " << m;
   }
+  {
+    ScopedEnv env("GPUFLOW_DEVICE_MEMORY_LIMIT", "1e30");
+    std::string m = refused_pool(host_config(1, 1));
+    EXPECT_TRUE(contains(m, "GPUFLOW_DEVICE_MEMORY_LIMIT")) << m;
+  }
   for (const char *variable : {"GPUFLOW_CPU_WORKERS", "GPUFLOW_EMULATED_DEVICES"}) {
     ScopedEnv env(variable, "1e300");
     gf_pool_config c = host_config(0, 0);
     std::string m = refused_pool(c);
     EXPECT_TRUE(contains(m, variable)) << m;
+  }
+}
+
+// Processes started on leased devices (Dask workers, Snakemake jobs) get their pools' device
+// memory limit from the environment; the config field, when set, wins.
+TEST(Amounts, DeviceMemoryLimitComesFromTheEnvironmentWhenNotConfigured) {
+  ScopedEnv env("GPUFLOW_DEVICE_MEMORY_LIMIT", "16777216");
+  for (uint64_t configured : {uint64_t{0}, uint64_t{32} << 20}) {
+    gf_pool_config c = host_config(1, 1, 64ull << 20);
+    c.device_memory_limit = configured;
+    Pool pool = make_pool(c);
+    gf_device_memory memory = GF_DEVICE_MEMORY_INIT;
+    GF_ASSERT_OK(gf_pool_device_memory(&memory, pool.get(), 0));
+    EXPECT_EQ(memory.capacity, configured ? configured : uint64_t{16} << 20);
   }
 }
 

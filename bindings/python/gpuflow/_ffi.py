@@ -90,6 +90,9 @@ class gf_pool_config_v3(Structure):
     _fields_ = gf_pool_config_v2._fields_ + [("endpoint", c_char_p)]
 
 
+LOG_FN = CFUNCTYPE(None, c_char_p, c_void_p)  # gf_log_fn
+
+
 class gf_service_config(Structure):
     _fields_ = [
         ("struct_size", c_uint32),

@@ -29,6 +29,8 @@ class Service:
     - ``client_gpu_cap`` / ``user_gpu_cap``: most devices one client / one user may hold.
     - ``user_weights``: {"alice": 2, ...}, fair-share weights per user.
     - ``usage_half_life``: seconds over which past usage is forgotten in fair share.
+    - ``log``: called with each line the service logs (connects, leases, refusals), from the
+      service's thread; None (default): the lines go to stderr; False: they are dropped.
     - every other keyword is a pool option, as for gpuflow.Pool (emulated_devices,
       device_memory, cpu_workers as the CPUs it leases, backend, devices, ...).
     """
@@ -36,7 +38,7 @@ class Service:
     def __init__(self, socket_path: str | None = None, group: str | None = None,
                  client_gpu_cap: float = 0.0, user_gpu_cap: float = 0.0,
                  user_weights: dict | None = None, usage_half_life: float = 0.0,
-                 **pool_options):
+                 log=None, **pool_options):
         _need_shared_pools()
         if "endpoint" in pool_options:
             raise TypeError("a service owns its devices: it takes no endpoint")
@@ -51,6 +53,16 @@ class Service:
         cfg.usage_half_life_s = float(usage_half_life)
         if user_weights:
             cfg.user_weights = ",".join(f"{u}={w}" for u, w in user_weights.items()).encode()
+        self._log = None
+        if log is not None:
+            def forward(line, _user_data):
+                if log is not False:
+                    try:
+                        log(line.decode(errors="replace"))
+                    except Exception:  # a logger's failure must not reach the service thread
+                        pass
+            self._log = F.LOG_FN(forward)  # kept alive as long as the service
+            cfg.log = ctypes.cast(self._log, c_void_p)
         handle = c_void_p()
         check(F.gf_service_start(byref(handle), byref(cfg)))
         del keep

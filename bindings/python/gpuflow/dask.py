@@ -40,6 +40,12 @@ are not waited for, and their results are dropped (see gpuflow._run on what happ
 A compute() called from inside a task body (nested compute) runs that inner graph with Dask's
 synchronous scheduler on the calling worker thread: waiting for other tasks of the same pool from
 a worker could deadlock it, and gpuflow has no way for a body to give up its worker meanwhile.
+
+Dask distributed (imported on first use, so the scheduler above needs only dask):
+``LocalGPUCluster`` (a LocalCluster with one worker per GPU of the node, each on devices leased
+from the node's gpuflow service), ``GPUNanny`` (the nanny that leases them), and the worker
+command for other nodes, ``python -m gpuflow.dask worker SCHEDULER_ADDRESS``
+(``gpuflow-dask-worker``); see gpuflow._dask_cluster.
 """
 from __future__ import annotations
 
@@ -63,7 +69,17 @@ from ._pool import Pool
 from ._run import interrupted, wait_run
 from ._values import DESTROY_VALUE_ADDR, VALUES, put_value
 
-__all__ = ["get", "default_pool", "set_default_pool", "annotations_of", "register"]
+__all__ = ["get", "default_pool", "set_default_pool", "annotations_of", "register",
+           "keep_annotations",
+           "LocalGPUCluster", "GPUNanny"]
+_DISTRIBUTED = ("LocalGPUCluster", "GPUNanny", "lease_environment", "service_endpoint")
+
+
+def __getattr__(name):
+    if name in _DISTRIBUTED:
+        from . import _dask_cluster
+        return getattr(_dask_cluster, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 _EMPTY: dict = {}
 _default_pool: Pool | None = None
@@ -96,6 +112,15 @@ def set_default_pool(pool: Pool | None) -> None:
 # ------------------------------------------------------------------------------------------
 
 _KEEP_ANNOTATIONS = {"optimization.fuse.active": False, "optimization.annotations.fuse": False}
+
+
+def keep_annotations():
+    """Keeps ``dask.annotate(...)`` through Dask's optimisation in every computation of this
+    process, on any scheduler (a distributed Client included, which optimises on the client):
+    sets the two options above. Returns Dask's config setter: use it as a context manager to
+    restore the previous settings on exit, or call it once to keep them. LocalGPUCluster does
+    this for its lifetime; a client of a remote cluster calls it itself."""
+    return dask.config.set(_KEEP_ANNOTATIONS)
 
 
 def _hlg_annotated(hlg: HighLevelGraph) -> bool:
@@ -615,3 +640,8 @@ def register() -> None:
 
 
 register()
+
+
+if __name__ == "__main__":
+    from ._dask_worker import main
+    raise SystemExit(main())

@@ -1,0 +1,189 @@
+"""Dask distributed on gpuflow, on one machine: LocalGPUCluster's workers run on devices leased
+from the node's service (distinct devices, never one another holds), advertise GPU and
+gpu_memory, honour dask.annotate(resources=...) after optimisation, and hand the devices back;
+the worker command (python -m gpuflow.dask worker) does the same for another node's workers,
+and a killed worker's devices are back in the ledger within a second while Dask recomputes."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+from distributed import Client, LocalCluster  # noqa: E402
+
+import gpuflow  # noqa: E402
+import gpuflow.dask  # noqa: E402
+from gpuflow.dask import LocalGPUCluster  # noqa: E402
+
+SERVICE = dict(backend="host", emulated_devices=3, device_memory=256 << 20, cpu_workers=2)
+
+
+@pytest.fixture
+def service(tmp_path):
+    with gpuflow.Service(socket_path=str(tmp_path / "gf.sock"), log=False, **SERVICE) as s:
+        yield s
+
+
+def leases_of(endpoint):
+    with gpuflow.Pool(endpoint=endpoint, cpu_workers=1) as watcher:
+        return watcher.service_status()["leases"]
+
+
+def wait_until(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.02)
+
+
+def seed(n, c):
+    x = da.random.RandomState(42).normal(10, 1, size=(n, n), chunks=(c, c))
+    return (x + 1)[::2, ::2].sum()
+
+
+def seed_expected(n, c):
+    return seed(n, c).compute(scheduler="sync")
+
+
+def test_workers_get_distinct_leased_devices_and_give_them_back(service):
+    with gpuflow.Pool(endpoint=service.endpoint, cpu_workers=1) as other:
+        held = other.lease(gpus=1, name="someone else")  # e.g. a Snakemake job on the node
+        with LocalGPUCluster(endpoint=service.endpoint, n_workers=2,
+                             device_memory_limit=128 << 20) as cluster, Client(cluster) as client:
+            env = client.run(lambda: {k: os.environ.get(k) for k in (
+                "CUDA_VISIBLE_DEVICES", "GPUFLOW_DEVICES", "GPUFLOW_POOL",
+                "GPUFLOW_DEVICE_MEMORY_LIMIT")})
+            devices = [e["CUDA_VISIBLE_DEVICES"] for e in env.values()]
+            assert len(set(devices)) == 2, devices
+            assert held.cuda_visible_devices not in devices, "a worker got a held device"
+            assert all(e["GPUFLOW_POOL"] == "embedded" for e in env.values())
+            assert all(e["GPUFLOW_DEVICE_MEMORY_LIMIT"] == str(128 << 20) for e in env.values())
+            info = client.scheduler_info()["workers"]
+            for w in info.values():
+                assert w["resources"]["GPU"] == 1
+                assert w["resources"]["gpu_memory"] == 256 << 20
+            names = sorted(entry["name"] for entry in leases_of(service.endpoint))
+            assert names == ["dask worker 0", "dask worker 1", "someone else"], names
+
+            # A gpuflow pool made inside a worker runs on what the worker leased.
+            def pool_in_worker():
+                with gpuflow.Pool(cpu_workers=1) as pool:
+                    return [w.kind for w in pool.workers()].count("gpu"), \
+                        pool.device_memory(0).capacity
+
+            assert set(client.run(pool_in_worker).values()) == {(1, 128 << 20)}
+        assert [entry["name"] for entry in leases_of(service.endpoint)] == ["someone else"]
+        held.release()
+
+
+def test_annotated_seed_runs_only_on_gpu_workers_after_optimisation(service):
+    with LocalGPUCluster(endpoint=service.endpoint, n_workers=2) as cluster, \
+            Client(cluster) as client:
+        # A worker without GPUs joins the same scheduler: annotated tasks must not go there.
+        plain = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker",
+                                  cluster.scheduler_address, "--nthreads", "2", "--no-nanny",
+                                  "--name", "plain"], stderr=subprocess.DEVNULL)
+        try:
+            client.wait_for_workers(3, timeout=60)
+            gpu_workers = {addr for addr, w in client.scheduler_info()["workers"].items()
+                           if w["resources"].get("GPU")}
+            assert len(gpu_workers) == 2
+            with dask.annotate(resources={"GPU": 1}):
+                total = seed(2000, 250)
+            client.get_task_stream(start=time.time())  # starts recording
+            with distributed.get_task_stream(client) as stream:
+                result = total.compute(optimize_graph=True)
+            assert result == pytest.approx(seed_expected(2000, 250), rel=1e-12)
+            ran_on = {t["worker"] for t in stream.data}
+            assert ran_on and ran_on <= gpu_workers, f"annotated tasks ran on {ran_on}"
+            assert len(ran_on) == 2, "both GPU workers took part"
+        finally:
+            plain.terminate()
+            plain.wait(timeout=30)
+
+
+def test_private_service_when_none_is_configured(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUFLOW_POOL", "embedded")  # as if nothing were configured
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # no service at the default endpoint
+    with LocalGPUCluster(service_options=dict(backend="host", emulated_devices=2)) as cluster:
+        assert cluster.service is not None and cluster.service.running
+        assert len(cluster.workers) == 2, "one worker per device of the private service"
+        with Client(cluster) as client:
+            assert client.submit(lambda: 21 * 2, resources={"GPU": 1}).result() == 42
+        endpoint = cluster.gpuflow_endpoint
+    assert cluster.service is None, "the private service stops with the cluster"
+    assert not os.path.exists(endpoint[len("unix://"):])
+
+
+def _worker_command(scheduler, endpoint, name, log):
+    env = dict(os.environ, GPUFLOW_POOL=endpoint)
+    return subprocess.Popen([sys.executable, "-m", "gpuflow.dask", "worker", scheduler,
+                             "--nworkers", "1", "--name", name, "--death-timeout", "60"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def test_worker_command_killed_mid_computation(service, tmp_path):
+    log = open(tmp_path / "workers.log", "w")
+    with LocalCluster(n_workers=0, processes=False, protocol="tcp", dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        workers = [_worker_command(cluster.scheduler_address, service.endpoint, f"node{i}", log)
+                   for i in range(2)]
+        try:
+            client.wait_for_workers(2, timeout=60)
+            assert len(leases_of(service.endpoint)) == 2
+
+            def slow_add(block):
+                time.sleep(0.05)
+                return block + 1
+
+            with gpuflow.dask.keep_annotations(), dask.annotate(resources={"GPU": 1}):
+                x = da.random.RandomState(7).normal(10, 1, size=(1600, 1600),
+                                                    chunks=(200, 200))
+                total = x.map_blocks(slow_add, dtype=float)[::2, ::2].sum()
+            with gpuflow.dask.keep_annotations():
+                future = client.compute(total)
+            # Kill one worker command (nanny and worker) once both have started working.
+            wait_until(lambda: all(n for n in client.processing().values()), 30,
+                       "both workers busy")
+            os.killpg(workers[0].pid, signal.SIGKILL)
+            killed_at = time.monotonic()
+            wait_until(lambda: len(leases_of(service.endpoint)) == 1, 1.0,
+                       "the killed worker's lease is back")
+            assert time.monotonic() - killed_at < 1.0
+            expected = (x.map_blocks(lambda b: b + 1, dtype=float)[::2, ::2].sum()
+                        .compute(scheduler="sync"))
+            assert future.result(timeout=120) == pytest.approx(expected, rel=1e-12)
+        finally:
+            for w in workers:
+                if w.poll() is None:
+                    w.send_signal(signal.SIGTERM)
+            for w in workers:
+                try:
+                    w.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(w.pid, signal.SIGKILL)
+                    w.wait()
+    assert workers[1].returncode == 0, open(tmp_path / "workers.log").read()
+    wait_until(lambda: leases_of(service.endpoint) == [], 5, "every lease back")
+
+
+def test_worker_command_without_a_service_says_where_it_looked(tmp_path):
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(tmp_path))
+    env.pop("GPUFLOW_POOL", None)
+    commands = [[sys.executable, "-m", "gpuflow.dask", "worker"]]
+    script = os.path.join(os.path.dirname(sys.executable), "gpuflow-dask-worker")
+    if os.access(script, os.X_OK):  # installed by pip with the package
+        commands.append([script])
+    for command in commands:
+        done = subprocess.run([*command, "tcp://127.0.0.1:1"], env=env, capture_output=True,
+                              text=True, timeout=60)
+        assert done.returncode == 2, command
+        assert str(tmp_path) in done.stderr and "gpuflow serve" in done.stderr, done.stderr
