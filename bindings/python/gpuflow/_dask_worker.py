@@ -127,9 +127,12 @@ def console_main() -> int:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "run":
+        from ._dask_documents import run_main
+        return run_main(argv[1:])
     if not argv or argv[0] != "worker":
-        print(f"usage: {USAGE}\n(the only command is 'worker'; --help after it for options)",
-              file=sys.stderr)
+        print(f"usage: {USAGE}\n       python -m gpuflow.dask run SCHEDULER_ADDRESS DOCUMENT "
+              "[--plugin LIB]...\n(--help after the command for its options)", file=sys.stderr)
         return 2
     args = _parser().parse_args(argv[1:])
     if not args.scheduler and not args.scheduler_file:

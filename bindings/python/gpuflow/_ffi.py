@@ -389,6 +389,15 @@ gf_graph_add_task = _fn("gf_graph_add_task", _S, c_void_p, c_void_p, c_void_p)
 gf_graph_add_dependency = _fn("gf_graph_add_dependency", _S, c_void_p, c_uint64, c_uint64)
 gf_graph_task_count = _fn("gf_graph_task_count", _S, c_void_p, c_void_p)
 
+gf_graph_serialize = _fn("gf_graph_serialize", _S, c_void_p, c_void_p, c_int)
+gf_graph_deserialize = _fn("gf_graph_deserialize", _S, c_void_p, c_void_p, c_uint64, c_int,
+                           c_uint32)
+gf_graph_data_count = _fn("gf_graph_data_count", _S, c_void_p, c_void_p)
+gf_graph_data_at = _fn("gf_graph_data_at", _S, c_void_p, c_void_p, c_uint64)
+gf_pool_load_plugin = _fn("gf_pool_load_plugin", _S, c_void_p, c_char_p)
+GF_GRAPH_FORMAT_AUTO = 0
+GF_GRAPH_FORMAT_JSON = 2
+
 gf_graph_submit = _fn("gf_graph_submit", _S, c_void_p, c_void_p, c_void_p, c_void_p)
 gf_run_wait = _fn("gf_run_wait", _S, c_void_p, c_int64)
 gf_run_poll = _fn("gf_run_poll", _S, c_void_p)
@@ -396,6 +405,7 @@ gf_run_state_get = _fn("gf_run_state_get", _S, c_void_p, c_void_p)
 gf_run_fd = _fn("gf_run_fd", _S, c_void_p, c_void_p)
 gf_run_cancel = _fn("gf_run_cancel", _S, c_void_p)
 gf_run_destroy = _fn("gf_run_destroy", None, c_void_p)
+gf_run_fetch = _fn("gf_run_fetch", _S, c_void_p, c_void_p, c_uint64, c_void_p, c_uint64)
 gf_run_task_state = _fn("gf_run_task_state", _S, c_void_p, c_void_p, c_uint64)
 gf_run_task_error = _fn("gf_run_task_error", _S, c_void_p, c_void_p, c_uint64)
 gf_run_task_attempts = _fn("gf_run_task_attempts", _S, c_void_p, c_void_p, c_uint64)
