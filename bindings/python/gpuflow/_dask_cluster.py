@@ -7,6 +7,9 @@ accident (dask-cuda's workers take CUDA_VISIBLE_DEVICES as given and coordinate 
   ``GPU`` (devices, or the share of one) and ``gpu_memory`` (bytes). The lease belongs to the
   nanny process: a worker process that dies is restarted on the same devices; when the nanny
   goes (closed, killed), its connection to the service closes and the devices go back at once.
+  When the service asks for the devices back (fair share: someone below their share waits), the
+  nanny retires its worker (the scheduler moves its data to other workers first), hands the
+  lease back, waits for a new one in the queue like everyone else, and starts the worker again.
 - LocalGPUCluster: LocalCluster with one GPUNanny per device of the node's service (or a private
   service started for the cluster when none is configured).
 - worker_main: ``python -m gpuflow.dask worker SCHEDULER`` (console script gpuflow-dask-worker),
@@ -15,16 +18,20 @@ accident (dask-cuda's workers take CUDA_VISIBLE_DEVICES as given and coordinate 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import tempfile
 import threading
 
 from distributed import LocalCluster, Nanny
+from tornado.ioloop import PeriodicCallback
 
 from ._errors import GpuflowError
 from ._lease import default_endpoint
 from ._pool import Pool
 from ._service import Service
+
+logger = logging.getLogger("gpuflow.dask")
 
 
 def service_endpoint(endpoint: str | None = None) -> str | None:
@@ -137,6 +144,8 @@ class GPUNanny(Nanny):
                                  spill_threshold=spill_threshold)
         self._gf_pool: Pool | None = None
         self.lease = None
+        self._handing_back = False
+        self.periodic_callbacks["gpuflow-lease"] = PeriodicCallback(self._check_lease, 250)
 
     def _acquire(self):
         endpoint = service_endpoint(self._gf_endpoint)
@@ -160,13 +169,62 @@ class GPUNanny(Nanny):
         if pool is not None:
             pool.close()
 
-    async def start_unsafe(self):
-        if self.lease is None:
-            self._gf_pool, self.lease = await _wait_in_daemon_thread(self._acquire, _give_back)
+    def _apply_lease(self):
         self.env.update(lease_environment(self.lease, **self._gf_settings))
         gpus = sum(d.share for d in self.lease.devices)
         memory = sum(d.memory for d in self.lease.devices)
         self.resources = {**(self.resources or {}), "GPU": gpus, "gpu_memory": memory}
+        if self.process is not None:  # a restart reuses the process object and its kwargs
+            self.process.worker_kwargs["resources"] = self.resources
+
+    def _check_lease(self):
+        from distributed.core import Status
+
+        if (self.lease is not None and not self._handing_back and
+                self.status == Status.running and self.lease.revoked):
+            self._handing_back = True
+            asyncio.ensure_future(self._hand_back())
+
+    async def _hand_back(self):
+        """The service wants the devices back: retire the worker, release, queue again."""
+        from distributed.core import Status
+
+        logger.info("gpuflow lease %s of %s asked back: retiring the worker", self.lease.id,
+                    self.name)
+        try:
+            if self.worker_address:
+                try:
+                    await self.scheduler.retire_workers(workers=[self.worker_address],
+                                                        close_workers=False, remove=True,
+                                                        stimulus_id="gpuflow-lease-revoked")
+                except Exception as e:  # the data is recomputed instead
+                    logger.warning("retiring %s before handing its devices back: %r",
+                                   self.worker_address, e)
+            await self.kill(reason="gpuflow-lease-revoked")
+            self._release()
+            self._gf_pool, self.lease = await _wait_in_daemon_thread(self._acquire, _give_back)
+            if self.status != Status.running:  # closed meanwhile
+                self._release()
+                return
+            self._apply_lease()
+            self._handing_back = False
+            await self.instantiate()
+            logger.info("%s runs again on lease %s", self.name, self.lease.id)
+        except Exception:
+            logger.exception("%s could not come back after handing its devices back", self.name)
+            await self.close(reason="gpuflow-lease-lost")
+        finally:
+            self._handing_back = False
+
+    async def _on_worker_exit(self, exitcode):
+        if self._handing_back:
+            return  # stopped on purpose; _hand_back starts it again
+        return await super()._on_worker_exit(exitcode)
+
+    async def start_unsafe(self):
+        if self.lease is None:
+            self._gf_pool, self.lease = await _wait_in_daemon_thread(self._acquire, _give_back)
+        self._apply_lease()
         try:
             return await super().start_unsafe()
         except BaseException:

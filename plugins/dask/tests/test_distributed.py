@@ -187,3 +187,36 @@ def test_worker_command_without_a_service_says_where_it_looked(tmp_path):
                               text=True, timeout=60)
         assert done.returncode == 2, command
         assert str(tmp_path) in done.stderr and "gpuflow serve" in done.stderr, done.stderr
+
+
+def test_a_worker_hands_its_device_back_when_fair_share_asks(tmp_path):
+    """Both devices are held by the cluster's workers; another process of the node asks for one.
+    The service asks the most over-share holder for its lease back: that worker retires (its data
+    moved first), the device goes to the waiting process, and the worker comes back once the
+    device is free again. Dask's computation meanwhile completes with the exact result."""
+    with gpuflow.Service(socket_path=str(tmp_path / "fair.sock"), log=False, backend="host",
+                         emulated_devices=2, device_memory=64 << 20, cpu_workers=2) as service, \
+            LocalGPUCluster(endpoint=service.endpoint, n_workers=2) as cluster, \
+            Client(cluster) as client:
+        with dask.annotate(resources={"GPU": 1}):
+            x = da.random.RandomState(3).normal(10, 1, size=(1200, 1200), chunks=(200, 200))
+            kept = client.persist(x + 1)
+        with gpuflow.Pool(endpoint=service.endpoint, cpu_workers=1) as other:
+            asked = time.monotonic()
+            lease = other.lease(gpus=1, name="snakemake job", timeout=60)
+            waited = time.monotonic() - asked
+            assert waited < 30, f"the lease took {waited:.1f} s"
+            wait_until(lambda: len(client.scheduler_info()["workers"]) == 1, 30,
+                       "the retired worker left the scheduler")
+            holders = sorted(e["name"] for e in leases_of(service.endpoint))
+            assert holders.count("snakemake job") == 1 and len(holders) == 2, holders
+            with dask.annotate(resources={"GPU": 1}):
+                total = kept[::2, ::2].sum()
+            expected = (x + 1)[::2, ::2].sum().compute(scheduler="sync")
+            assert total.compute() == pytest.approx(expected, rel=1e-12), \
+                "the retired worker's data survived (moved, or recomputed)"
+            lease.release()
+        client.wait_for_workers(2, timeout=60)  # the worker came back on the freed device
+        wait_until(lambda: len(leases_of(service.endpoint)) == 2, 30, "two worker leases")
+        assert all(w["resources"]["GPU"] == 1
+                   for w in client.scheduler_info()["workers"].values())
