@@ -8,7 +8,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 venv=$root/.venv
 req=$root/bindings/python/requirements.txt
 stamp=$venv/.gpuflow-setup
-want=$(cat "$req" "$root/bindings/python/pyproject.toml" | sha256sum | cut -d' ' -f1)
+want=$(cat "$req" "$root/bindings/python/pyproject.toml" "$root/plugins/snakemake/pyproject.toml" |
+       sha256sum | cut -d' ' -f1)
 
 if [ -x "$venv/bin/python" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ] &&
    "$venv/bin/python" -c 'import importlib.util as u; assert u.find_spec("gpuflow")' 2>/dev/null
@@ -35,5 +36,6 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 echo "setup-python: installing pinned requirements" >&2
 "${pip[@]}" install -r "$req"
 "${pip[@]}" install --no-deps --no-build-isolation -e "$root/bindings/python"
+"${pip[@]}" install --no-deps --no-build-isolation -e "$root/plugins/snakemake"
 echo "$want" > "$stamp"
 echo "setup-python: $venv ready" >&2

@@ -49,6 +49,7 @@ run_suite() {  # run_suite NAME pytest-args...
 
 run_suite "binding tests" bindings/python/tests
 run_suite "Dask plugin tests" plugins/dask/tests
+run_suite "Snakemake executor tests" plugins/snakemake/tests
 xdist=()
 if [ -n "${GPUFLOW_PYTEST_JOBS:-}" ]; then xdist=(-n "$GPUFLOW_PYTEST_JOBS"); fi
 PYTHONPATH=$root/plugins/dask${PYTHONPATH:+:$PYTHONPATH} run_suite "Dask's own tests on gpuflow" \
