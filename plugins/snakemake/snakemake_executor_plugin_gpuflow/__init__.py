@@ -242,6 +242,10 @@ class Executor(RealExecutor):
                     status = pool.service_status()
                 self.logger.info(f"gpuflow: leasing from the service at {candidates[0]} "
                                  f"({_describe(status)})")
+                if private_options:
+                    self.logger.info("gpuflow: --gpuflow-emulated-devices and "
+                                     "--gpuflow-device-memory apply to a private service "
+                                     "only; this run uses the one named above")
                 return candidates[0], status
             except gf.GpuflowError as e:
                 if explicit:  # the user named it: not being there is an error, not a fallback
@@ -298,6 +302,12 @@ class Executor(RealExecutor):
             ask = f" asks for {request};" if request else ""
             self.report_job_error(job_info, msg=f"gpuflow executor: {_describe_job(job)}"
                                                 f"{ask} {problem}")
+            return
+        if request is None and _nothing_to_run(job):
+            # A rule with neither an action nor outputs (typically `all`): done as soon as it is
+            # ready, as in the local executor, instead of a Snakemake process (~1 s) of its own.
+            self.report_job_submission(job_info, register_job=False)
+            self.report_job_success(job_info)
             return
         command = ["/bin/sh", "-c", self.format_job_exec(job)]
         if request is not None:
@@ -382,6 +392,13 @@ class Executor(RealExecutor):
         if self._service_dir is not None:
             shutil.rmtree(self._service_dir, ignore_errors=True)
             self._service_dir = None
+
+
+def _nothing_to_run(job) -> bool:
+    # is_norun (no shell/run/script/wrapper/notebook/cwl) is Snakemake's, not the interface's:
+    # without it, every job gets its process.
+    return (not job.is_group() and getattr(job, "is_norun", False) is True
+            and not list(job.output) and not list(job.log) and not job.benchmark)
 
 
 def _signal_group(proc: subprocess.Popen, sig):

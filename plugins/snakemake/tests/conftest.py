@@ -65,8 +65,15 @@ def write_workflow(workdir: pathlib.Path, snakefile: str):
     (workdir / "Snakefile").write_text(textwrap.dedent(snakefile))
 
 
+# `python -m snakemake`, with SIGINT handled as Python does by default: a process started from a
+# non-interactive shell's background job inherits SIGINT ignored, and Python keeps it ignored,
+# which would make the Ctrl-C test depend on how pytest was started.
+SNAKEMAKE_MAIN = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                  "sys.argv[0] = 'snakemake'; from snakemake.cli import main; main()")
+
+
 def snakemake_command(*args) -> list:
-    return [sys.executable, "-m", "snakemake", "--executor", "gpuflow", "--nolock",
+    return [sys.executable, "-c", SNAKEMAKE_MAIN, "--executor", "gpuflow", "--nolock",
             "--show-failed-logs", *args]
 
 
