@@ -4,10 +4,13 @@
 
     .venv/bin/python bench/python/bench_snakemake.py              # 50 jobs, 3 rounds (~6 min on 2 cores)
     options: --jobs N (default 50)  --rounds R (default 3)  --cores C (default 2)
-             --variants local,gpuflow-cpu,gpuflow-gpu  --out FILE.jsonl  --markdown FILE.md
+             --variants local,local-run,gpuflow-cpu,gpuflow-gpu (default: all but local-run)
+             --out FILE.jsonl  --markdown FILE.md
 
 Variants (the same Snakefile; `resources: gpu=config["gpu"]`):
   local        --executor local (gpu=1 is only counted by Snakemake; no device is chosen)
+  local-run    --executor local with `run: shell(...)` instead of `shell:`: the local executor
+               then gives each job a Snakemake process of its own, as the gpuflow executor does
   gpuflow-cpu  --executor gpuflow, gpu=0: no lease, Snakemake's per-job process only
   gpuflow-gpu  --executor gpuflow, gpu=1: every job under a lease from a service with C
                emulated devices (so leases never limit parallelism below --cores C)
@@ -30,26 +33,34 @@ import gpuflow
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-VARIANTS = ("local", "gpuflow-cpu", "gpuflow-gpu")
+VARIANTS = ("local", "local-run", "gpuflow-cpu", "gpuflow-gpu")
+DEFAULT_VARIANTS = ("local", "gpuflow-cpu", "gpuflow-gpu")
 
 SNAKEFILE = """
 rule all:
     input: expand("out/{i}.txt", i=range(config["jobs"]))
 
-rule job:
-    output: "out/{i}.txt"
-    resources: gpu=config["gpu"]
-    shell: "touch {output}"
+if config.get("action") == "run":
+    rule job:
+        output: "out/{i}.txt"
+        resources: gpu=config["gpu"]
+        run: shell("touch {output}")
+else:
+    rule job:
+        output: "out/{i}.txt"
+        resources: gpu=config["gpu"]
+        shell: "touch {output}"
 """
 
 
 def run_once(variant, jobs, cores, endpoint, scratch):
     workdir = pathlib.Path(tempfile.mkdtemp(prefix=f"{variant}-", dir=scratch))
     (workdir / "Snakefile").write_text(SNAKEFILE)
-    gpu = 1 if variant in ("local", "gpuflow-gpu") else 0
+    gpu = 0 if variant == "gpuflow-cpu" else 1
+    action = "run" if variant == "local-run" else "shell"
     cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--nolock", "--quiet",
-           "all", "--config", f"jobs={jobs}", f"gpu={gpu}"]
-    if variant == "local":
+           "all", "--config", f"jobs={jobs}", f"gpu={gpu}", f"action={action}"]
+    if variant.startswith("local"):
         cmd += ["--executor", "local"]
     else:
         cmd += ["--executor", "gpuflow", "--gpuflow-endpoint", endpoint]
@@ -75,7 +86,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cores", type=int, default=2)
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default=",".join(DEFAULT_VARIANTS))
     ap.add_argument("--out")
     ap.add_argument("--markdown")
     args = ap.parse_args()

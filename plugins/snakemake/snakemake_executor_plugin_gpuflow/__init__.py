@@ -235,18 +235,18 @@ class Executor(RealExecutor):
         explicit = settings.endpoint or os.environ.get("GPUFLOW_POOL")
         private_options = settings.emulated_devices is not None or \
             settings.device_memory is not None
-        candidates = [explicit] if explicit else [gf.default_endpoint()]
         if explicit or not private_options:
+            endpoint = explicit or gf.default_endpoint()
             try:
-                with gf.Pool(endpoint=candidates[0], cpu_workers=1) as pool:
+                with gf.Pool(endpoint=endpoint, cpu_workers=1) as pool:
                     status = pool.service_status()
-                self.logger.info(f"gpuflow: leasing from the service at {candidates[0]} "
+                self.logger.info(f"gpuflow: leasing from the service at {endpoint} "
                                  f"({_describe(status)})")
                 if private_options:
                     self.logger.info("gpuflow: --gpuflow-emulated-devices and "
                                      "--gpuflow-device-memory apply to a private service "
                                      "only; this run uses the one named above")
-                return candidates[0], status
+                return endpoint, status
             except gf.GpuflowError as e:
                 if explicit:  # the user named it: not being there is an error, not a fallback
                     raise WorkflowError(f"gpuflow executor: {e}") from None
@@ -320,6 +320,7 @@ class Executor(RealExecutor):
         with self._lock:
             self._running[job.jobid] = proc
         self.report_job_submission(job_info)
+        self._watchers = [w for w in self._watchers if w.is_alive()]
         watcher = threading.Thread(target=self._watch, args=(job_info, proc),
                                    name=f"gpuflow-job-{job.jobid}", daemon=True)
         self._watchers.append(watcher)
