@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from conftest import (DEVICES, alive, interrupt, leases_left, run_snakemake, start_snakemake,
-                      status, write_workflow)
+from snakemake_testing import (DEVICES, alive, interrupt, leases_left, run_snakemake,
+                               start_snakemake, status, write_workflow)
 
 from snakemake_executor_plugin_gpuflow import LeaseRequest, lease_request, parse_size
 
