@@ -233,6 +233,7 @@ class Executor(RealExecutor):
         default socket when a service answers there, else a private service for this run."""
         gf = self._gpuflow
         explicit = settings.endpoint or os.environ.get("GPUFLOW_POOL")
+        source = "--gpuflow-endpoint" if settings.endpoint else "GPUFLOW_POOL"
         private_options = settings.emulated_devices is not None or \
             settings.device_memory is not None
         if explicit or not private_options:
@@ -249,7 +250,8 @@ class Executor(RealExecutor):
                 return endpoint, status
             except gf.GpuflowError as e:
                 if explicit:  # the user named it: not being there is an error, not a fallback
-                    raise WorkflowError(f"gpuflow executor: {e}") from None
+                    raise WorkflowError(f"gpuflow executor: {e} (the service named by "
+                                        f"{source})") from None
         # No service (or private-service options given): one for this run, in this process.
         self._service_dir = tempfile.mkdtemp(prefix="gpuflow-snakemake-")
         options = {"cpu_workers": os.cpu_count() or 1}

@@ -154,6 +154,21 @@ def test_more_gpus_than_the_node_has_is_an_error_naming_the_rule(tmp_path):
     assert time.monotonic() - started < 60
 
 
+def test_a_named_service_that_is_not_there_is_an_error(tmp_path):
+    write_workflow(tmp_path, """
+        rule one:
+            output: "out/one.txt"
+            resources: gpu=1
+            shell: "touch {output}"
+        """)
+    missing = f"unix://{tmp_path}/no-service.sock"
+    rc, out = run_snakemake(tmp_path, "--cores", "1", "--gpuflow-endpoint", missing, timeout=60)
+    assert rc != 0, out
+    assert f"no gpuflow service at {missing}" in out and "named by --gpuflow-endpoint" in out, out
+    assert "private" not in out, "a named service is never replaced by a private one"
+    assert not (tmp_path / "out/one.txt").exists()
+
+
 def test_resources_become_lease_requests():
     assert lease_request({}) is None
     assert lease_request({"gpu": 0, "mem_mb": 1000}) is None
