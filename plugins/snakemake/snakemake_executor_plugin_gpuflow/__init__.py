@@ -356,10 +356,6 @@ class Executor(RealExecutor):
         return "--quiet progress rules host"
 
     @property
-    def job_specific_local_groupid(self):
-        return False
-
-    @property
     def cores(self):
         return self.workflow.resource_settings.cores
 

@@ -12,7 +12,7 @@ from snakemake_testing import (DEVICES, alive, interrupt, leases_left, run_snake
 from snakemake_executor_plugin_gpuflow import LeaseRequest, lease_request, parse_size
 
 GPU_JOBS = 12
-CPU_JOBS = 4
+CPU_JOBS = 2
 
 # Each job records what it was given and when it ran; `date +%s.%N` is the job's own clock.
 RECORDING_WORKFLOW = f"""
@@ -86,6 +86,30 @@ def test_a_failing_job_fails_the_workflow_and_leaves_no_lease(service, tmp_path)
     assert "the broken job says why" in out, "--show-failed-logs shows it"
     assert "Exiting because a job execution failed" in out, out
     assert not (tmp_path / "out/broken.txt").exists()
+    assert leases_left(service.endpoint) == []
+
+
+def test_a_pipe_group_runs_under_one_lease_for_the_group(service, tmp_path):
+    # Snakemake runs the two ends of a pipe together as one group job: one process, one lease
+    # for the group's summed gpu (1 here), seen by both ends.
+    write_workflow(tmp_path, """
+        rule all:
+            input: "out/b.txt"
+
+        rule a:
+            output: pipe("out/p")
+            resources: gpu=1
+            shell: "echo a=$CUDA_VISIBLE_DEVICES > {output}"
+
+        rule b:
+            input: "out/p"
+            output: "out/b.txt"
+            shell: "cat {input} > {output}; echo b=$CUDA_VISIBLE_DEVICES >> {output}"
+        """)
+    rc, out = run_snakemake(tmp_path, "--cores", "2", "--gpuflow-endpoint", service.endpoint)
+    assert rc == 0, out
+    a, b = (tmp_path / "out/b.txt").read_text().split()
+    assert a.startswith("a=GPU-") and b == "b=" + a[2:], (a, b)
     assert leases_left(service.endpoint) == []
 
 
