@@ -65,9 +65,11 @@ def run_once(variant, jobs, cores, endpoint, scratch):
     else:
         cmd += ["--executor", "gpuflow", "--gpuflow-endpoint", endpoint]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(ROOT / "plugins" / "snakemake"), os.path.dirname(os.path.dirname(gpuflow.__file__))]
-        + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    # This checkout's plugin and binding, installed or not.
+    paths = [str(ROOT / "plugins" / "snakemake" / "src"),
+             os.path.dirname(os.path.dirname(gpuflow.__file__))]
+    env["PYTHONPATH"] = os.pathsep.join(paths + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
+                                                 else []))
     env.pop("GPUFLOW_POOL", None)
     started = time.perf_counter()
     proc = subprocess.run(cmd, cwd=workdir, env=env, stdout=subprocess.PIPE,

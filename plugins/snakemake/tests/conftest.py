@@ -1,9 +1,14 @@
 """Fixtures for the executor tests: a gpuflow service with 3 emulated devices in this process."""
+import sys
+
 import pytest
 
 import gpuflow
 
-from snakemake_testing import DEVICES
+from snakemake_testing import DEVICES, PLUGIN_SRC
+
+# This checkout's plugin, installed or not (the snakemake children get the same on PYTHONPATH).
+sys.path.insert(0, str(PLUGIN_SRC))
 
 
 @pytest.fixture

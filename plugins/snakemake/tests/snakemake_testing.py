@@ -11,7 +11,7 @@ import time
 
 import gpuflow
 
-PLUGIN_DIR = pathlib.Path(__file__).resolve().parents[1]
+PLUGIN_SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 DEVICES = 3
 
 
@@ -38,7 +38,7 @@ def snakemake_env() -> dict:
     """The environment for a snakemake child: this checkout's gpuflow package and plugin first
     on PYTHONPATH (whatever is installed in the venv), no inherited service or devices."""
     env = dict(os.environ)
-    paths = [str(PLUGIN_DIR), os.path.dirname(os.path.dirname(gpuflow.__file__))]
+    paths = [str(PLUGIN_SRC), os.path.dirname(os.path.dirname(gpuflow.__file__))]
     if env.get("PYTHONPATH"):
         paths.append(env["PYTHONPATH"])
     env["PYTHONPATH"] = os.pathsep.join(paths)
