@@ -2,7 +2,7 @@
 """Snakemake's per-job overhead: its local executor against the gpuflow executor
 (plugins/snakemake), on N trivial jobs (`touch {output}`), in one run, variants interleaved.
 
-    .venv/bin/python bench/python/bench_snakemake.py              # 50 jobs, 3 rounds (~6 min on 2 cores)
+    .venv/bin/python bench/python/bench_snakemake.py     # 50 jobs, 3 rounds (~10 min on 2 cores)
     options: --jobs N (default 50)  --rounds R (default 3)  --cores C (default 2)
              --variants local,local-run,gpuflow-cpu,gpuflow-gpu (default: all but local-run)
              --out FILE.jsonl  --markdown FILE.md
@@ -127,12 +127,14 @@ def main():
             service.stop()
 
     local = statistics.median(times["local"]) if "local" in times else None
-    lines = [f"Date: {when}; command: `{' '.join(['bench/python/bench_snakemake.py'] + sys.argv[1:])}`",
+    command = " ".join(["bench/python/bench_snakemake.py"] + sys.argv[1:])
+    lines = [f"Date: {when}; command: `{command}`",
              f"Machine: {os.cpu_count()} CPUs ({platform.machine()}), load average "
              f"{os.getloadavg()[0]:.1f} at the end; Python {platform.python_version()}, "
              f"Snakemake {_version('snakemake')}, gpuflow {gpuflow.__version__}",
              "",
-             f"| variant | {args.jobs} jobs, median (s) | runs (s) | per job (ms) | extra per job vs local (ms) |",
+             f"| variant | {args.jobs} jobs, median (s) | runs (s) | per job (ms) "
+             "| extra per job vs local (ms) |",
              "| --- | --- | --- | --- | --- |"]
     for v in variants:
         med = statistics.median(times[v])

@@ -2,12 +2,15 @@
 devices for overlapping GPU jobs, failures, Ctrl-C and impossible requests, each ending with the
 service's ledger back to nothing."""
 import itertools
+import pkgutil
+import subprocess
+import sys
 import time
 
 import pytest
 
-from snakemake_testing import (DEVICES, alive, interrupt, leases_left, run_snakemake,
-                               start_snakemake, status, write_workflow)
+from snakemake_testing import (DEVICES, PLUGIN_SRC, alive, interrupt, leases_left,
+                               run_snakemake, start_snakemake, status, write_workflow)
 
 from snakemake_executor_plugin_gpuflow import LeaseRequest, lease_request, parse_size
 
@@ -46,8 +49,8 @@ rule pipe_tail:
     output: "out/pipe.txt"
     shell:
         "start=$(date +%s.%N); read head < {{input}}; sleep 0.3; "
-        "echo \\"$head $CUDA_VISIBLE_DEVICES ${{{{GPUFLOW_LEASE_ID:-none}}}} $start $(date +%s.%N)\\""
-        " > {{output}}"
+        "echo \\"$head $CUDA_VISIBLE_DEVICES ${{{{GPUFLOW_LEASE_ID:-none}}}} $start "
+        "$(date +%s.%N)\\" > {{output}}"
 """
 
 
@@ -108,7 +111,9 @@ def test_ctrl_c_kills_running_jobs_and_releases_their_leases(service, tmp_path):
         rule long:
             output: "out/long{i}.txt"
             resources: gpu=1
-            shell: "echo $$ > pids/{wildcards.i}.tmp && mv pids/{wildcards.i}.tmp pids/{wildcards.i}; exec sleep 120"
+            shell:
+                "echo $$ > pids/{wildcards.i}.tmp && mv pids/{wildcards.i}.tmp pids/{wildcards.i};"
+                " exec sleep 120"
         """)
     (tmp_path / "pids").mkdir()
     proc = start_snakemake(tmp_path, "--cores", "5", "--gpuflow-endpoint", service.endpoint,
@@ -178,6 +183,19 @@ def test_a_named_service_that_is_not_there_is_an_error(tmp_path):
     assert f"no gpuflow service at {missing}" in out and "named by --gpuflow-endpoint" in out, out
     assert "private" not in out, "a named service is never replaced by a private one"
     assert not (tmp_path / "out/one.txt").exists()
+
+
+def test_an_editable_install_is_where_snakemake_looks_for_plugins(tmp_path):
+    # Snakemake finds executor plugins with pkgutil.iter_modules, which sees sys.path entries
+    # but not import hooks: the editable install must be a plain path (the src layout's).
+    prefix = tmp_path / "prefix"
+    subprocess.run([sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "install",
+                    "--no-deps", "--no-build-isolation", "--no-index", "-e", str(PLUGIN_SRC.parent),
+                    "--prefix", str(prefix)], check=True, timeout=120)
+    (pth,) = prefix.glob("lib/python*/site-packages/*snakemake_executor_plugin_gpuflow*.pth")
+    entry = pth.read_text().strip()
+    assert not entry.startswith("import"), f"an import hook, invisible to Snakemake: {entry}"
+    assert "snakemake_executor_plugin_gpuflow" in {m.name for m in pkgutil.iter_modules([entry])}
 
 
 def test_resources_become_lease_requests():
