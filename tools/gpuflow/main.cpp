@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "dask_command.hpp"
 #include "service_commands.hpp"
 #include "trace.hpp"
 
@@ -38,6 +39,7 @@ const char *kUsage = R"(usage:
   gpuflow validate GRAPH [--plugin LIB]... [pool options]
   gpuflow run      GRAPH [--plugin LIB]... [pool options] [--trace OUT.json] [--log-dir DIR]
                    [--no-progress] [--progress-interval SECONDS] [--show-outputs] [--quiet]
+  gpuflow run      GRAPH --dask SCHEDULER_ADDRESS [--plugin LIB]...
   gpuflow convert  GRAPH OUT (--json | --binary)
   gpuflow serve | lease | status | doctor   the node's shared pool (gpuflow serve --help)
 
@@ -54,6 +56,9 @@ validate checks the document and, against the pool the options describe, that ev
 feasible; a graph naming kernels is checked against a pool only when --plugin provides them.
 run shows a progress bar on a terminal; otherwise a progress line every --progress-interval
 seconds (default 10) and at the end. --show-outputs prints the value of every kept output.
+run --dask runs the graph on a Dask cluster's workers, each through its own gpuflow pool with
+the plugins loaded (paths valid on every node), and prints its outputs; it needs a Python with
+the gpuflow package and distributed ($GPUFLOW_PYTHON, else python3).
 exit codes: 0 success, 1 the run failed or was cancelled, 2 nothing ran (usage, graph, plugin or
 pool error).
 )";
@@ -65,7 +70,7 @@ struct Options {
   int emulated = 0;
   int cpu_workers = 0;
   gf_backend backend = GF_BACKEND_AUTO;
-  std::string trace, log_dir, endpoint;
+  std::string trace, log_dir, endpoint, dask;
   bool progress = true, quiet = false, show_outputs = false;
   double progress_interval = 10.0;
   gf_graph_format convert_to = GF_GRAPH_FORMAT_AUTO;
@@ -117,6 +122,8 @@ Options parse(int argc, char **argv) {
       if (b != "host" && b != "cuda" && b != "auto") usage_error("unknown backend '" + b + "'");
     } else if (a == "--pool") {
       o.endpoint = value();
+    } else if (a == "--dask") {
+      o.dask = value();
     } else if (a == "--trace") {
       o.trace = value();
     } else if (a == "--log-dir") {
@@ -680,6 +687,14 @@ void show_outputs(gf_run *run, gf_graph *graph) {
 }
 
 int cmd_run(const Options &o) {
+  if (!o.dask.empty()) {
+    if (!o.endpoint.empty() || !o.trace.empty() || !o.devices.empty() || o.emulated) {
+      usage_error(
+          "--dask runs on the cluster's workers: --pool, --trace, --devices and "
+          "--emulated-devices do not apply");
+    }
+    return gpuflow_cli::run_on_dask(o.dask, o.graph, o.plugins);
+  }
   int rc = 0;
   if (!o.log_dir.empty()) setenv("GPUFLOW_LOG_DIR", o.log_dir.c_str(), 1);
   gf_graph *graph = load_graph(o, rc);

@@ -1,4 +1,5 @@
-"""Graph documents on a Dask cluster (python -m gpuflow.dask run SCHEDULER DOCUMENT): the seed
+"""Graph documents on a Dask cluster (python -m gpuflow.dask run SCHEDULER DOCUMENT, and
+gpuflow run DOCUMENT --dask SCHEDULER): the seed
 document's result equals what `gpuflow run` computes, tasks asking for GPUs run on GPU workers
 only, a failing kernel fails the run naming it, and a malformed document is refused before
 anything reaches the cluster."""
@@ -52,6 +53,24 @@ def test_seed_document_gives_what_gpuflow_run_gives(cluster):
     assert on_dask.returncode == 0, on_dask.stderr[-3000:]
     line = [ln for ln in local.stdout.splitlines() if ln.strip().startswith("result:")]
     assert line and line[0].strip() in on_dask.stdout, (local.stdout, on_dask.stdout)
+
+
+def test_the_gpuflow_command_runs_documents_on_dask(cluster, tmp_path):
+    """gpuflow run --dask: the C command hands the document to the Python side."""
+    cli, plugin = _built("tools", "gpuflow", "gpuflow"), _built("examples", "seed_kernels.so")
+    env = dict(os.environ, GPUFLOW_PYTHON=sys.executable)
+    env.pop("GPUFLOW_LIBRARY", None)  # the command says which library it runs on
+    done = subprocess.run([cli, "run", SEED, "--dask", cluster.scheduler_address, "--plugin",
+                           plugin], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "result: 8 bytes" in done.stdout, done.stdout
+    env["GPUFLOW_PYTHON"] = str(tmp_path / "no-such-python")
+    done = subprocess.run([cli, "run", SEED, "--dask", cluster.scheduler_address],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2 and "no-such-python" in done.stderr, done.stderr
+    done = subprocess.run([cli, "run", SEED, "--dask", cluster.scheduler_address, "--pool",
+                           "unix:///x"], capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 2 and "--dask" in done.stderr, done.stderr
 
 
 def test_tasks_asking_for_gpus_run_on_gpu_workers_only(cluster):
