@@ -166,12 +166,13 @@ def _after(result, *_ordering_only):
     return result
 
 
-def run_on_cluster(client, raw: bytes, plugins=()):
-    """Runs the document `raw` on the Dask cluster of `client`; returns {data name: bytes} for
-    its outputs that no task consumes or that it keeps (as gpuflow run --show-outputs shows)."""
+def run_on_cluster(client, document, plugins=()):
+    """Runs `document` (its bytes, or what read_document made of them) on the Dask cluster of
+    `client`; returns {data name: bytes} for its outputs that no task consumes or that it keeps
+    (as gpuflow run --show-outputs shows)."""
     import uuid
 
-    doc = read_document(raw)
+    doc = document if isinstance(document, dict) else read_document(document)
     plugins = tuple(plugins)
     graph, annotations, made_by = dask_graph(doc, plugins, uuid.uuid4().hex[:12])
     data, tasks = doc.get("data", []), doc.get("tasks", [])
@@ -240,14 +241,13 @@ def run_main(argv) -> int:
     from distributed import Client
 
     try:
-        doc_check = read_document(raw)
-        del doc_check
+        doc = read_document(raw)  # refused here, before anything reaches the cluster
     except GpuflowError as e:
         print(f"gpuflow run --dask: {args.document}: {e}", file=sys.stderr)
         return 2
     with Client(args.scheduler, timeout=args.timeout) as client:
         try:
-            outputs = run_on_cluster(client, raw, args.plugin)
+            outputs = run_on_cluster(client, doc, args.plugin)
         except GpuflowError as e:
             print(f"gpuflow run --dask: {e}", file=sys.stderr)
             return 1
