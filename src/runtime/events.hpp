@@ -12,9 +12,20 @@
 
 namespace gf {
 
+// An in-process listener beside the public subscriber (the dashboard's collector): it sees the
+// same events, on the same threads, under the same rules (quick, never blocking).
+class EventTap {
+ public:
+  virtual ~EventTap() = default;
+  virtual void on_event(const gf_event &event) = 0;
+};
+
 class EventHub {
  public:
   void subscribe(gf_event_fn fn, void *user_data);
+  // Sets the tap (nullptr: none). A call already under way may still finish after this returns;
+  // it holds its own reference to the tap.
+  void set_tap(std::shared_ptr<EventTap> tap);
   bool active() const { return active_.load(std::memory_order_relaxed); }
   double now_s() const { return seconds_between(epoch_, Clock::now()); }
   // Fills struct_size and delivers the event when someone listens.
@@ -29,6 +40,7 @@ class EventHub {
   std::atomic<bool> active_{false};
   mutable std::mutex mu_;
   std::shared_ptr<const Subscriber> subscriber_;
+  std::shared_ptr<EventTap> tap_;
 };
 
 }  // namespace gf

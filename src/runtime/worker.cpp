@@ -178,6 +178,8 @@ void Worker::emit_task_event(const Dispatch &dispatch, gf_event_kind kind, Event
   event.ok = kind == GF_EVENT_TASK_FINISHED && dispatch.ok ? 1 : 0;
   event.time_s = events.now_s();
   event.task_name = run.graph().task(dispatch.task).name.c_str();
+  event.duration_s = kind == GF_EVENT_TASK_FINISHED ? dispatch.seconds : 0.0;
+  event.queue_wait_s = dispatch.queue_wait_s;
   events.emit(event);
 }
 

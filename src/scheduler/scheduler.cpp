@@ -309,7 +309,8 @@ void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
 void Scheduler::enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t) {
   const TaskDesc &task = run.graph().task(t);
   worker.ready.push(
-      QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence, &run, t});
+      QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence, &run, t,
+                 Clock::now()});
   wake_for(worker, run, t);
 }
 

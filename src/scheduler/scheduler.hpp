@@ -41,6 +41,7 @@ struct Dispatch {
   bool skipped = false;  // cancelled before the body started
   std::string error;
   double seconds = 0;
+  double queue_wait_s = 0;  // from ready in the worker's queue to dispatch
   bool handed_off = false;  // a GPU body's completion comes later, through finish_async
 };
 
@@ -92,6 +93,27 @@ class Scheduler {
   uint64_t read_buffer(RunState &run, DataIndex d, void *dst, uint64_t capacity);
   void *read_value(RunState &run, DataIndex d);
   std::vector<Ledger::Line> ledger_lines(uint32_t worker);
+  // The whole pool at one instant, for dashboards and metrics (cheap: no per-task walk).
+  struct PoolSnapshot {
+    struct WorkerLoad {
+      uint64_t ready = 0;     // queued with inputs present
+      uint64_t fetching = 0;  // queued, inputs still moving
+      uint32_t running = 0;
+      bool granted = true;    // connected pools: holds its lease
+    };
+    struct RunProgress {
+      uint64_t sequence = 0;
+      uint64_t tasks = 0, succeeded = 0, failed = 0, cancelled = 0, left = 0;
+      double elapsed_s = 0;
+      bool finished = false;
+    };
+    std::vector<WorkerLoad> workers;
+    std::vector<RunProgress> runs;  // runs the scheduler still keeps (running or unreleased)
+    uint64_t waiting = 0, queued = 0, running = 0;  // tasks of the runs above, by state
+    uint64_t succeeded_total = 0, failed_total = 0, cancelled_total = 0;  // since pool creation
+    uint64_t transfers_total = 0, bytes_transferred_total = 0;
+  };
+  PoolSnapshot pool_snapshot();
 
   // ---- worker threads ----
   // Completes `batch` (if any), then fills it with the next tasks for `worker`, taking the mutex
@@ -250,6 +272,10 @@ class Scheduler {
   uint64_t next_run_sequence_ = 1;
   bool stopping_ = false;
   uint64_t transfers_in_flight_ = 0;
+  struct {
+    uint64_t succeeded = 0, failed = 0, cancelled = 0;
+  } settled_totals_;
+  uint64_t transfers_total_ = 0, bytes_transferred_total_ = 0;
   uint64_t running_total_ = 0;             // tasks dispatched to threads, all workers
   uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
