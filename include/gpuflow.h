@@ -995,7 +995,8 @@ typedef struct gf_event {
   double time_s;         /* steady clock, seconds since the pool was created */
   const char *task_name; /* borrowed for the call; "" when unnamed */
   double duration_s;     /* appended in 0.2; GF_EVENT_TASK_FINISHED: the attempt's run time */
-  double queue_wait_s;   /* appended in 0.2: from ready in its worker's queue to started */
+  double queue_wait_s;   /* appended in 0.2: from ready in its worker's queue to started
+                          * (measured while an event callback or a dashboard is set; else 0) */
 } gf_event;
 
 /* Receives events on the thread where they happen (worker threads). It must be quick, must not

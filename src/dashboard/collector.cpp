@@ -36,38 +36,46 @@ Collector::Collector(size_t workers) : shards_(workers) {
   for (Shard &s : shards_) s.bars.resize(kBarsPerWorker);
 }
 
-uint16_t Collector::label_of(Shard &shard, const char *name) {
-  auto it = shard.cache.find(name);
-  if (it != shard.cache.end()) return it->second;
-  std::string label(cost_key_prefix(name ? name : ""));
-  if (label.empty()) label = "unnamed";
+uint16_t Collector::label_of(Shard &shard, std::string_view prefix) {
+  if (prefix.empty()) prefix = "unnamed";
+  if (shard.last_hit < shard.cache.size() && shard.cache[shard.last_hit].first == prefix)
+    return shard.cache[shard.last_hit].second;
+  for (size_t i = 0; i < shard.cache.size(); ++i) {
+    if (shard.cache[i].first == prefix) {
+      shard.last_hit = i;
+      return shard.cache[i].second;
+    }
+  }
   uint16_t index = 0;
   {
     std::lock_guard lock(names_mu_);
-    auto found = by_label_.find(label);
+    auto found = by_label_.find(std::string(prefix));
     if (found != by_label_.end()) {
       index = found->second;
     } else if (names_.size() <= kMaxNames) {
       index = static_cast<uint16_t>(names_.size());
-      names_.push_back(label);
-      by_label_.emplace(label, index);
+      names_.emplace_back(prefix);
+      by_label_.emplace(std::string(prefix), index);
     }
   }
-  // The cache is bounded too: a stream of distinct names goes through the lookup above.
-  if (shard.cache.size() < 4096) shard.cache.emplace(name, index);
+  // Bounded too: past it, a stream of distinct prefixes goes through the lookup above.
+  if (shard.cache.size() < 2 * kMaxNames) {
+    shard.cache.emplace_back(std::string(prefix), index);
+    shard.last_hit = shard.cache.size() - 1;
+  }
   return index;
 }
 
 void Collector::on_event(const gf_event &event) {
   if (event.worker >= shards_.size()) return;
   Shard &shard = shards_[event.worker];
-  std::lock_guard lock(shard.mu);
   if (event.kind == GF_EVENT_TASK_STARTED) {
-    shard.started++;
+    shard.started.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   if (event.kind != GF_EVENT_TASK_FINISHED) return;
-  const uint16_t label = label_of(shard, event.task_name);
+  std::lock_guard lock(shard.mu);
+  const uint16_t label = label_of(shard, cost_key_prefix(event.task_name ? event.task_name : ""));
   if (shard.stats.size() <= label) shard.stats.resize(label + 1);
   NameStats &stats = shard.stats[label];
   (event.ok ? stats.succeeded : stats.failed)++;
@@ -86,7 +94,7 @@ Collector::Merged Collector::merged() const {
   out.stats.resize(out.names.size());
   for (const Shard &s : shards_) {
     std::lock_guard lock(s.mu);
-    out.started += s.started;
+    out.started += s.started.load(std::memory_order_relaxed);
     for (size_t i = 0; i < s.stats.size() && i < out.stats.size(); ++i) out.stats[i].merge(s.stats[i]);
   }
   return out;

@@ -8,9 +8,12 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
@@ -63,13 +66,15 @@ class Collector : public EventTap {
  private:
   struct alignas(64) Shard {
     mutable std::mutex mu;
-    std::vector<NameStats> stats;                     // by label index
-    std::unordered_map<std::string, uint16_t> cache;  // task name -> label index
+    std::vector<NameStats> stats;  // by label index
+    // Prefix -> label index, for prefixes this worker has seen (bounded); the last hit first.
+    std::vector<std::pair<std::string, uint16_t>> cache;
+    size_t last_hit = 0;
     std::vector<Bar> bars;                            // ring
     size_t next_bar = 0;
-    uint64_t started = 0;
+    std::atomic<uint64_t> started{0};  // counted without the lock
   };
-  uint16_t label_of(Shard &shard, const char *name);
+  uint16_t label_of(Shard &shard, std::string_view prefix);
 
   std::vector<Shard> shards_;
   mutable std::mutex names_mu_;

@@ -121,6 +121,7 @@ std::unique_ptr<Dashboard> Dashboard::for_pool(std::shared_ptr<PoolCore> pool,
   std::unique_ptr<Dashboard> d(new Dashboard());
   d->pool_ = std::move(pool);
   d->collector_ = std::make_shared<Collector>(d->pool_->worker_count());
+  d->pool_->scheduler().observe_waits(true);
   d->pool_->events().set_tap(d->collector_);
   try {
     d->start(address);

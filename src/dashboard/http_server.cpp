@@ -193,7 +193,6 @@ HttpServer::HttpServer(const Address &address, Router router, std::string stream
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, kConnectionMemory,
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(kIdleTimeoutS),
       MHD_OPTION_THREAD_STACK_SIZE, static_cast<size_t>(256 * 1024),
-      MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u,  //
       MHD_OPTION_END);
   if (!impl_->daemon) {
     fail(GF_ERR_SYSTEM, "the dashboard cannot listen on " + address.host + ":" +

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "core/clock.hpp"
 #include "gpuflow.h"
@@ -23,8 +24,9 @@ class EventTap {
 class EventHub {
  public:
   void subscribe(gf_event_fn fn, void *user_data);
-  // Sets the tap (nullptr: none). A call already under way may still finish after this returns;
-  // it holds its own reference to the tap.
+  // Sets the tap (nullptr: none). A call already under way may still finish after this returns:
+  // every tap ever set is kept alive with the hub, so the hot path reads one atomic pointer and
+  // takes no lock and no reference count.
   void set_tap(std::shared_ptr<EventTap> tap);
   bool active() const { return active_.load(std::memory_order_relaxed); }
   double now_s() const { return seconds_between(epoch_, Clock::now()); }
@@ -40,7 +42,9 @@ class EventHub {
   std::atomic<bool> active_{false};
   mutable std::mutex mu_;
   std::shared_ptr<const Subscriber> subscriber_;
-  std::shared_ptr<EventTap> tap_;
+  std::atomic<bool> has_subscriber_{false};
+  std::atomic<EventTap *> tap_{nullptr};
+  std::vector<std::shared_ptr<EventTap>> taps_;  // every tap set so far (see set_tap)
 };
 
 }  // namespace gf

@@ -310,7 +310,8 @@ void Scheduler::enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t) {
   const TaskDesc &task = run.graph().task(t);
   worker.ready.push(
       QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence, &run, t,
-                 Clock::now()});
+                 observe_waits_.load(std::memory_order_relaxed) ? Clock::now()
+                                                                : Clock::time_point{}});
   wake_for(worker, run, t);
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -114,6 +115,9 @@ class Scheduler {
     uint64_t transfers_total = 0, bytes_transferred_total = 0;
   };
   PoolSnapshot pool_snapshot();
+  // While on, each dispatch measures how long its task waited in the ready queue
+  // (Dispatch::queue_wait_s); off by default, as it costs two clock reads per task.
+  void observe_waits(bool on) { observe_waits_.store(on, std::memory_order_relaxed); }
 
   // ---- worker threads ----
   // Completes `batch` (if any), then fills it with the next tasks for `worker`, taking the mutex
@@ -276,7 +280,8 @@ class Scheduler {
     uint64_t succeeded = 0, failed = 0, cancelled = 0;
   } settled_totals_;
   uint64_t transfers_total_ = 0, bytes_transferred_total_ = 0;
-  uint64_t running_total_ = 0;             // tasks dispatched to threads, all workers
+  uint64_t running_total_ = 0;
+  std::atomic<bool> observe_waits_{false};             // tasks dispatched to threads, all workers
   uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
   std::vector<double> estimates_;          // by cost slot; negative: never learnt

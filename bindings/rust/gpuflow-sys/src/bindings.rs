@@ -212,12 +212,13 @@ pub struct gf_pool_config {
     pub device_memory_limit: u64,
     pub spill_threshold: f64,
     pub endpoint: *const std::os::raw::c_char,
+    pub dashboard: *const std::os::raw::c_char,
 }
 #[test]
 fn bindgen_test_layout_gf_pool_config() {
     assert_eq!(
         ::std::mem::size_of::<gf_pool_config>(),
-        112usize,
+        120usize,
         concat!("Size of: ", stringify!(gf_pool_config))
     );
     assert_eq!(
@@ -497,6 +498,23 @@ fn bindgen_test_layout_gf_pool_config() {
         );
     }
     test_field_endpoint();
+    fn test_field_dashboard() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<gf_pool_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dashboard) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(gf_pool_config),
+                "::",
+                stringify!(dashboard)
+            )
+        );
+    }
+    test_field_dashboard();
 }
 extern "C" {
     pub fn gf_pool_config_init(config: *mut gf_pool_config, struct_size: u32);
@@ -510,6 +528,12 @@ extern "C" {
 }
 extern "C" {
     pub fn gf_pool_destroy(pool: *mut gf_pool);
+}
+extern "C" {
+    pub fn gf_pool_dashboard_url(
+        out: *mut *const std::os::raw::c_char,
+        pool: *const gf_pool,
+    ) -> gf_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -2722,12 +2746,14 @@ pub struct gf_event {
     pub ok: i32,
     pub time_s: f64,
     pub task_name: *const std::os::raw::c_char,
+    pub duration_s: f64,
+    pub queue_wait_s: f64,
 }
 #[test]
 fn bindgen_test_layout_gf_event() {
     assert_eq!(
         ::std::mem::size_of::<gf_event>(),
-        56usize,
+        72usize,
         concat!("Size of: ", stringify!(gf_event))
     );
     assert_eq!(
@@ -2888,6 +2914,40 @@ fn bindgen_test_layout_gf_event() {
         );
     }
     test_field_task_name();
+    fn test_field_duration_s() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<gf_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).duration_s) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(gf_event),
+                "::",
+                stringify!(duration_s)
+            )
+        );
+    }
+    test_field_duration_s();
+    fn test_field_queue_wait_s() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<gf_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).queue_wait_s) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(gf_event),
+                "::",
+                stringify!(queue_wait_s)
+            )
+        );
+    }
+    test_field_queue_wait_s();
 }
 pub type gf_event_fn = ::std::option::Option<
     unsafe extern "C" fn(event: *const gf_event, user_data: *mut std::os::raw::c_void),
@@ -2925,12 +2985,13 @@ pub struct gf_service_config {
     pub log: gf_log_fn,
     pub log_user_data: *mut std::os::raw::c_void,
     pub user_weights: *const std::os::raw::c_char,
+    pub dashboard: *const std::os::raw::c_char,
 }
 #[test]
 fn bindgen_test_layout_gf_service_config() {
     assert_eq!(
         ::std::mem::size_of::<gf_service_config>(),
-        80usize,
+        88usize,
         concat!("Size of: ", stringify!(gf_service_config))
     );
     assert_eq!(
@@ -3108,6 +3169,23 @@ fn bindgen_test_layout_gf_service_config() {
         );
     }
     test_field_user_weights();
+    fn test_field_dashboard() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<gf_service_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).dashboard) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(gf_service_config),
+                "::",
+                stringify!(dashboard)
+            )
+        );
+    }
+    test_field_dashboard();
 }
 extern "C" {
     pub fn gf_service_start(
@@ -3120,6 +3198,9 @@ extern "C" {
 }
 extern "C" {
     pub fn gf_service_endpoint(service: *const gf_service) -> *const std::os::raw::c_char;
+}
+extern "C" {
+    pub fn gf_service_dashboard_url(service: *const gf_service) -> *const std::os::raw::c_char;
 }
 extern "C" {
     pub fn gf_service_stop(service: *mut gf_service);
