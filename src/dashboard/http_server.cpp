@@ -185,6 +185,17 @@ HttpServer::HttpServer(const Address &address, Router router, std::string stream
                                          size_t *upload_data_size, void **con_cls) -> MHD_Result {
     return static_cast<Impl *>(cls)->handle(c, url, method, upload_data_size, con_cls);
   };
+  // A small kernel send buffer per connection: a client that stops reading blocks its
+  // connection after at most this much (then the idle timeout closes it), and 256 connections
+  // hold at most 256 x 64 KiB in the kernel.
+  MHD_NotifyConnectionCallback on_connection = [](void *, MHD_Connection *c, void **,
+                                                  MHD_ConnectionNotificationCode code) {
+    if (code != MHD_CONNECTION_NOTIFY_STARTED) return;
+    const MHD_ConnectionInfo *info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!info) return;
+    int size = static_cast<int>(kSendBuffer);
+    setsockopt(info->connect_fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  };
   impl_->daemon = MHD_start_daemon(
       MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL,
       address.port, nullptr, nullptr, handler, impl_.get(),  //
@@ -193,6 +204,7 @@ HttpServer::HttpServer(const Address &address, Router router, std::string stream
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, kConnectionMemory,
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(kIdleTimeoutS),
       MHD_OPTION_THREAD_STACK_SIZE, static_cast<size_t>(256 * 1024),
+      MHD_OPTION_NOTIFY_CONNECTION, on_connection, nullptr,
       MHD_OPTION_END);
   if (!impl_->daemon) {
     fail(GF_ERR_SYSTEM, "the dashboard cannot listen on " + address.host + ":" +

@@ -1,8 +1,9 @@
 // A small HTTP/1.1 server for the dashboard, on GNU libmicrohttpd (Debian's libmicrohttpd-dev):
 // one thread per connection, with hard bounds on everything a client controls: connections
-// (kMaxConnections; more are refused at accept), bytes of request line and headers per
+// (kMaxConnections; more are closed at accept), bytes of request line and headers per
 // connection (kConnectionMemory; past it the request is answered 431/414 and closed), seconds a
-// connection may sit idle or unread (kIdleTimeoutS), and live streams (kMaxStreams). Nothing here
+// connection may sit idle or unread (kIdleTimeoutS), bytes the kernel buffers for a client that
+// does not read (kSendBuffer), and live streams (kMaxStreams). Nothing here
 // knows about pools: the dashboard hands it a router for plain responses and a source of stream
 // messages (server-sent events).
 #pragma once
@@ -54,6 +55,7 @@ class HttpServer {
   static constexpr unsigned kMaxStreams = 32;
   static constexpr size_t kConnectionMemory = 32 * 1024;
   static constexpr unsigned kIdleTimeoutS = 10;
+  static constexpr size_t kSendBuffer = 64 * 1024;  // SO_SNDBUF of each connection
 
   using Router = std::function<HttpResponse(const std::string &method, const std::string &path)>;
 
