@@ -189,7 +189,13 @@ void Dashboard::publisher() {
 }
 
 std::string Dashboard::metrics() const {
-  return pool_ ? pool_metrics() : service_metrics();
+  Metrics self;
+  self.family("gpuflow_dashboard_connections", "gauge",
+              "HTTP connections this dashboard has open (live streams included).");
+  self.sample("gpuflow_dashboard_connections", "", num(uint64_t{http_->connections()}));
+  self.family("gpuflow_dashboard_streams", "gauge", "Live views (/events) open.");
+  self.sample("gpuflow_dashboard_streams", "", num(uint64_t{http_->live_streams()}));
+  return (pool_ ? pool_metrics() : service_metrics()) + self.take();
 }
 
 std::string Dashboard::snapshot_json(double bars_since) const {

@@ -219,6 +219,13 @@ unsigned HttpServer::live_streams() const {
   return impl_->streams.load(std::memory_order_relaxed);
 }
 
+unsigned HttpServer::connections() const {
+  if (!impl_->daemon) return 0;
+  const MHD_DaemonInfo *info =
+      MHD_get_daemon_info(impl_->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+  return info ? info->num_connections : 0;
+}
+
 HttpServer::~HttpServer() {
   stop();
 }

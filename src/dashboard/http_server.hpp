@@ -72,6 +72,7 @@ class HttpServer {
   uint16_t port() const { return port_; }
   const std::string &url() const { return url_; }  // "http://HOST:PORT/"
   unsigned live_streams() const;
+  unsigned connections() const;  // open now, streams included
 
   struct Impl;
 
