@@ -30,6 +30,7 @@ class EventHub {
   void set_tap(std::shared_ptr<EventTap> tap);
   bool active() const { return active_.load(std::memory_order_relaxed); }
   double now_s() const { return seconds_between(epoch_, Clock::now()); }
+  double time_s(Clock::time_point t) const { return seconds_between(epoch_, t); }
   // Fills struct_size and delivers the event when someone listens.
   void emit(gf_event &event) const;
 

@@ -42,7 +42,8 @@ struct Dispatch {
   bool skipped = false;  // cancelled before the body started
   std::string error;
   double seconds = 0;
-  double queue_wait_s = 0;  // from ready in the worker's queue to dispatch
+  Clock::time_point ready_at{};  // entered the ready queue (zero: not measured)
+  double queue_wait_s = 0;       // ready_at to the body's start (set by the worker)
   bool handed_off = false;  // a GPU body's completion comes later, through finish_async
 };
 
