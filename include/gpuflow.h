@@ -52,7 +52,7 @@ extern "C" {
 /* The version this header describes. A library of another major version refuses to create a
  * pool for code built against this header (GF_ERR_VERSION_MISMATCH). */
 #define GF_VERSION_MAJOR 0
-#define GF_VERSION_MINOR 2
+#define GF_VERSION_MINOR 3
 #define GF_VERSION_PATCH 0
 #define GF_VERSION_ENCODE(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
 #define GF_VERSION GF_VERSION_ENCODE(GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH)
@@ -200,7 +200,7 @@ typedef struct gf_pool_config {
   uint64_t device_memory_limit;
   double spill_threshold;
   const char *endpoint; /* copied; appended in 0.2: see "Shared pools" below */
-  const char *dashboard; /* copied; appended in 0.2 */
+  const char *dashboard; /* copied; appended in 0.3 */
 } gf_pool_config;
 
 #define GF_POOL_CONFIG_INIT                              \
@@ -994,8 +994,8 @@ typedef struct gf_event {
   int32_t ok;            /* GF_EVENT_TASK_FINISHED: 1 when the attempt succeeded */
   double time_s;         /* steady clock, seconds since the pool was created */
   const char *task_name; /* borrowed for the call; "" when unnamed */
-  double duration_s;     /* appended in 0.2; GF_EVENT_TASK_FINISHED: the attempt's run time */
-  double queue_wait_s;   /* appended in 0.2: from ready in its worker's queue to started
+  double duration_s;     /* appended in 0.3; GF_EVENT_TASK_FINISHED: the attempt's run time */
+  double queue_wait_s;   /* appended in 0.3: from ready in its worker's queue to started
                           * (measured while an event callback or a dashboard is set; else 0) */
 } gf_event;
 
@@ -1051,7 +1051,7 @@ typedef struct gf_service_config {
   gf_log_fn log;
   void *log_user_data;
   const char *user_weights;
-  const char *dashboard; /* appended in 0.2: "HOST:PORT" for the live page and /metrics; NULL: none */
+  const char *dashboard; /* appended in 0.3: "HOST:PORT" for the live page and /metrics; NULL: none */
 } gf_service_config;
 
 #define GF_SERVICE_CONFIG_INIT                         \

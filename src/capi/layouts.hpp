@@ -62,7 +62,7 @@ GF_LAYOUT(gf_run_stats, GF_RUN_STATS_INIT, GF_LAYOUT_END(gf_run_stats, elapsed_s
 GF_LAYOUT(gf_task_env, GF_TASK_ENV_INIT, GF_LAYOUT_END(gf_task_env, task_name));
 GF_LAYOUT(gf_kernel_desc, GF_KERNEL_DESC_INIT, GF_LAYOUT_END(gf_kernel_desc, user_data_destroy));
 GF_LAYOUT(gf_command_desc, GF_COMMAND_DESC_INIT, GF_LAYOUT_END(gf_command_desc, log_dir));
-// Appended in 0.2: dashboard.
+// Appended in 0.3: dashboard.
 GF_LAYOUT(gf_service_config, GF_SERVICE_CONFIG_INIT,
           GF_LAYOUT_END(gf_service_config, user_weights),
           GF_LAYOUT_END(gf_service_config, dashboard));

@@ -120,7 +120,7 @@ static int pool_from_v1_layout(void) {
   return pool != NULL;
 }
 
-/* endpoint's layout: dashboard was appended next (0.2). The trap bytes after it would be read as a
+/* endpoint's layout: dashboard was appended next (0.3). The trap bytes after it would be read as a
  * dashboard address no pool accepts. */
 typedef struct pool_config_v2 {
   pool_config_v1 v1;

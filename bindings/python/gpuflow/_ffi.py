@@ -91,7 +91,7 @@ class gf_pool_config_v3(Structure):
 
 
 class gf_pool_config_v4(Structure):
-    """gf_pool_config with `dashboard` (0.2): "HOST:PORT" for the live page and /metrics."""
+    """gf_pool_config with `dashboard` (0.3): "HOST:PORT" for the live page and /metrics."""
     _fields_ = gf_pool_config_v3._fields_ + [("dashboard", c_char_p)]
 
 
@@ -111,7 +111,7 @@ class gf_service_config(Structure):
 
 
 class gf_service_config_v2(Structure):
-    """gf_service_config with `dashboard` (0.2)."""
+    """gf_service_config with `dashboard` (0.3)."""
     _fields_ = gf_service_config._fields_ + [("dashboard", c_char_p)]
 
 
@@ -372,7 +372,7 @@ if gf_lease_acquire is not None:
     gf_service_start = _fn("gf_service_start", _S, c_void_p, c_void_p)
     gf_service_endpoint = _fn("gf_service_endpoint", c_char_p, c_void_p)
     gf_service_stop = _fn("gf_service_stop", None, c_void_p)
-# Dashboards (0.2); None with an older library.
+# Dashboards (0.3); None with an older library.
 gf_pool_dashboard_url = _fn("gf_pool_dashboard_url", _S, c_void_p, c_void_p) \
     if hasattr(lib, "gf_pool_dashboard_url") else None
 gf_service_dashboard_url = _fn("gf_service_dashboard_url", c_char_p, c_void_p) \
