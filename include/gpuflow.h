@@ -180,8 +180,10 @@ typedef enum gf_worker_kind {
  *   (0, 1e6], else 1; anything else is GF_ERR_INVALID_ARGUMENT naming the variable.
  * - dashboard: "HOST:PORT" to serve the pool's live page (/) and Prometheus metrics (/metrics)
  *   over HTTP on, e.g. "127.0.0.1:8787" (port 0: any free port; gf_pool_dashboard_url tells
- *   which); NULL or "": GPUFLOW_DASHBOARD when set, else none. "off" forces none. A host that is
- *   no IP address is refused; use 127.0.0.1 unless others must reach it (docs/dashboard.md).
+ *   which); NULL or "": GPUFLOW_DASHBOARD when set (a pool that cannot bind it, e.g. the
+ *   program's second pool, says so on standard error and runs without), else none. "off"
+ *   forces none. A host that is no IPv4 address is refused; use 127.0.0.1 unless others must
+ *   reach it (docs/dashboard.md).
  */
 typedef struct gf_pool_config {
   uint32_t struct_size;

@@ -1,4 +1,5 @@
 // C shims: version, pools, workers and their ledgers.
+#include <cstdio>
 #include <cstring>
 
 #include "capi/dashboards.hpp"
@@ -79,12 +80,23 @@ GF_API gf_status gf_pool_create_versioned(gf_pool **out, const gf_pool_config *c
     }
     const gf_pool_config defaults = GF_POOL_CONFIG_INIT;
     gf_pool_config resolved = config ? read_struct(config, "gf_pool_config") : defaults;
-    const std::string address = dashboard::requested_address(resolved.dashboard, "GPUFLOW_DASHBOARD");
+    bool from_env = false;
+    const std::string address =
+        dashboard::requested_address(resolved.dashboard, "GPUFLOW_DASHBOARD", &from_env);
     std::shared_ptr<PoolCore> core = PoolCore::create(resolved);
     std::unique_ptr<dashboard::Dashboard> board;
     if (!address.empty()) {
       try {
         board = dashboard::Dashboard::for_pool(core, address);
+      } catch (const Error &e) {
+        // GPUFLOW_DASHBOARD names one port for a whole program, which may create several
+        // pools: the first gets it, the others say so and run without one.
+        if (!from_env) {
+          core->shutdown();
+          throw;
+        }
+        std::fprintf(stderr, "gpuflow: GPUFLOW_DASHBOARD: %s; this pool runs without one\n",
+                     e.what());
       } catch (...) {
         core->shutdown();
         throw;

@@ -101,14 +101,16 @@ std::string kv(const char *key, const std::string &value) {
 
 }  // namespace
 
-std::string requested_address(const char *field, const char *env_name) {
+std::string requested_address(const char *field, const char *env_name, bool *from_env) {
   std::string text = field ? field : "";
   std::string what = "gf_pool_config.dashboard";
+  if (from_env) *from_env = false;
   if (text.empty()) {
     const char *env = env_name ? std::getenv(env_name) : nullptr;
     if (env && *env) {
       text = env;
       what = env_name;
+      if (from_env) *from_env = true;
     }
   }
   if (text.empty() || text == "off") return "";

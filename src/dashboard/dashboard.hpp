@@ -25,8 +25,9 @@ class Server;
 namespace gf::dashboard {
 
 // What gf_pool_config.dashboard / GPUFLOW_DASHBOARD ask for: empty when no dashboard. Throws
-// gf::Error (GF_ERR_INVALID_ARGUMENT) for an address that is not HOST:PORT.
-std::string requested_address(const char *field, const char *env_name);
+// gf::Error (GF_ERR_INVALID_ARGUMENT) for an address that is not HOST:PORT. `from_env` tells
+// whether the address came from the variable.
+std::string requested_address(const char *field, const char *env_name, bool *from_env = nullptr);
 
 class Dashboard {
  public:

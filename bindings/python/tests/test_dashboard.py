@@ -215,3 +215,12 @@ def test_service_metrics_show_leases_and_queued_requests(tmp_path, monkeypatch):
             t.join(30)
             assert waiting, "the queued request was granted once the first lease went"
             waiting[0].release()
+
+
+def test_a_taken_port_from_the_environment_is_not_fatal(pool, monkeypatch):
+    taken = pool.dashboard_url[len("http://"):].rstrip("/")
+    monkeypatch.setenv("GPUFLOW_DASHBOARD", taken)
+    with gpuflow.Pool(cpu_workers=1, emulated_devices=0, backend="host") as second:
+        assert second.dashboard_url is None  # said so on stderr, runs without
+    with pytest.raises(gpuflow.GpuflowError, match=taken):
+        gpuflow.Pool(cpu_workers=1, emulated_devices=0, backend="host", dashboard=taken)
