@@ -43,6 +43,12 @@ def busy_pool(monkeypatch):
     pool = gpuflow.Pool(cpu_workers=2, emulated_devices=2, device_memory=256 << 20,
                         backend="host", dashboard="127.0.0.1:0")
     stop = threading.Event()
+    # A finished run whose GPU result nobody consumed keeps it on its device until the run is
+    # released: device memory shows it on every read, whatever the workload is doing then.
+    g = gpuflow.Graph()
+    g.task(lambda: bytearray(8 << 20), name="resident", resources={"GPU": 1})
+    keeper = g.submit(pool)
+    keeper.wait(60)
 
     def workload():
         while not stop.is_set():
@@ -59,6 +65,7 @@ def busy_pool(monkeypatch):
     yield pool
     stop.set()
     thread.join(120)
+    del keeper
     pool.close()
 
 
