@@ -150,12 +150,14 @@ class DashboardAbuse : public ::testing::Test {
   std::atomic<int> runs_{0}, failed_runs_{0};
 };
 
+constexpr char kNulRequest[] = "GET /\0\0\0 HTTP/1.1\r\n\r\n";
+
 TEST_F(DashboardAbuse, MalformedRequestsGetAnAnswerOrAClose) {
   const std::vector<std::string> garbage = {
       "GARBAGE\r\n\r\n",
       "GET\r\n\r\n",
       "GET / HTTP/9.9\r\n\r\n",
-      std::string("GET /\0\0\0 HTTP/1.1\r\n\r\n", 23),
+      std::string(kNulRequest, sizeof kNulRequest - 1),
       "GET /metrics HTTP/1.1\r\nHost: x\r\nthis header has no colon\r\n\r\n",
       "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\nabc",
       "GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
