@@ -69,10 +69,6 @@ uint16_t Collector::label_of(Shard &shard, std::string_view prefix) {
 void Collector::on_event(const gf_event &event) {
   if (event.worker >= shards_.size()) return;
   Shard &shard = shards_[event.worker];
-  if (event.kind == GF_EVENT_TASK_STARTED) {
-    shard.started.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
   if (event.kind != GF_EVENT_TASK_FINISHED) return;
   std::lock_guard lock(shard.mu);
   const uint16_t label = label_of(shard, cost_key_prefix(event.task_name ? event.task_name : ""));
@@ -94,7 +90,6 @@ Collector::Merged Collector::merged() const {
   out.stats.resize(out.names.size());
   for (const Shard &s : shards_) {
     std::lock_guard lock(s.mu);
-    out.started += s.started.load(std::memory_order_relaxed);
     for (size_t i = 0; i < s.stats.size() && i < out.stats.size(); ++i) out.stats[i].merge(s.stats[i]);
   }
   return out;

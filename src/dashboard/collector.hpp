@@ -52,11 +52,11 @@ class Collector : public EventTap {
 
   explicit Collector(size_t workers);
   void on_event(const gf_event &event) override;
+  bool wants_started() const override { return false; }  // finishes carry all it needs
 
   struct Merged {
     std::vector<std::string> names;  // label per index
     std::vector<NameStats> stats;    // per label
-    uint64_t started = 0;            // attempts started
   };
   Merged merged() const;
   // Bars of worker w that ended after `since` (at most `limit`, the latest).
@@ -72,7 +72,6 @@ class Collector : public EventTap {
     size_t last_hit = 0;
     std::vector<Bar> bars;                            // ring
     size_t next_bar = 0;
-    std::atomic<uint64_t> started{0};  // counted without the lock
   };
   uint16_t label_of(Shard &shard, std::string_view prefix);
 

@@ -321,8 +321,7 @@ std::string Dashboard::pool_json(double bars_since) const {
   }
   j += "],\"tasks\":{\"waiting\":" + num(snap.waiting) + ",\"queued\":" + num(snap.queued) +
        ",\"running\":" + num(snap.running) + ",\"succeeded\":" + num(snap.succeeded_total) +
-       ",\"failed\":" + num(snap.failed_total) + ",\"cancelled\":" + num(snap.cancelled_total) +
-       ",\"started\":" + num(m.started) + "}";
+       ",\"failed\":" + num(snap.failed_total) + ",\"cancelled\":" + num(snap.cancelled_total) + "}";
   j += ",\"transfers\":{\"count\":" + num(snap.transfers_total) +
        ",\"bytes\":" + num(snap.bytes_transferred_total) + "}";
   j += ",\"runs\":[";

@@ -19,6 +19,9 @@ class EventTap {
  public:
   virtual ~EventTap() = default;
   virtual void on_event(const gf_event &event) = 0;
+  // False: the tap needs no GF_EVENT_TASK_STARTED (then none is built unless the public
+  // subscriber wants it).
+  virtual bool wants_started() const { return true; }
 };
 
 class EventHub {
@@ -29,6 +32,7 @@ class EventHub {
   // takes no lock and no reference count.
   void set_tap(std::shared_ptr<EventTap> tap);
   bool active() const { return active_.load(std::memory_order_relaxed); }
+  bool started_active() const { return started_active_.load(std::memory_order_relaxed); }
   double now_s() const { return seconds_between(epoch_, Clock::now()); }
   double time_s(Clock::time_point t) const { return seconds_between(epoch_, t); }
   // Fills struct_size and delivers the event when someone listens.
@@ -41,6 +45,7 @@ class EventHub {
   };
   Clock::time_point epoch_ = Clock::now();
   std::atomic<bool> active_{false};
+  std::atomic<bool> started_active_{false};
   mutable std::mutex mu_;
   std::shared_ptr<const Subscriber> subscriber_;
   std::atomic<bool> has_subscriber_{false};

@@ -116,7 +116,7 @@ void Worker::execute(Dispatch &dispatch, void *stream) {
   auto start = Clock::now();
   if (dispatch.ready_at != Clock::time_point{})
     dispatch.queue_wait_s = seconds_between(dispatch.ready_at, start);
-  if (events.active()) emit_task_event(dispatch, GF_EVENT_TASK_STARTED, events, start);
+  if (events.started_active()) emit_task_event(dispatch, GF_EVENT_TASK_STARTED, events, start);
   int rc;
   try {
     if (state_.kind == GF_WORKER_CPU) {

@@ -282,7 +282,8 @@ class Scheduler {
   } settled_totals_;
   uint64_t transfers_total_ = 0, bytes_transferred_total_ = 0;
   uint64_t running_total_ = 0;
-  std::atomic<bool> observe_waits_{false};             // tasks dispatched to threads, all workers
+  std::atomic<bool> observe_waits_{false};
+  Clock::time_point enqueue_stamp_{};  // set while start() queues a slice of roots             // tasks dispatched to threads, all workers
   uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
   std::vector<double> estimates_;          // by cost slot; negative: never learnt
