@@ -293,6 +293,14 @@ int main(int argc, char **argv) {
   gf_pool *pools[2] = {NULL, NULL};
   uint32_t ncpu[2] = {0, 0}, ngpu[2] = {0, 0};
   pools[0] = make_pool("embedded", devices, &ncpu[0], &ngpu[0]);
+  /* GPUFLOW_BENCH_SETTLE_S: seconds to wait before timing, so that observers started beside
+   * the benchmark (bench/dashboard_overhead.sh) are attached before the runs begin. */
+  const char *settle = getenv("GPUFLOW_BENCH_SETTLE_S");
+  if (settle && atof(settle) > 0) {
+    struct timespec ts = {(time_t)atof(settle),
+                          (long)((atof(settle) - (double)(time_t)atof(settle)) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
   if (connected) {
     pools[1] = make_pool(connected, devices, &ncpu[1], &ngpu[1]);
     if (ngpu[1] != ngpu[0]) {

@@ -52,7 +52,7 @@ extern "C" {
 /* The version this header describes. A library of another major version refuses to create a
  * pool for code built against this header (GF_ERR_VERSION_MISMATCH). */
 #define GF_VERSION_MAJOR 0
-#define GF_VERSION_MINOR 2
+#define GF_VERSION_MINOR 3
 #define GF_VERSION_PATCH 0
 #define GF_VERSION_ENCODE(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
 #define GF_VERSION GF_VERSION_ENCODE(GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH)
@@ -179,6 +179,12 @@ typedef enum gf_worker_kind {
  *   the service (the device options above are then ignored); see "Shared pools". Its weight
  *   among its user's own clients (fair share) is GPUFLOW_CLIENT_WEIGHT when set, a number in
  *   (0, 1e6], else 1; anything else is GF_ERR_INVALID_ARGUMENT naming the variable.
+ * - dashboard: "HOST:PORT" to serve the pool's live page (/) and Prometheus metrics (/metrics)
+ *   over HTTP on, e.g. "127.0.0.1:8787" (port 0: any free port; gf_pool_dashboard_url tells
+ *   which); NULL or "": GPUFLOW_DASHBOARD when set (a pool that cannot bind it, e.g. the
+ *   program's second pool, says so on standard error and runs without), else none. "off"
+ *   forces none. A host that is no IPv4 address is refused; use 127.0.0.1 unless others must
+ *   reach it (docs/dashboard.md).
  */
 typedef struct gf_pool_config {
   uint32_t struct_size;
@@ -197,6 +203,7 @@ typedef struct gf_pool_config {
   uint64_t device_memory_limit;
   double spill_threshold;
   const char *endpoint; /* copied; appended in 0.2: see "Shared pools" below */
+  const char *dashboard; /* copied; appended in 0.3 */
 } gf_pool_config;
 
 #define GF_POOL_CONFIG_INIT                              \
@@ -216,7 +223,8 @@ typedef struct gf_pool_config {
         0,                  /* device_count */           \
         0,                  /* device_memory_limit */    \
         0.0,                /* spill_threshold */        \
-        NULL                /* endpoint */               \
+        NULL,               /* endpoint */               \
+        NULL                /* dashboard */              \
   }
 
 /* Sets *config to GF_POOL_CONFIG_INIT (for bindings that cannot use the macro). Every gf_*_init
@@ -243,6 +251,11 @@ static inline gf_status gf_pool_create(gf_pool **out, const gf_pool_config *conf
  * NULL and already-destroyed pools are ignored. Externally synchronized: no other call may use
  * this pool concurrently or afterwards. */
 GF_API void gf_pool_destroy(gf_pool *pool);
+
+/* The address of the pool's dashboard, "http://127.0.0.1:PORT/" with the port it bound
+ * (gf_pool_config.dashboard); borrowed, valid until gf_pool_destroy. GF_ERR_NOT_FOUND when the
+ * pool serves none. Thread-safe. */
+GF_API gf_status gf_pool_dashboard_url(const char **out, const gf_pool *pool);
 
 typedef struct gf_worker_info {
   uint32_t struct_size;
@@ -984,6 +997,9 @@ typedef struct gf_event {
   int32_t ok;            /* GF_EVENT_TASK_FINISHED: 1 when the attempt succeeded */
   double time_s;         /* steady clock, seconds since the pool was created */
   const char *task_name; /* borrowed for the call; "" when unnamed */
+  double duration_s;     /* appended in 0.3; GF_EVENT_TASK_FINISHED: the attempt's run time */
+  double queue_wait_s;   /* appended in 0.3: from ready in its worker's queue to started
+                          * (measured while an event callback or a dashboard is set; else 0) */
 } gf_event;
 
 /* Receives events on the thread where they happen (worker threads). It must be quick, must not
@@ -1038,6 +1054,7 @@ typedef struct gf_service_config {
   gf_log_fn log;
   void *log_user_data;
   const char *user_weights;
+  const char *dashboard; /* appended in 0.3: "HOST:PORT" for the live page and /metrics; NULL: none */
 } gf_service_config;
 
 #define GF_SERVICE_CONFIG_INIT                         \
@@ -1051,7 +1068,8 @@ typedef struct gf_service_config {
         0.0,                   /* user_gpu_cap */      \
         NULL,                  /* log */               \
         NULL,                  /* log_user_data */     \
-        NULL                   /* user_weights */      \
+        NULL,                  /* user_weights */      \
+        NULL                   /* dashboard */         \
   }
 
 /* Starts a service on its own thread; returns once it accepts connections. Ownership of *out
@@ -1067,6 +1085,10 @@ GF_API const char *gf_default_endpoint(void);
 
 /* The endpoint clients use ("unix:///…"), owned by the service. Thread-safe. */
 GF_API const char *gf_service_endpoint(const gf_service *service);
+
+/* The service's dashboard address ("http://HOST:PORT/"), or NULL when it serves none. Borrowed,
+ * valid until gf_service_stop. Thread-safe. */
+GF_API const char *gf_service_dashboard_url(const gf_service *service);
 
 /* Stops the service: every client is told (Goodbye) and disconnected, every lease and queued
  * request ends, the socket file is removed, the thread is joined and the service freed. NULL is

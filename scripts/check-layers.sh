@@ -15,6 +15,7 @@ shopt -s nullglob
 # The layers, top to bottom: each may include only itself and the layers listed after it.
 LAYERS=(
   capi      # the C ABI shims
+  dashboard # the live page and /metrics over HTTP (libmicrohttpd), for pools and the service
   serialize # graphs as files (used by capi)
   service   # the node's shared pool: server, lease book (gpuflow serve)
   pool      # a pool: options, backend, scheduler, workers; connected pools

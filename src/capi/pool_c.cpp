@@ -1,6 +1,8 @@
 // C shims: version, pools, workers and their ledgers.
+#include <cstdio>
 #include <cstring>
 
+#include "capi/dashboards.hpp"
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
@@ -78,14 +80,51 @@ GF_API gf_status gf_pool_create_versioned(gf_pool **out, const gf_pool_config *c
     }
     const gf_pool_config defaults = GF_POOL_CONFIG_INIT;
     gf_pool_config resolved = config ? read_struct(config, "gf_pool_config") : defaults;
-    *out = handle_from_bits<gf_pool>(pools().insert(PoolCore::create(resolved)));
+    bool from_env = false;
+    const std::string address =
+        dashboard::requested_address(resolved.dashboard, "GPUFLOW_DASHBOARD", &from_env);
+    std::shared_ptr<PoolCore> core = PoolCore::create(resolved);
+    std::unique_ptr<dashboard::Dashboard> board;
+    if (!address.empty()) {
+      try {
+        board = dashboard::Dashboard::for_pool(core, address);
+      } catch (const Error &e) {
+        // GPUFLOW_DASHBOARD names one port for a whole program, which may create several
+        // pools: the first gets it, the others say so and run without one.
+        if (!from_env) {
+          core->shutdown();
+          throw;
+        }
+        std::fprintf(stderr, "gpuflow: GPUFLOW_DASHBOARD: %s; this pool runs without one\n",
+                     e.what());
+      } catch (...) {
+        core->shutdown();
+        throw;
+      }
+    }
+    const uint64_t bits = pools().insert(std::move(core));
+    if (board) attach_dashboard(DashboardOwner::kPool, bits, std::move(board));
+    *out = handle_from_bits<gf_pool>(bits);
     return GF_OK;
   });
 }
 
 GF_API void gf_pool_destroy(gf_pool *pool) {
   guard_void([&] {
+    stop_dashboard(DashboardOwner::kPool, handle_bits(pool));
     if (auto core = pools().remove(handle_bits(pool))) core->shutdown();
+  });
+}
+
+GF_API gf_status gf_pool_dashboard_url(const char **out, const gf_pool *pool) {
+  return guard([&] {
+    require_out(out, "out");
+    *out = nullptr;
+    pool_of(pool);  // a valid handle
+    const char *url = dashboard_url(DashboardOwner::kPool, handle_bits(pool));
+    if (!url) fail(GF_ERR_NOT_FOUND, "this pool serves no dashboard (gf_pool_config.dashboard)");
+    *out = url;
+    return GF_OK;
   });
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <vector>
 
+#include "capi/dashboards.hpp"
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
@@ -85,8 +86,24 @@ GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *con
         log(line.c_str(), user);
       };
     }
+    std::string address;
+    if (c.dashboard && *c.dashboard) {
+      dashboard::parse_address(c.dashboard, "gf_service_config.dashboard");  // refused here if bad
+      address = c.dashboard;
+    }
     std::shared_ptr<service::Server> server = service::Server::start(std::move(options));
-    *out = handle_from_bits<gf_service>(services().insert(std::move(server)));
+    std::unique_ptr<dashboard::Dashboard> board;
+    if (!address.empty()) {
+      try {
+        board = dashboard::Dashboard::for_service(*server, address);
+      } catch (...) {
+        server->stop();
+        throw;
+      }
+    }
+    const uint64_t bits = services().insert(std::move(server));
+    if (board) attach_dashboard(DashboardOwner::kService, bits, std::move(board));
+    *out = handle_from_bits<gf_service>(bits);
     return GF_OK;
   });
 }
@@ -102,8 +119,18 @@ GF_API const char *gf_service_endpoint(const gf_service *service) {
   return endpoint;
 }
 
+GF_API const char *gf_service_dashboard_url(const gf_service *service) {
+  const char *url = nullptr;
+  guard_void([&] {
+    service_of(service);
+    url = dashboard_url(DashboardOwner::kService, handle_bits(service));
+  });
+  return url;
+}
+
 GF_API void gf_service_stop(gf_service *service) {
   guard_void([&] {
+    stop_dashboard(DashboardOwner::kService, handle_bits(service));
     if (auto server = services().remove(handle_bits(service))) server->stop();
   });
 }

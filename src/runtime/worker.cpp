@@ -113,8 +113,10 @@ void Worker::execute(Dispatch &dispatch, void *stream) {
   current_run = dispatch.run;
   const TaskBody &body = dispatch.run->body(dispatch.task);
   EventHub &events = events_;
-  if (events.active()) emit_task_event(dispatch, GF_EVENT_TASK_STARTED, events);
   auto start = Clock::now();
+  if (dispatch.ready_at != Clock::time_point{})
+    dispatch.queue_wait_s = seconds_between(dispatch.ready_at, start);
+  if (events.started_active()) emit_task_event(dispatch, GF_EVENT_TASK_STARTED, events, start);
   int rc;
   try {
     if (state_.kind == GF_WORKER_CPU) {
@@ -143,7 +145,8 @@ void Worker::execute(Dispatch &dispatch, void *stream) {
     ctx.error = "the body threw a C++ exception (bodies must not throw)";
   }
   current_run = nullptr;
-  dispatch.seconds = seconds_between(start, Clock::now());
+  const auto end = Clock::now();
+  dispatch.seconds = seconds_between(start, end);
   dispatch.ok = rc == 0 && !ctx.failed;
   if (!dispatch.ok) {
     dispatch.error = ctx.failed ? std::move(ctx.error)
@@ -151,7 +154,7 @@ void Worker::execute(Dispatch &dispatch, void *stream) {
                                       " without a message (gf_task_ctx_fail)";
   }
   if (state_.kind == GF_WORKER_CPU) {
-    if (events.active()) emit_task_event(dispatch, GF_EVENT_TASK_FINISHED, events);
+    if (events.active()) emit_task_event(dispatch, GF_EVENT_TASK_FINISHED, events, end);
     return;
   }
   // The body only enqueued its work: the task is done when the stream is, whatever the body
@@ -161,13 +164,15 @@ void Worker::execute(Dispatch &dispatch, void *stream) {
   dispatch.handed_off = true;
   scheduler_.backend().after_stream(
       state_.device, stream, [this, handed, start, &events](const std::string &device_error) {
-        handed->seconds = seconds_between(start, Clock::now());
-        if (events.active()) emit_task_event(*handed, GF_EVENT_TASK_FINISHED, events);
+        const auto done = Clock::now();
+        handed->seconds = seconds_between(start, done);
+        if (events.active()) emit_task_event(*handed, GF_EVENT_TASK_FINISHED, events, done);
         scheduler_.finish_async(state_, *handed, device_error);
       });
 }
 
-void Worker::emit_task_event(const Dispatch &dispatch, gf_event_kind kind, EventHub &events) {
+void Worker::emit_task_event(const Dispatch &dispatch, gf_event_kind kind, EventHub &events,
+                             Clock::time_point at) {
   const RunState &run = *dispatch.run;
   gf_event event{};
   event.kind = kind;
@@ -176,8 +181,10 @@ void Worker::emit_task_event(const Dispatch &dispatch, gf_event_kind kind, Event
   event.worker = state_.index;
   event.attempt = dispatch.attempt;
   event.ok = kind == GF_EVENT_TASK_FINISHED && dispatch.ok ? 1 : 0;
-  event.time_s = events.now_s();
+  event.time_s = events.time_s(at);
   event.task_name = run.graph().task(dispatch.task).name.c_str();
+  event.duration_s = kind == GF_EVENT_TASK_FINISHED ? dispatch.seconds : 0.0;
+  event.queue_wait_s = dispatch.queue_wait_s;
   events.emit(event);
 }
 

@@ -42,7 +42,9 @@ class Worker {
   void thread_main(uint32_t thread);
   // Runs one body. A GPU body's dispatch is handed off: it finishes when its stream has.
   void execute(Dispatch &dispatch, void *stream);
-  void emit_task_event(const Dispatch &dispatch, gf_event_kind kind, EventHub &events);
+  // `at`: when it happened (a clock reading the worker took anyway).
+  void emit_task_event(const Dispatch &dispatch, gf_event_kind kind, EventHub &events,
+                       Clock::time_point at);
   bool take_retirement();
 
   Scheduler &scheduler_;

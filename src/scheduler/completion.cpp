@@ -123,6 +123,7 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
   run.errors.erase(done.task);
   run.tasks[done.task].state = GF_TASK_SUCCEEDED;
   run.succeeded++;
+  settled_totals_.succeeded++;
   const DataIndex *in = graph.inputs(task);
   for (uint32_t i = 0; i < task.input_count; ++i) consumed(run, in[i], deferred);
   const GraphAnalysis &a = graph.analysis();
@@ -164,6 +165,7 @@ void Scheduler::settle(RunState &run, TaskIndex t, gf_task_state state, Deferred
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(t);
   run.tasks[t].state = state;
+  (state == GF_TASK_CANCELLED ? settled_totals_.cancelled : settled_totals_.failed)++;
   (state == GF_TASK_CANCELLED ? run.cancelled : run.failed)++;
   const DataIndex *in = graph.inputs(task);
   for (uint32_t i = 0; i < task.input_count; ++i) consumed(run, in[i], deferred);

@@ -152,6 +152,8 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
   out.ok = out.skipped = false;
   out.error.clear();
   out.seconds = 0;
+  out.ready_at = entry.ready_at;
+  out.queue_wait_s = 0;
   out.inputs.resize(task.input_count);
   const DataIndex *in = graph.inputs(task);
   for (uint32_t i = 0; i < task.input_count; ++i) {

@@ -140,3 +140,49 @@ std::vector<Ledger::Line> Scheduler::ledger_lines(uint32_t worker) {
 }
 
 }  // namespace gf
+
+namespace gf {
+
+Scheduler::PoolSnapshot Scheduler::pool_snapshot() {
+  PoolSnapshot out;
+  Lock lock(mu_);
+  out.workers.reserve(workers_.size());
+  for (const auto &w : workers_) {
+    PoolSnapshot::WorkerLoad load;
+    load.ready = w->ready.size();
+    load.fetching = w->fetching.size();
+    load.running = w->running;
+    load.granted = w->granted;
+    out.queued += load.ready + load.fetching;
+    out.workers.push_back(load);
+  }
+  uint64_t left = 0;
+  for (const auto &[raw, run] : runs_) {
+    PoolSnapshot::RunProgress p;
+    p.sequence = run->sequence;
+    p.tasks = run->tasks.size();
+    p.succeeded = run->succeeded;
+    p.failed = run->failed;
+    p.cancelled = run->cancelled;
+    p.left = run->tasks_left;
+    p.finished = run->finished;
+    p.elapsed_s = seconds_between(run->submitted_at, run->finished ? run->finished_at : Clock::now());
+    left += p.left;
+    out.runs.push_back(p);
+  }
+  out.running = running_total_;
+  // Every queued or running task belongs to a run still listed (runs are kept until settled).
+  const uint64_t busy = out.queued + out.running;
+  out.waiting = left > busy ? left - busy : 0;
+  out.succeeded_total = settled_totals_.succeeded;
+  out.failed_total = settled_totals_.failed;
+  out.cancelled_total = settled_totals_.cancelled;
+  out.transfers_total = transfers_total_;
+  out.bytes_transferred_total = bytes_transferred_total_;
+  lock.unlock();
+  std::sort(out.runs.begin(), out.runs.end(),
+            [](const auto &a, const auto &b) { return a.sequence < b.sequence; });
+  return out;
+}
+
+}  // namespace gf

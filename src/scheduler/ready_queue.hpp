@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/clock.hpp"
 #include "graph/graph.hpp"
 
 namespace gf {
@@ -18,6 +19,7 @@ struct QueuedTask {
   uint64_t run_sequence;
   RunState *run;
   TaskIndex task;
+  Clock::time_point ready_at;  // when it entered the queue: its queue wait ends at dispatch
 };
 
 // True when a should run after b.

@@ -192,6 +192,13 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   Deferred deferred;
   Lock lock(mu_);
   if (stopping_) fail(GF_ERR_SHUT_DOWN, "the pool is shutting down; the graph was not submitted");
+  // Roots queued in one slice share one clock reading (queue waits: observe_waits).
+  struct StampGuard {
+    Clock::time_point &stamp;
+    ~StampGuard() { stamp = {}; }
+  } stamp_guard{enqueue_stamp_};
+  const bool observe = observe_waits_.load(std::memory_order_relaxed);
+  if (observe) enqueue_stamp_ = Clock::now();
   run->sequence = next_run_sequence_++;
   runs_.emplace(run.get(), run);
   maybe_finish_run(*run, deferred);
@@ -217,10 +224,13 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
       group_worker = chosen;
     }
     if ((i + 1) % kSlice == 0 && i + 1 < roots.size()) {
+      enqueue_stamp_ = {};
       lock.unlock();
       lock.lock();
+      if (observe) enqueue_stamp_ = Clock::now();
     }
   }
+  enqueue_stamp_ = {};
   lock.unlock();
   deferred.flush(backend_);
 }
@@ -309,7 +319,10 @@ void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
 void Scheduler::enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t) {
   const TaskDesc &task = run.graph().task(t);
   worker.ready.push(
-      QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence, &run, t});
+      QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence, &run, t,
+                 !observe_waits_.load(std::memory_order_relaxed) ? Clock::time_point{}
+                 : enqueue_stamp_ != Clock::time_point{}         ? enqueue_stamp_
+                                                                 : Clock::now()});
   wake_for(worker, run, t);
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -41,6 +42,8 @@ struct Dispatch {
   bool skipped = false;  // cancelled before the body started
   std::string error;
   double seconds = 0;
+  Clock::time_point ready_at{};  // entered the ready queue (zero: not measured)
+  double queue_wait_s = 0;       // ready_at to the body's start (set by the worker)
   bool handed_off = false;  // a GPU body's completion comes later, through finish_async
 };
 
@@ -92,6 +95,30 @@ class Scheduler {
   uint64_t read_buffer(RunState &run, DataIndex d, void *dst, uint64_t capacity);
   void *read_value(RunState &run, DataIndex d);
   std::vector<Ledger::Line> ledger_lines(uint32_t worker);
+  // The whole pool at one instant, for dashboards and metrics (cheap: no per-task walk).
+  struct PoolSnapshot {
+    struct WorkerLoad {
+      uint64_t ready = 0;     // queued with inputs present
+      uint64_t fetching = 0;  // queued, inputs still moving
+      uint32_t running = 0;
+      bool granted = true;    // connected pools: holds its lease
+    };
+    struct RunProgress {
+      uint64_t sequence = 0;
+      uint64_t tasks = 0, succeeded = 0, failed = 0, cancelled = 0, left = 0;
+      double elapsed_s = 0;
+      bool finished = false;
+    };
+    std::vector<WorkerLoad> workers;
+    std::vector<RunProgress> runs;  // runs the scheduler still keeps (running or unreleased)
+    uint64_t waiting = 0, queued = 0, running = 0;  // tasks of the runs above, by state
+    uint64_t succeeded_total = 0, failed_total = 0, cancelled_total = 0;  // since pool creation
+    uint64_t transfers_total = 0, bytes_transferred_total = 0;
+  };
+  PoolSnapshot pool_snapshot();
+  // While on, each dispatch measures how long its task waited in the ready queue
+  // (Dispatch::queue_wait_s); off by default, as it costs two clock reads per task.
+  void observe_waits(bool on) { observe_waits_.store(on, std::memory_order_relaxed); }
 
   // ---- worker threads ----
   // Completes `batch` (if any), then fills it with the next tasks for `worker`, taking the mutex
@@ -250,7 +277,13 @@ class Scheduler {
   uint64_t next_run_sequence_ = 1;
   bool stopping_ = false;
   uint64_t transfers_in_flight_ = 0;
-  uint64_t running_total_ = 0;             // tasks dispatched to threads, all workers
+  struct {
+    uint64_t succeeded = 0, failed = 0, cancelled = 0;
+  } settled_totals_;
+  uint64_t transfers_total_ = 0, bytes_transferred_total_ = 0;
+  uint64_t running_total_ = 0;
+  std::atomic<bool> observe_waits_{false};
+  Clock::time_point enqueue_stamp_{};  // set while start() queues a slice of roots             // tasks dispatched to threads, all workers
   uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
   std::vector<double> estimates_;          // by cost slot; negative: never learnt

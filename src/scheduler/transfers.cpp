@@ -68,6 +68,8 @@ bool Scheduler::start_transfer(RunState &run, DataIndex d, SpaceId to, Deferred 
     transfers_in_flight_++;
     run.transfers++;
     run.bytes_transferred += data.size;
+    transfers_total_++;
+    bytes_transferred_total_ += data.size;
     std::shared_ptr<RunState> keep_alive = run.shared_from_this();
     const int32_t device = owner ? owner->device : -1;
     deferred.calls.emplace_back(
@@ -89,6 +91,8 @@ bool Scheduler::start_transfer(RunState &run, DataIndex d, SpaceId to, Deferred 
   transfers_in_flight_++;
   run.transfers++;
   run.bytes_transferred += data.size;
+  transfers_total_++;
+  bytes_transferred_total_ += data.size;
   std::shared_ptr<RunState> keep_alive = run.shared_from_this();
   backend_.copy_async(CopyRequest{source.space, source.ptr, to, destination, data.size},
                       [this, keep_alive, d, to, destination](const std::string &error) {

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "client/connection.hpp"
@@ -77,6 +78,23 @@ struct Server::Impl {
   bool stopping = false;
   double stop_began = 0;
   bool stopped = false;
+  uint64_t ticks = 0;
+  mutable std::mutex snapshot_mu;
+  std::shared_ptr<const Server::BookSnapshot> snapshot;
+
+  void publish_snapshot() {
+    auto next = std::make_shared<Server::BookSnapshot>();
+    next->now = now();
+    next->backend = backend_name;
+    next->devices = book->devices();
+    next->leases = book->leases();
+    next->queued = book->queued(next->now);
+    next->clients = book->clients(next->now);
+    next->cpus = book->cpus();
+    next->cpus_in_use = book->cpus_in_use().to_double();
+    std::lock_guard lock(snapshot_mu);
+    snapshot = std::move(next);
+  }
 
   double now() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -534,8 +552,10 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
         auto *self = static_cast<Impl *>(t->data);
         self->expire(self->now());
         self->revoke_for_waiting(self->now());
+        if (++self->ticks % (250 / kTickMs) == 0) self->publish_snapshot();
       },
       kTickMs, kTickMs);
+  s.publish_snapshot();
   s.log("serving " + std::to_string(s.book->slots().size()) + " device(s) (" + s.backend_name +
         ") and " + amount_text(s.book->cpus()) + " CPU(s) at " + s.endpoint);
   s.thread = std::thread([&s] {
@@ -566,6 +586,11 @@ void Server::stop() {
 
 const std::string &Server::endpoint() const {
   return impl_->endpoint;
+}
+
+std::shared_ptr<const Server::BookSnapshot> Server::book_snapshot() const {
+  std::lock_guard lock(impl_->snapshot_mu);
+  return impl_->snapshot;
 }
 
 }  // namespace gf::service

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "pool/pool_options.hpp"
 #include "service/lease_book.hpp"
@@ -35,6 +36,19 @@ class Server {
   // Idempotent.
   void stop();
   const std::string &endpoint() const;
+
+  // The lease book as of the last refresh (every 250 ms on the loop), for dashboards and
+  // metrics on other threads. Never null once started.
+  struct BookSnapshot {
+    double now = 0;  // the book's clock
+    std::string backend;
+    std::vector<DeviceView> devices;
+    std::vector<Lease> leases;
+    std::vector<QueuedView> queued;
+    std::vector<ClientView> clients;
+    double cpus = 0, cpus_in_use = 0;
+  };
+  std::shared_ptr<const BookSnapshot> book_snapshot() const;
 
   struct Impl;
 

@@ -120,6 +120,34 @@ static int pool_from_v1_layout(void) {
   return pool != NULL;
 }
 
+/* endpoint's layout: dashboard was appended next (0.3). The trap bytes after it would be read as a
+ * dashboard address no pool accepts. */
+typedef struct pool_config_v2 {
+  pool_config_v1 v1;
+  const char *endpoint;
+} pool_config_v2;
+
+static int pool_from_v2_layout(void) {
+  struct {
+    pool_config_v2 c;
+    trap t;
+  } v2;
+  memset(&v2, 0, sizeof v2);
+  fill_trap(&v2.t);
+  v2.c.v1.v0.struct_size = sizeof v2.c;
+  v2.c.v1.v0.backend = GF_BACKEND_HOST;
+  v2.c.v1.v0.cpu_workers = 1;
+  v2.c.v1.v0.emulated_devices = 1;
+  v2.c.endpoint = "embedded";
+  gf_pool *pool = NULL;
+  CHECK_OK(gf_pool_create(&pool, (const gf_pool_config *)&v2.c));
+  CHECK(trap_intact(&v2.t));
+  const char *url = NULL;
+  CHECK(gf_pool_dashboard_url(&url, pool) == GF_ERR_NOT_FOUND);
+  gf_pool_destroy(pool);
+  return pool != NULL;
+}
+
 /* ---- output structs: one published layout each (today's) ----------------------------------- */
 
 /* Calls `call` on an output struct of type T followed by a trap, and checks the trap. */
@@ -319,6 +347,7 @@ int main(void) {
   gf_pool *pool = old_pool();
   if (!pool) return 1;
   CHECK(pool_from_v1_layout());
+  CHECK(pool_from_v2_layout());
   check_pool_outputs(pool);
   run_old_tasks(pool);
   register_kernel(pool);

@@ -28,6 +28,7 @@ constexpr int kExitError = 2;
 const char *kServiceUsage = R"(usage:
   gpuflow serve  [pool options] [--socket PATH] [--group NAME] [--client-gpu-cap N]
                  [--user-gpu-cap N] [--user-weights USER=W,...] [--usage-half-life SECONDS]
+                 [--dashboard HOST:PORT]
   gpuflow lease  [--pool ENDPOINT] [--gpus N] [--gpu-memory SIZE] [--cpus N] [--device ORDINAL]...
                  [--timeout SECONDS] [--name TEXT] -- COMMAND [ARGS...]
   gpuflow status [--pool ENDPOINT] [--json]
@@ -35,7 +36,8 @@ const char *kServiceUsage = R"(usage:
 
 serve runs the node's shared pool until SIGTERM or Ctrl-C: it owns the devices and one ledger,
 and listens on a unix socket ($XDG_RUNTIME_DIR/gpuflow.sock, else /tmp/gpuflow-$UID/gpuflow.sock;
-mode 0600, or 0660 for --group). Clients find it through --pool or GPUFLOW_POOL.
+mode 0600, or 0660 for --group). Clients find it through --pool or GPUFLOW_POOL. --dashboard
+serves a live page and Prometheus metrics (/metrics) over HTTP there (e.g. 127.0.0.1:8787).
 lease waits its turn for the devices asked for, runs COMMAND with CUDA_VISIBLE_DEVICES and
 NVIDIA_VISIBLE_DEVICES (device UUIDs) and GPUFLOW_DEVICES (ordinals) set, and releases them when
 COMMAND exits, whatever its exit; it exits with COMMAND's status. --gpus takes a whole number of
@@ -48,7 +50,7 @@ exit codes: lease: COMMAND's, or 2 when no lease was granted; others: 0 ok, 2 er
 
 struct Args {
   std::string command;
-  std::string endpoint, socket, group, name, user_weights;
+  std::string endpoint, socket, group, name, user_weights, dashboard;
   double gpus = -1, cpus = 0, timeout_s = -1;
   uint64_t gpu_memory = 0;
   std::vector<int32_t> lease_devices;
@@ -135,6 +137,8 @@ Args parse(int argc, char **argv) {
       a.user_cap = to_number(value(), o);
     } else if (o == "--user-weights") {
       a.user_weights = value();
+    } else if (o == "--dashboard") {
+      a.dashboard = value();
     } else if (o == "--usage-half-life") {
       a.half_life = to_number(value(), o);
     } else if (o == "--backend") {
@@ -209,6 +213,7 @@ int cmd_serve(const Args &a) {
   config.user_gpu_cap = a.user_cap;
   config.usage_half_life_s = a.half_life;
   config.user_weights = a.user_weights.empty() ? nullptr : a.user_weights.c_str();
+  config.dashboard = a.dashboard.empty() ? nullptr : a.dashboard.c_str();
   // Blocked before the service's thread exists, so only sigwait below sees them.
   sigset_t stop;
   sigemptyset(&stop);
@@ -220,6 +225,8 @@ int cmd_serve(const Args &a) {
   if (gf_service_start(&service, &config) != GF_OK) return library_error("cannot start");
   std::printf("gpuflow serve: listening on %s (pid %d)\n", gf_service_endpoint(service),
               static_cast<int>(getpid()));
+  if (const char *url = gf_service_dashboard_url(service))
+    std::printf("gpuflow serve: dashboard at %s (metrics: %smetrics)\n", url, url);
   std::fflush(stdout);
   int sig = 0;
   sigwait(&stop, &sig);

@@ -90,6 +90,11 @@ class gf_pool_config_v3(Structure):
     _fields_ = gf_pool_config_v2._fields_ + [("endpoint", c_char_p)]
 
 
+class gf_pool_config_v4(Structure):
+    """gf_pool_config with `dashboard` (0.3): "HOST:PORT" for the live page and /metrics."""
+    _fields_ = gf_pool_config_v3._fields_ + [("dashboard", c_char_p)]
+
+
 LOG_FN = CFUNCTYPE(None, c_char_p, c_void_p)  # gf_log_fn
 
 
@@ -106,6 +111,11 @@ class gf_service_config(Structure):
         ("log_user_data", c_void_p),
         ("user_weights", c_char_p),
     ]
+
+
+class gf_service_config_v2(Structure):
+    """gf_service_config with `dashboard` (0.3)."""
+    _fields_ = gf_service_config._fields_ + [("dashboard", c_char_p)]
 
 
 class gf_lease_request(Structure):
@@ -365,6 +375,11 @@ if gf_lease_acquire is not None:
     gf_service_start = _fn("gf_service_start", _S, c_void_p, c_void_p)
     gf_service_endpoint = _fn("gf_service_endpoint", c_char_p, c_void_p)
     gf_service_stop = _fn("gf_service_stop", None, c_void_p)
+# Dashboards (0.3); None with an older library.
+gf_pool_dashboard_url = _fn("gf_pool_dashboard_url", _S, c_void_p, c_void_p) \
+    if hasattr(lib, "gf_pool_dashboard_url") else None
+gf_service_dashboard_url = _fn("gf_service_dashboard_url", c_char_p, c_void_p) \
+    if hasattr(lib, "gf_service_dashboard_url") else None
 gf_pool_create_versioned = _fn("gf_pool_create_versioned", _S, c_void_p, c_void_p, c_uint32)
 gf_pool_destroy = _fn("gf_pool_destroy", None, c_void_p)
 gf_pool_worker_count = _fn("gf_pool_worker_count", _S, c_void_p, c_void_p)

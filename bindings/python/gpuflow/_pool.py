@@ -31,7 +31,7 @@ DeviceMemory.__doc__ = (
 # The newest gf_pool_config layout the loaded library understands.
 def _newest_pool_config():
     size = F.library_struct_size(F.gf_pool_config_init)
-    for layout in (F.gf_pool_config_v3, F.gf_pool_config_v2):
+    for layout in (F.gf_pool_config_v4, F.gf_pool_config_v3, F.gf_pool_config_v2):
         if size >= ctypes.sizeof(layout):
             return layout
     return F.gf_pool_config
@@ -44,7 +44,8 @@ _BACKENDS = {"auto": F.GF_BACKEND_AUTO, "host": F.GF_BACKEND_HOST, "cuda": F.GF_
 
 def pool_config(cpu_workers=None, emulated_devices=None, device_memory=None, bandwidth=None,
                 gpu_worker_threads=None, cpu_labels=None, gpu_labels=None, backend="auto",
-                devices=None, device_memory_limit=None, spill_threshold=None, endpoint=None):
+                devices=None, device_memory_limit=None, spill_threshold=None, endpoint=None,
+                dashboard=None):
     """A gf_pool_config of the newest layout the library knows, from Pool's arguments; returns
     it with the ctypes objects it points into (keep them alive while the config is used)."""
     cfg = _POOL_CONFIG()
@@ -89,9 +90,13 @@ def pool_config(cpu_workers=None, emulated_devices=None, device_memory=None, ban
         if spill_threshold is not None:
             cfg.spill_threshold = float(spill_threshold)
     if endpoint is not None:
-        if _POOL_CONFIG is not F.gf_pool_config_v3:
+        if _POOL_CONFIG not in (F.gf_pool_config_v3, F.gf_pool_config_v4):
             raise TypeError("this libgpuflow has no shared pools (0.2 or newer is needed)")
         cfg.endpoint = endpoint.encode()
+    if dashboard is not None:
+        if _POOL_CONFIG is not F.gf_pool_config_v4:
+            raise TypeError("this libgpuflow has no dashboard (a newer library is needed)")
+        cfg.dashboard = dashboard.encode()
     return cfg, (cpu_arr, keep1, gpu_arr, keep2, dev_arr)
 
 
@@ -126,6 +131,9 @@ class Pool:
     - ``endpoint``: the node's shared pool (``gpuflow serve``), e.g. "unix:///run/gf.sock";
       default: GPUFLOW_POOL when set, else a pool private to this process. Tasks still run in
       this process, on devices the service grants it.
+    - ``dashboard``: "HOST:PORT" to serve the live page and Prometheus ``/metrics`` on, e.g.
+      "127.0.0.1:0" (any free port: read ``dashboard_url``); default: GPUFLOW_DASHBOARD when
+      set, else none; "off": none.
 
     Use as a context manager, or call close(); a pool left open is closed at interpreter exit.
     """
@@ -135,13 +143,14 @@ class Pool:
                  gpu_worker_threads: int | None = None, cpu_labels: dict | None = None,
                  gpu_labels: dict | None = None, backend: str = "auto",
                  devices=None, device_memory_limit: int | None = None,
-                 spill_threshold: float | None = None, endpoint: str | None = None):
+                 spill_threshold: float | None = None, endpoint: str | None = None,
+                 dashboard: str | None = None):
         cfg, self._keep = pool_config(
             cpu_workers=cpu_workers, emulated_devices=emulated_devices,
             device_memory=device_memory, bandwidth=bandwidth,
             gpu_worker_threads=gpu_worker_threads, cpu_labels=cpu_labels, gpu_labels=gpu_labels,
             backend=backend, devices=devices, device_memory_limit=device_memory_limit,
-            spill_threshold=spill_threshold, endpoint=endpoint)
+            spill_threshold=spill_threshold, endpoint=endpoint, dashboard=dashboard)
         handle = c_void_p()
         check(F.gf_pool_create_versioned(byref(handle), byref(cfg), F.GF_VERSION_MAJOR))
         self._handle = handle.value
@@ -175,6 +184,19 @@ class Pool:
             return "<gpuflow.Pool closed>"
         names = ", ".join(w.name for w in self.workers())
         return f"<gpuflow.Pool workers=[{names}]>"
+
+    @property
+    def dashboard_url(self) -> str | None:
+        """The dashboard's address, "http://127.0.0.1:PORT/" (``/metrics`` below it), or None
+        when the pool serves none."""
+        if F.gf_pool_dashboard_url is None:
+            return None
+        url = ctypes.c_char_p()
+        status = F.gf_pool_dashboard_url(byref(url), self.handle)
+        if status == F.GF_ERR_NOT_FOUND:
+            return None
+        check(status)
+        return url.value.decode()
 
     # -- introspection
     def workers(self) -> list[WorkerInfo]:

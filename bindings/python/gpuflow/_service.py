@@ -31,6 +31,7 @@ class Service:
     - ``usage_half_life``: seconds over which past usage is forgotten in fair share.
     - ``log``: called with each line the service logs (connects, leases, refusals), from the
       service's thread; None (default): the lines go to stderr; False: they are dropped.
+    - ``dashboard``: "HOST:PORT" for the live page and ``/metrics`` (``dashboard_url`` after).
     - every other keyword is a pool option, as for gpuflow.Pool (emulated_devices,
       device_memory, cpu_workers as the CPUs it leases, backend, devices, ...).
     """
@@ -38,12 +39,16 @@ class Service:
     def __init__(self, socket_path: str | None = None, group: str | None = None,
                  client_gpu_cap: float = 0.0, user_gpu_cap: float = 0.0,
                  user_weights: dict | None = None, usage_half_life: float = 0.0,
-                 log=None, **pool_options):
+                 log=None, dashboard: str | None = None, **pool_options):
         _need_shared_pools()
         if "endpoint" in pool_options:
             raise TypeError("a service owns its devices: it takes no endpoint")
         pool_cfg, keep = pool_config(**pool_options)
-        cfg = F.gf_service_config()
+        if dashboard is not None and F.gf_service_dashboard_url is None:
+            raise TypeError("this libgpuflow has no dashboard (a newer library is needed)")
+        cfg = (F.gf_service_config_v2 if F.gf_service_dashboard_url else F.gf_service_config)()
+        if dashboard is not None:
+            cfg.dashboard = dashboard.encode()
         cfg.struct_size = ctypes.sizeof(cfg)
         cfg.pool = ctypes.cast(byref(pool_cfg), c_void_p)
         cfg.socket_path = socket_path.encode() if socket_path else None
@@ -68,6 +73,9 @@ class Service:
         del keep
         self._handle = handle.value
         self.endpoint: str = F.gf_service_endpoint(self._handle).decode()
+        url = F.gf_service_dashboard_url(self._handle) if F.gf_service_dashboard_url else None
+        #: "http://HOST:PORT/" of the service's dashboard, or None.
+        self.dashboard_url: str | None = url.decode() if url else None
         self._finalizer = weakref.finalize(self, F.gf_service_stop, self._handle)
 
     @property
