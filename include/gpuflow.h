@@ -266,6 +266,9 @@ typedef struct gf_worker_info {
   const char *name;  /* "cpu:0", "gpu:1"; owned by the pool, valid until it is destroyed */
 } gf_worker_info;
 
+/* "No worker": host memory, where an event names a memory space rather than a worker. */
+#define GF_NO_WORKER UINT32_MAX
+
 #define GF_WORKER_INFO_INIT                   \
   {                                           \
     sizeof(gf_worker_info), /* struct_size */ \
@@ -977,13 +980,22 @@ GF_API gf_status gf_graph_check(gf_graph *graph, gf_pool *pool);
 /* ---------------------------------------------------------------------------------------------
  * Events
  *
- * One stream of what happens on a pool, for progress displays, traces and metrics. Today: task
- * attempts starting and finishing on workers.
+ * One stream of what happens on a pool, for progress displays, traces and metrics: task attempts
+ * starting and finishing on workers, and data moved between memory spaces (copies to where a task
+ * runs, spills to host). Kinds may be added in later minor versions: ignore kinds you do not know.
  * ------------------------------------------------------------------------------------------- */
 
 typedef enum gf_event_kind {
   GF_EVENT_TASK_STARTED = 1,  /* a body is about to run on `worker` */
   GF_EVENT_TASK_FINISHED = 2, /* it returned; `ok` tells success */
+  /* Since 0.3: a copy of `data` (`bytes`) into `worker`'s memory ended (`ok`), from
+   * `source_worker`'s; either is GF_NO_WORKER for host memory. Brings inputs to where a task
+   * runs, and spilled data back to a device. `task` is unset (id 0). */
+  GF_EVENT_TRANSFER_FINISHED = 3,
+  /* Since 0.3: `data` (`bytes`) left `worker`'s device memory for host memory (`ok`); `task` is
+   * unset. A spill that only dropped a device copy because another copy exists takes no time
+   * and is reported with duration_s 0. */
+  GF_EVENT_SPILL_FINISHED = 4,
   GF_EVENT_KIND_FORCE32 = 0x7FFFFFFF
 } gf_event_kind;
 
@@ -1000,6 +1012,9 @@ typedef struct gf_event {
   double duration_s;     /* appended in 0.3; GF_EVENT_TASK_FINISHED: the attempt's run time */
   double queue_wait_s;   /* appended in 0.3: from ready in its worker's queue to started
                           * (measured while an event callback or a dashboard is set; else 0) */
+  gf_data data;           /* appended in 0.3: the data moved (transfers and spills; else id 0) */
+  uint64_t bytes;         /* appended in 0.3: its size (transfers and spills) */
+  uint32_t source_worker; /* appended in 0.3: where a transfer copied from (GF_NO_WORKER: host) */
 } gf_event;
 
 /* Receives events on the thread where they happen (worker threads). It must be quick, must not

@@ -151,18 +151,25 @@ std::string status_json(const std::vector<uint8_t> &payload) {
            ",\"emulated\":" + (d->emulated() ? "true" : "false") + "}";
     first = false;
   }
-  out += "],\"leases\":[";
-  first = true;
-  for (const wire::LeaseStatus *l : items(s.leases())) {
-    out += std::string(first ? "" : ",") + "{\"lease_id\":" + std::to_string(l->lease_id()) +
-           ",\"client_id\":" + std::to_string(l->client_id()) +
-           ",\"pid\":" + std::to_string(l->pid()) + ",\"uid\":" + std::to_string(l->uid()) +
-           ",\"user\":" + quoted(str(l->user())) + ",\"name\":" + quoted(str(l->name())) +
-           ",\"since_ms\":" + std::to_string(l->since_ms()) +
-           ",\"devices\":" + grants_json(l->devices()) + ",\"cpus\":" + number(l->cpus()) +
-           ",\"revoking\":" + (l->revoking() ? "true" : "false") + "}";
-    first = false;
-  }
+  auto leases_json = [&](const auto *leases, bool ended) {
+    std::string list;
+    for (const wire::LeaseStatus *l : items(leases)) {
+      list += std::string(list.empty() ? "" : ",") +
+              "{\"lease_id\":" + std::to_string(l->lease_id()) +
+              ",\"client_id\":" + std::to_string(l->client_id()) +
+              ",\"pid\":" + std::to_string(l->pid()) + ",\"uid\":" + std::to_string(l->uid()) +
+              ",\"user\":" + quoted(str(l->user())) + ",\"name\":" + quoted(str(l->name())) +
+              ",\"since_ms\":" + std::to_string(l->since_ms()) +
+              (ended ? ",\"until_ms\":" + std::to_string(l->until_ms()) : std::string()) +
+              ",\"devices\":" + grants_json(l->devices()) + ",\"cpus\":" + number(l->cpus()) +
+              (ended ? std::string()
+                     : std::string(",\"revoking\":") + (l->revoking() ? "true" : "false")) +
+              "}";
+    }
+    return list;
+  };
+  out += "],\"leases\":[" + leases_json(s.leases(), false);
+  out += "],\"ended\":[" + leases_json(s.ended(), true);
   out += "],\"queued\":[";
   first = true;
   for (const wire::QueuedStatus *q : items(s.queued())) {

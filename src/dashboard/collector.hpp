@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "runtime/events.hpp"
+#include "core/events.hpp"
 
 namespace gf::dashboard {
 

@@ -138,6 +138,7 @@ PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::Connectio
   for (auto &w : states) worker_states_.push_back(w.get());
   scheduler_ = std::make_unique<Scheduler>(*backend_, std::move(registry), std::move(states),
                                            gpu_memory, options.spill_threshold);
+  scheduler_->set_events(&events_);
   if (connection_) {
     // Every worker runs tasks only on what the service grants: a device each, and one CPU
     // for each CPU worker.

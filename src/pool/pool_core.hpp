@@ -17,7 +17,7 @@
 #include "kernels/kernel_registry.hpp"
 #include "pool/lease_agent.hpp"
 #include "pool/pool_options.hpp"
-#include "runtime/events.hpp"
+#include "core/events.hpp"
 #include "runtime/run.hpp"
 #include "runtime/worker.hpp"
 #include "scheduler/scheduler.hpp"

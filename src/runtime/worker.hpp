@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/events.hpp"
+#include "core/events.hpp"
 #include "scheduler/scheduler.hpp"
 
 namespace gf {

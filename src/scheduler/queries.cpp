@@ -166,7 +166,8 @@ Scheduler::PoolSnapshot Scheduler::pool_snapshot() {
     p.cancelled = run->cancelled;
     p.left = run->tasks_left;
     p.finished = run->finished;
-    p.elapsed_s = seconds_between(run->submitted_at, run->finished ? run->finished_at : Clock::now());
+    p.elapsed_s =
+        seconds_between(run->submitted_at, run->finished ? run->finished_at : Clock::now());
     left += p.left;
     out.runs.push_back(p);
   }

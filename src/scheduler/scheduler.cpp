@@ -318,11 +318,11 @@ void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
 
 void Scheduler::enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t) {
   const TaskDesc &task = run.graph().task(t);
-  worker.ready.push(
-      QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence, &run, t,
-                 !observe_waits_.load(std::memory_order_relaxed) ? Clock::time_point{}
-                 : enqueue_stamp_ != Clock::time_point{}         ? enqueue_stamp_
-                                                                 : Clock::now()});
+  worker.ready.push(QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence, &run,
+                               t,
+                               !observe_waits_.load(std::memory_order_relaxed) ? Clock::time_point{}
+                               : enqueue_stamp_ != Clock::time_point{}         ? enqueue_stamp_
+                                                                               : Clock::now()});
   wake_for(worker, run, t);
 }
 

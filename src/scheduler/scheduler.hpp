@@ -7,13 +7,14 @@
 // destructors, completion callbacks, dropping runs) is collected in a Deferred and done after.
 #pragma once
 
-#include <functional>
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
 
+#include "core/events.hpp"
 #include "devices/backend.hpp"
 #include "scheduler/deferred.hpp"
 #include "scheduler/resource_registry.hpp"
@@ -44,7 +45,7 @@ struct Dispatch {
   double seconds = 0;
   Clock::time_point ready_at{};  // entered the ready queue (zero: not measured)
   double queue_wait_s = 0;       // ready_at to the body's start (set by the worker)
-  bool handed_off = false;  // a GPU body's completion comes later, through finish_async
+  bool handed_off = false;       // a GPU body's completion comes later, through finish_async
 };
 
 // A worker thread's batch; its Dispatch entries (and their vectors) are reused between batches.
@@ -101,7 +102,7 @@ class Scheduler {
       uint64_t ready = 0;     // queued with inputs present
       uint64_t fetching = 0;  // queued, inputs still moving
       uint32_t running = 0;
-      bool granted = true;    // connected pools: holds its lease
+      bool granted = true;  // connected pools: holds its lease
     };
     struct RunProgress {
       uint64_t sequence = 0;
@@ -158,6 +159,8 @@ class Scheduler {
 
   DeviceBackend &backend() { return backend_; }
   const ResourceRegistry &registry() const { return registry_; }
+  // Where transfers and spills are reported (the pool's event stream). Set once, before any run.
+  void set_events(const EventHub *events) { events_ = events; }
   ResourceId gpu_memory_resource() const { return gpu_memory_; }
 
  private:
@@ -226,8 +229,8 @@ class Scheduler {
   double transfer_seconds(const RunState &run, TaskIndex t, SpaceId space) const;
   void fetch_inputs(WorkerState &worker, RunState &run, TaskIndex t, Deferred &deferred);
   bool start_transfer(RunState &run, DataIndex d, SpaceId to, Deferred &deferred);
-  void transfer_done(const std::shared_ptr<RunState> &run, DataIndex d, SpaceId to, void *ptr,
-                     const std::string &error);
+  void transfer_done(const std::shared_ptr<RunState> &run, DataIndex d, SpaceId from, SpaceId to,
+                     void *ptr, const std::string &error, Clock::time_point began);
   void retry_memory_blocked(WorkerState &worker, Deferred &deferred);
   WorkerState *owner_of(SpaceId space);
 
@@ -248,8 +251,14 @@ class Scheduler {
   // Frees one device copy of data that lives elsewhere too, and takes it off the spill list.
   void drop_device_replica(DataRun &data, Replica &replica, Deferred &deferred);
   void spill_done(const std::shared_ptr<RunState> &run, DataIndex d, SpaceId space, void *host,
-                  const std::string &error);
+                  const std::string &error, Clock::time_point began);
   void unspilled(DataRun &data, SpaceId to);  // spilled data is back on a device
+
+  // Movement events (scheduler/movement_events.cpp): the start time of a copy, read only while
+  // someone listens, and the event of its end, delivered once the mutex is released.
+  Clock::time_point movement_began() const;
+  void report_movement(gf_event_kind kind, const RunState &run, DataIndex d, SpaceId from,
+                       SpaceId to, bool ok, Clock::time_point began, Deferred &deferred);
 
   // Duration estimates per cost key (gf_task_desc.cost_key) and worker kind, learnt from
   // finished tasks (exponential moving average). Cost ids are scheduler-wide: prepare maps each
@@ -268,6 +277,7 @@ class Scheduler {
   // caller outside the scheduler takes it (queries return snapshots).
   std::mutex mu_;
   DeviceBackend &backend_;
+  const EventHub *events_ = nullptr;
   ResourceRegistry registry_;
   std::vector<std::unique_ptr<WorkerState>> workers_;
   ResourceId gpu_memory_;
@@ -283,8 +293,9 @@ class Scheduler {
   uint64_t transfers_total_ = 0, bytes_transferred_total_ = 0;
   uint64_t running_total_ = 0;
   std::atomic<bool> observe_waits_{false};
-  Clock::time_point enqueue_stamp_{};  // set while start() queues a slice of roots             // tasks dispatched to threads, all workers
-  uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
+  Clock::time_point enqueue_stamp_{};  // set while start() queues a slice of roots             //
+                                       // tasks dispatched to threads, all workers
+  uint64_t idle_threads_total_ = 0;    // threads asleep, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
   std::vector<double> estimates_;          // by cost slot; negative: never learnt
   double spill_threshold_;

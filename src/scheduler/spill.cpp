@@ -80,6 +80,7 @@ bool Scheduler::start_spill(WorkerState &w, RunState &run, DataIndex d, Replica 
   DataRun &data = run.data[d];
   const uint64_t size = data.size;
   if (data.replicas.size() > 1) {  // another copy exists: dropping this one loses nothing
+    report_movement(GF_EVENT_SPILL_FINISHED, run, d, w.space, kHostSpace, true, {}, deferred);
     drop_device_replica(data, replica, deferred);
     w.memory.spilled_total += size;
     return true;
@@ -92,12 +93,12 @@ bool Scheduler::start_spill(WorkerState &w, RunState &run, DataIndex d, Replica 
     transfers_in_flight_++;
     std::shared_ptr<RunState> keep_alive = run.shared_from_this();
     SpaceId space = w.space;
-    deferred.calls.emplace_back(
-        [this, keep_alive, d, space, value = replica.ptr, ops = data.value_ops] {
-          void *host = ops.spill(value, ops.user_data);
-          spill_done(keep_alive, d, space, host,
-                     host ? std::string() : std::string("its spill function returned NULL"));
-        });
+    deferred.calls.emplace_back([this, keep_alive, d, space, value = replica.ptr,
+                                 ops = data.value_ops, began = movement_began()] {
+      void *host = ops.spill(value, ops.user_data);
+      spill_done(keep_alive, d, space, host,
+                 host ? std::string() : std::string("its spill function returned NULL"), began);
+    });
     return true;
   }
   // Runs on worker threads inside the scheduler: a refusal is an answer, never an exception.
@@ -108,15 +109,16 @@ bool Scheduler::start_spill(WorkerState &w, RunState &run, DataIndex d, Replica 
   transfers_in_flight_++;
   std::shared_ptr<RunState> keep_alive = run.shared_from_this();
   SpaceId space = w.space;
-  backend_.copy_async(CopyRequest{space, replica.ptr, kHostSpace, host, size},
-                      [this, keep_alive, d, space, host](const std::string &error) {
-                        spill_done(keep_alive, d, space, host, error);
-                      });
+  backend_.copy_async(
+      CopyRequest{space, replica.ptr, kHostSpace, host, size},
+      [this, keep_alive, d, space, host, began = movement_began()](const std::string &error) {
+        spill_done(keep_alive, d, space, host, error, began);
+      });
   return true;
 }
 
 void Scheduler::spill_done(const std::shared_ptr<RunState> &run_ptr, DataIndex d, SpaceId space,
-                           void *host, const std::string &error) {
+                           void *host, const std::string &error, Clock::time_point began) {
   Deferred deferred;
   {
     Lock lock(mu_);
@@ -124,6 +126,8 @@ void Scheduler::spill_done(const std::shared_ptr<RunState> &run_ptr, DataIndex d
     DataRun &data = run.data[d];
     WorkerState &w = *owner_of(space);
     transfers_in_flight_--;
+    report_movement(GF_EVENT_SPILL_FINISHED, run, d, space, kHostSpace, error.empty(), began,
+                    deferred);
     w.memory.spilling_bytes -= data.size;
     data.pins--;
     bool alive = data.phase == DataRun::Phase::kReady && !data.free_when_unpinned;

@@ -72,12 +72,14 @@ bool Scheduler::start_transfer(RunState &run, DataIndex d, SpaceId to, Deferred 
     bytes_transferred_total_ += data.size;
     std::shared_ptr<RunState> keep_alive = run.shared_from_this();
     const int32_t device = owner ? owner->device : -1;
-    deferred.calls.emplace_back(
-        [this, keep_alive, d, to, device, host = source.ptr, ops = data.value_ops] {
-          void *back = ops.unspill(host, device, ops.user_data);
-          transfer_done(keep_alive, d, to, back,
-                        back ? std::string() : std::string("its unspill function returned NULL"));
-        });
+    deferred.calls.emplace_back([this, keep_alive, d, from = source.space, to, device,
+                                 host = source.ptr, ops = data.value_ops,
+                                 began = movement_began()] {
+      void *back = ops.unspill(host, device, ops.user_data);
+      transfer_done(keep_alive, d, from, to, back,
+                    back ? std::string() : std::string("its unspill function returned NULL"),
+                    began);
+    });
     return true;
   }
   void *destination = backend_.allocate(to, data.size);
@@ -95,14 +97,16 @@ bool Scheduler::start_transfer(RunState &run, DataIndex d, SpaceId to, Deferred 
   bytes_transferred_total_ += data.size;
   std::shared_ptr<RunState> keep_alive = run.shared_from_this();
   backend_.copy_async(CopyRequest{source.space, source.ptr, to, destination, data.size},
-                      [this, keep_alive, d, to, destination](const std::string &error) {
-                        transfer_done(keep_alive, d, to, destination, error);
+                      [this, keep_alive, d, from = source.space, to, destination,
+                       began = movement_began()](const std::string &error) {
+                        transfer_done(keep_alive, d, from, to, destination, error, began);
                       });
   return true;
 }
 
-void Scheduler::transfer_done(const std::shared_ptr<RunState> &run_ptr, DataIndex d, SpaceId to,
-                              void *ptr, const std::string &error) {
+void Scheduler::transfer_done(const std::shared_ptr<RunState> &run_ptr, DataIndex d, SpaceId from,
+                              SpaceId to, void *ptr, const std::string &error,
+                              Clock::time_point began) {
   Deferred deferred;
   {
     Lock lock(mu_);
@@ -110,6 +114,7 @@ void Scheduler::transfer_done(const std::shared_ptr<RunState> &run_ptr, DataInde
     DataRun &data = run.data[d];
     WorkerState *owner = owner_of(to);
     transfers_in_flight_--;
+    report_movement(GF_EVENT_TRANSFER_FINISHED, run, d, from, to, error.empty(), began, deferred);
     data.arriving &= ~space_bit(to);
     data.pins--;
     bool wanted = error.empty() && data.phase == DataRun::Phase::kReady && !data.free_when_unpinned;

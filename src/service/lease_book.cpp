@@ -136,6 +136,9 @@ void LeaseBook::Impl::take(ClientId client, const Lease &lease, bool add) {
 void LeaseBook::Impl::drop_lease(LeaseId id) {
   auto it = leases.find(id);
   take(it->second.client, it->second, false);
+  const ClientInfo &holder = clients.at(it->second.client).info;
+  if (ended.size() == kEndedLeasesKept) ended.pop_front();
+  ended.push_back(EndedLease{std::move(it->second), holder.pid, holder.uid, holder.user, now});
   leases.erase(it);
 }
 
@@ -402,6 +405,10 @@ std::vector<Lease> LeaseBook::leases() const {
   out.reserve(impl_->leases.size());
   for (const auto &[id, l] : impl_->leases) out.push_back(l);
   return out;
+}
+
+std::vector<EndedLease> LeaseBook::ended() const {
+  return {impl_->ended.begin(), impl_->ended.end()};
 }
 
 std::vector<QueuedView> LeaseBook::queued(double now) const {

@@ -89,6 +89,15 @@ struct Lease {
   bool revoking = false;  // asked back (see revoke); still held until released
 };
 
+// A lease that ended (released, or its holder gone), with who held it: for timelines.
+struct EndedLease {
+  Lease lease;
+  uint32_t pid = 0, uid = 0;
+  std::string user;
+  double until = 0;
+};
+inline constexpr size_t kEndedLeasesKept = 1024;
+
 struct Policy {
   double usage_half_life_s = 300;
   std::map<uint32_t, double> user_weights;  // uid -> weight; absent: 1
@@ -166,8 +175,10 @@ class LeaseBook {
   // would fit already, waits on its own caps, or would not fit even with all of them back.
   std::vector<LeaseId> revoke_for(ClientId client, double now);
 
-  const Lease *lease(LeaseId id) const;              // null when none; valid until the next change
-  std::vector<Lease> leases() const;                 // by id
+  const Lease *lease(LeaseId id) const;  // null when none; valid until the next change
+  std::vector<Lease> leases() const;     // by id
+  // The last kEndedLeasesKept leases that ended, oldest first.
+  std::vector<EndedLease> ended() const;
   std::vector<QueuedView> queued(double now) const;  // in the order schedule() considers them
   std::vector<ClientView> clients(double now) const;
   std::vector<DeviceView> devices() const;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <utility>
@@ -98,6 +99,7 @@ struct LeaseBook::Impl {
   std::map<ClientId, detail::ClientState> clients;
   std::map<uint32_t, detail::UserState> users;  // kept after a user's clients leave (usage)
   std::map<LeaseId, Lease> leases;
+  std::deque<EndedLease> ended;        // at most kEndedLeasesKept
   std::map<int32_t, size_t> index_of;  // ordinal -> device index
   LeaseId next_lease = 1;
   uint64_t next_seq = 1;

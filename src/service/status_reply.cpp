@@ -24,8 +24,7 @@ flatbuffers::Offset<wire::StatusReply> build_status_reply(fb::FlatBufferBuilder 
         b, d.slot.ordinal, b.CreateString(d.slot.uuid), b.CreateString(d.slot.name), d.slot.memory,
         d.share_in_use.to_double(), d.memory_in_use, d.slot.emulated));
   }
-  std::vector<fb::Offset<wire::LeaseStatus>> leases;
-  for (const Lease &l : book.leases()) {
+  auto grants_of = [&](const Lease &l) {
     std::vector<fb::Offset<wire::DeviceGrant>> grants;
     for (const DeviceShare &s : l.devices) {
       std::string uuid, pci;
@@ -35,11 +34,25 @@ flatbuffers::Offset<wire::StatusReply> build_status_reply(fb::FlatBufferBuilder 
       grants.push_back(wire::CreateDeviceGrant(b, s.ordinal, b.CreateString(uuid),
                                                b.CreateString(pci), s.share.to_double(), s.memory));
     }
+    return b.CreateVector(grants);
+  };
+  std::vector<fb::Offset<wire::LeaseStatus>> leases;
+  for (const Lease &l : book.leases()) {
     Peer p = peer(l.client);
-    leases.push_back(wire::CreateLeaseStatus(
-        b, l.id, l.client, p.pid, p.uid, b.CreateString(p.user),
-        b.CreateString(visible(l.client) ? l.name : "(another user's)"), unix_ms(l.since),
-        b.CreateVector(grants), l.cpus.to_double(), l.revoking));
+    leases.push_back(
+        wire::CreateLeaseStatus(b, l.id, l.client, p.pid, p.uid, b.CreateString(p.user),
+                                b.CreateString(visible(l.client) ? l.name : "(another user's)"),
+                                unix_ms(l.since), grants_of(l), l.cpus.to_double(), l.revoking));
+  }
+  // Ended leases keep who held them: their holders may be gone from `peers`.
+  std::vector<fb::Offset<wire::LeaseStatus>> ended;
+  for (const EndedLease &e : book.ended()) {
+    const Lease &l = e.lease;
+    const bool shown = context.asker_privileged || e.uid == context.asker_uid;
+    ended.push_back(wire::CreateLeaseStatus(b, l.id, l.client, e.pid, e.uid, b.CreateString(e.user),
+                                            b.CreateString(shown ? l.name : "(another user's)"),
+                                            unix_ms(l.since), grants_of(l), l.cpus.to_double(),
+                                            false, unix_ms(e.until)));
   }
   std::vector<fb::Offset<wire::QueuedStatus>> queued;
   uint32_t position = 0;
@@ -60,7 +73,7 @@ flatbuffers::Offset<wire::StatusReply> build_status_reply(fb::FlatBufferBuilder 
   return wire::CreateStatusReply(
       b, request_id, context.service_pid, b.CreateString(context.endpoint), context.started_ms,
       b.CreateVector(devices), b.CreateVector(leases), b.CreateVector(queued),
-      b.CreateVector(clients), book.cpus(), book.cpus_in_use().to_double());
+      b.CreateVector(clients), book.cpus(), book.cpus_in_use().to_double(), b.CreateVector(ended));
 }
 
 }  // namespace gf::service

@@ -1,10 +1,12 @@
 // Device memory under pressure: a task whose inputs cannot fit on any device fails at once,
 // naming itself, instead of moving data for ever; inputs that fit together are brought in while
 // other data makes room; and a task that must wait for a running one never pushes out the inputs
-// of a task that fits beside it (no thrashing). Emulated devices, so it runs without a GPU.
+// of a task that fits beside it (no thrashing); and every copy and spill is in the pool's event
+// stream, for traces. Emulated devices, so it runs without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <mutex>
 
 #include "test_support.hpp"
 
@@ -152,4 +154,81 @@ TEST(Spill, TaskThatMustWaitNeverEvictsTheInputsOfOneThatFits) {
   EXPECT_LE(run_stats(run.get()).transfers, 2u) << "the 8 MiB input was copied over and over";
   run.reset();
   expect_ledger_idle(pool.get());
+}
+
+TEST(Spill, EveryCopyAndSpillIsInTheEventStream) {
+  // The scenario above: blocks spilled to host and brought back for the checker. Each move is
+  // one event naming the data, its size, where it went and where from, and taking time >= 0.
+  Pool pool = make_pool(one_device(64 * MiB, 2));
+  uint32_t gpu_worker = GF_NO_WORKER, workers = 0;
+  GF_ASSERT_OK(gf_pool_worker_count(&workers, pool.get()));
+  for (uint32_t w = 0; w < workers; ++w) {
+    gf_worker_info info = GF_WORKER_INFO_INIT;
+    GF_ASSERT_OK(gf_pool_worker_info(&info, pool.get(), w));
+    if (info.kind == GF_WORKER_GPU) gpu_worker = w;
+  }
+  struct Move {
+    gf_event_kind kind;
+    uint64_t data, bytes;
+    uint32_t worker, source;
+    double time_s, duration_s;
+    bool ok;
+  };
+  struct Seen {
+    std::mutex mu;
+    std::vector<Move> moves;
+  } seen;
+  GF_ASSERT_OK(gf_pool_set_event_callback(
+      pool.get(),
+      [](const gf_event *e, void *p) {
+        if (e->kind != GF_EVENT_TRANSFER_FINISHED && e->kind != GF_EVENT_SPILL_FINISHED) return;
+        auto &s = *static_cast<Seen *>(p);
+        std::lock_guard lock(s.mu);
+        s.moves.push_back(Move{e->kind, e->data.id, e->bytes, e->worker, e->source_worker,
+                               e->time_s, e->duration_s, e->ok != 0});
+      },
+      &seen));
+  Graph g = make_graph();
+  std::vector<gf_data> blocks;
+  std::vector<gf_task> makers;
+  for (int i = 0; i < 5; ++i) {
+    blocks.push_back(must_add_buffer(g.get(), ("block" + std::to_string(i)).c_str(), 14 * MiB));
+    TaskSpec p =
+        gpu_producer("make" + std::to_string(i), blocks.back(), 14 * MiB, static_cast<uint64_t>(i));
+    p.priority = 10;
+    makers.push_back(must_add_task(g.get(), p));
+  }
+  gf_data verdict = must_add_buffer(g.get(), "verdict", 8, GF_DATA_KEEP);
+  TaskSpec check = gpu_checker("check", {blocks[0], blocks[1], blocks[2]}, verdict);
+  check.after = makers;
+  must_add_task(g.get(), check);
+  RunPtr run(submit(pool.get(), g.get()));
+  ASSERT_NE(run, nullptr);
+  GF_ASSERT_OK(gf_run_wait(run.get(), kWaitMs));
+  const gf_run_stats stats = run_stats(run.get());
+  GF_ASSERT_OK(gf_pool_set_event_callback(pool.get(), nullptr, nullptr));
+
+  std::lock_guard lock(seen.mu);
+  uint64_t spills = 0, copies_in = 0;
+  for (const Move &m : seen.moves) {
+    EXPECT_TRUE(m.ok);
+    EXPECT_GE(m.duration_s, 0.0);
+    EXPECT_GE(m.time_s, m.duration_s);
+    if (m.kind == GF_EVENT_SPILL_FINISHED) {
+      ++spills;
+      EXPECT_EQ(m.worker, gpu_worker) << "a spill is reported on the device it leaves";
+      EXPECT_EQ(m.bytes, 14 * MiB);
+      EXPECT_TRUE(std::any_of(blocks.begin(), blocks.end(), [&](gf_data b) {
+        return b.id == m.data;
+      })) << "a spill names data that is not one of the blocks";
+    } else {
+      ++copies_in;
+      EXPECT_EQ(m.worker, gpu_worker) << "the only copies are inputs coming back to the device";
+      EXPECT_EQ(m.source, GF_NO_WORKER) << "a copy onto the device came from host memory";
+      EXPECT_EQ(m.bytes, 14 * MiB);
+    }
+  }
+  EXPECT_GE(spills, 2u) << "five 14 MiB blocks on a 64 MiB device with an 80 % threshold";
+  EXPECT_GE(copies_in, 1u) << "spilled inputs of the checker came back";
+  EXPECT_EQ(copies_in, stats.transfers) << "every transfer the run counts is reported once";
 }

@@ -41,7 +41,7 @@ const char *kUsage = R"(usage:
                    [--no-progress] [--progress-interval SECONDS] [--show-outputs] [--quiet]
   gpuflow run      GRAPH --dask SCHEDULER_ADDRESS [--plugin LIB]...
   gpuflow convert  GRAPH OUT (--json | --binary)
-  gpuflow serve | lease | status | doctor   the node's shared pool (gpuflow serve --help)
+  gpuflow serve | lease | status | trace | doctor   the node's shared pool (gpuflow serve --help)
 
 GRAPH is a graph document, JSON or binary (detected); '-' reads standard input.
 pool options:
@@ -56,6 +56,8 @@ validate checks the document and, against the pool the options describe, that ev
 feasible; a graph naming kernels is checked against a pool only when --plugin provides them.
 run shows a progress bar on a terminal; otherwise a progress line every --progress-interval
 seconds (default 10) and at the end. --show-outputs prints the value of every kept output.
+--trace writes a Chrome/Perfetto trace: tasks, copies and spills on each worker's track and, on
+the node's shared pool, every lease held on the same devices meanwhile (other processes' jobs).
 run --dask runs the graph on a Dask cluster's workers, each through its own gpuflow pool with
 the plugins loaded (paths valid on every node), and prints its outputs; it needs a Python with
 the gpuflow package and distributed ($GPUFLOW_PYTHON, else python3).
@@ -713,6 +715,7 @@ int cmd_run(const Options &o) {
   }
   TaskTrace trace;
   gf_pool_set_event_callback(pool, TaskTrace::on_event, &trace);
+  if (!o.trace.empty()) trace.follow_leases(pool);  // a connected pool: the node's leases too
   gf_run *run = nullptr;
   if (gf_graph_submit(&run, pool, graph, nullptr) != GF_OK) {
     rc = error(o.graph);
@@ -801,6 +804,9 @@ int cmd_run(const Options &o) {
   if (o.show_outputs) show_outputs(run, graph);
   if (!o.trace.empty()) {
     std::string error_text;
+    trace.stop_leases();
+    trace.read_leases(pool, error_text);  // the leases as they stand at the end (if connected)
+    error_text.clear();
     if (!trace.write_chrome_trace(o.trace, pool, error_text)) {
       std::fprintf(stderr, "gpuflow: cannot write the trace: %s\n", error_text.c_str());
       if (rc == 0) rc = kExitError;

@@ -1,6 +1,8 @@
-// gpuflow serve | lease | status | doctor — the node's shared pool from the shell. Public C ABI
-// only.
+// gpuflow serve | lease | status | trace | doctor — the node's shared pool from the shell.
+// Public C ABI only.
 #include "service_commands.hpp"
+
+#include "trace.hpp"
 
 #include <gpuflow.h>
 #include <signal.h>
@@ -10,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +35,7 @@ const char *kServiceUsage = R"(usage:
   gpuflow lease  [--pool ENDPOINT] [--gpus N] [--gpu-memory SIZE] [--cpus N] [--device ORDINAL]...
                  [--timeout SECONDS] [--name TEXT] -- COMMAND [ARGS...]
   gpuflow status [--pool ENDPOINT] [--json]
+  gpuflow trace  [--pool ENDPOINT] [--seconds N] [--output FILE]
   gpuflow doctor [--pool ENDPOINT]
 
 serve runs the node's shared pool until SIGTERM or Ctrl-C: it owns the devices and one ledger,
@@ -43,6 +47,10 @@ NVIDIA_VISIBLE_DEVICES (device UUIDs) and GPUFLOW_DEVICES (ordinals) set, and re
 COMMAND exits, whatever its exit; it exits with COMMAND's status. --gpus takes a whole number of
 devices or a fraction of one (0.5); SIZE takes K, M, G, T suffixes (powers of 1024).
 status shows devices, leases and their holders, the queue and per-client usage.
+trace records the leases on each device for N seconds (default 10; Ctrl-C ends it early) and
+writes a Chrome/Perfetto trace (default gpuflow-trace.json): one track per device, each leased
+job a slice named after the lease and its holder. `gpuflow run --trace` on the shared pool puts
+its own tasks on the same device tracks.
 pool options (serve): --backend auto|host|cuda, --devices LIST, --emulated-devices N,
   --emulated-device-memory SIZE, --cpu-workers N (the CPUs it leases)
 exit codes: lease: COMMAND's, or 2 when no lease was granted; others: 0 ok, 2 error.
@@ -51,7 +59,8 @@ exit codes: lease: COMMAND's, or 2 when no lease was granted; others: 0 ok, 2 er
 struct Args {
   std::string command;
   std::string endpoint, socket, group, name, user_weights, dashboard;
-  double gpus = -1, cpus = 0, timeout_s = -1;
+  double gpus = -1, cpus = 0, timeout_s = -1, seconds = 10;
+  std::string output = "gpuflow-trace.json";
   uint64_t gpu_memory = 0;
   std::vector<int32_t> lease_devices;
   bool json = false;
@@ -129,6 +138,10 @@ Args parse(int argc, char **argv) {
       a.lease_devices.push_back(static_cast<int32_t>(to_number(value(), o)));
     } else if (o == "--timeout") {
       a.timeout_s = to_number(value(), o);
+    } else if (o == "--seconds" && a.command == "trace") {
+      a.seconds = to_number(value(), o);
+    } else if ((o == "--output" || o == "-o") && a.command == "trace") {
+      a.output = value();
     } else if (o == "--json") {
       a.json = true;
     } else if (o == "--client-gpu-cap") {
@@ -350,6 +363,44 @@ int cmd_status(const Args &a) {
   return rc;
 }
 
+int cmd_trace(const Args &a) {
+  int rc = 0;
+  gf_pool *pool = connect(a, rc);
+  if (!pool) return rc;
+  TaskTrace trace;
+  std::string error;
+  if (!trace.read_leases(pool, error)) {
+    std::cerr << "gpuflow: cannot read the service's leases: " << error << "\n";
+    gf_pool_destroy(pool);
+    return kExitError;
+  }
+  struct sigaction sa {};
+  sa.sa_handler = note_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::cerr << "gpuflow: recording the service's leases for " << a.seconds
+            << " s (Ctrl-C ends it early)\n";
+  // The service keeps the last 1024 ended leases: reading every 250 ms misses none on any node
+  // that ends fewer than 4096 leases a second.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(a.seconds);
+  while (!stop_signal && std::chrono::steady_clock::now() < until) {
+    usleep(250 * 1000);
+    if (!trace.read_leases(pool, error)) {
+      std::cerr << "gpuflow: the service stopped answering: " << error << "\n";
+      break;
+    }
+  }
+  if (!trace.write_chrome_trace(a.output, pool, error)) {
+    std::cerr << "gpuflow: cannot write the trace: " << error << "\n";
+    rc = kExitError;
+  } else {
+    std::cout << "trace: " << a.output
+              << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
+  }
+  gf_pool_destroy(pool);
+  return rc;
+}
+
 int cmd_doctor(const Args &a) {
   int problems = 0;
   auto line = [&](bool ok, const std::string &what) {
@@ -407,7 +458,7 @@ namespace gpuflow_cli {
 
 bool is_service_command(const char *command) {
   std::string c = command ? command : "";
-  return c == "serve" || c == "lease" || c == "status" || c == "doctor";
+  return c == "serve" || c == "lease" || c == "status" || c == "trace" || c == "doctor";
 }
 
 int service_main(int argc, char **argv) {
@@ -415,6 +466,7 @@ int service_main(int argc, char **argv) {
   if (a.command == "serve") return cmd_serve(a);
   if (a.command == "lease") return cmd_lease(a);
   if (a.command == "status") return cmd_status(a);
+  if (a.command == "trace") return cmd_trace(a);
   return cmd_doctor(a);
 }
 

@@ -1,4 +1,4 @@
-// The service's commands of the gpuflow tool: serve, lease, status, doctor.
+// The service's commands of the gpuflow tool: serve, lease, status, trace, doctor.
 #pragma once
 
 namespace gpuflow_cli {

@@ -5,6 +5,7 @@
 pub const GF_VERSION_MAJOR: u32 = 0;
 pub const GF_VERSION_MINOR: u32 = 3;
 pub const GF_VERSION_PATCH: u32 = 0;
+pub const GF_NO_WORKER: u32 = 4294967295;
 pub type __int32_t = std::os::raw::c_int;
 pub type __uint32_t = std::os::raw::c_uint;
 pub type __int64_t = std::os::raw::c_long;
@@ -2732,6 +2733,8 @@ extern "C" {
 }
 pub const GF_EVENT_TASK_STARTED: gf_event_kind = 1;
 pub const GF_EVENT_TASK_FINISHED: gf_event_kind = 2;
+pub const GF_EVENT_TRANSFER_FINISHED: gf_event_kind = 3;
+pub const GF_EVENT_SPILL_FINISHED: gf_event_kind = 4;
 pub const GF_EVENT_KIND_FORCE32: gf_event_kind = 2147483647;
 pub type gf_event_kind = std::os::raw::c_uint;
 #[repr(C)]
@@ -2748,12 +2751,15 @@ pub struct gf_event {
     pub task_name: *const std::os::raw::c_char,
     pub duration_s: f64,
     pub queue_wait_s: f64,
+    pub data: gf_data,
+    pub bytes: u64,
+    pub source_worker: u32,
 }
 #[test]
 fn bindgen_test_layout_gf_event() {
     assert_eq!(
         ::std::mem::size_of::<gf_event>(),
-        72usize,
+        96usize,
         concat!("Size of: ", stringify!(gf_event))
     );
     assert_eq!(
@@ -2948,6 +2954,57 @@ fn bindgen_test_layout_gf_event() {
         );
     }
     test_field_queue_wait_s();
+    fn test_field_data() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<gf_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).data) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(gf_event),
+                "::",
+                stringify!(data)
+            )
+        );
+    }
+    test_field_data();
+    fn test_field_bytes() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<gf_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bytes) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(gf_event),
+                "::",
+                stringify!(bytes)
+            )
+        );
+    }
+    test_field_bytes();
+    fn test_field_source_worker() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<gf_event>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).source_worker) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(gf_event),
+                "::",
+                stringify!(source_worker)
+            )
+        );
+    }
+    test_field_source_worker();
 }
 pub type gf_event_fn = ::std::option::Option<
     unsafe extern "C" fn(event: *const gf_event, user_data: *mut std::os::raw::c_void),

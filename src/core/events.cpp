@@ -1,4 +1,4 @@
-#include "runtime/events.hpp"
+#include "core/events.hpp"
 
 namespace gf {
 
