@@ -60,7 +60,7 @@ def test_progress_false_on_a_terminal_shows_nothing():
 
 
 def test_a_short_run_on_a_terminal_shows_nothing():
-    rc, out, stdout = run(graph_code(tasks=5, seconds=0.01))
+    rc, out, stdout = run(graph_code(tasks=10))  # ~0.5 s: several wait slices, under 1 s
     assert rc == 0 and "result None" in stdout, out
     assert out == ""
 
