@@ -31,7 +31,7 @@ from ._values import VALUES
 RunStats = namedtuple("RunStats", "tasks succeeded failed cancelled attempts transfers "
                                   "bytes_transferred elapsed_s")
 
-_WAIT_SLICE_MS = 100  # how often a waiting main thread looks at signals (Ctrl-C)
+WAIT_SLICE_MS = 100  # how often a waiting main thread looks at signals (Ctrl-C)
 _STATE_NAMES = {F.GF_RUN_RUNNING: "running", F.GF_RUN_SUCCEEDED: "succeeded",
                 F.GF_RUN_FAILED: "failed", F.GF_RUN_CANCELLED: "cancelled"}
 _TASK_STATE_NAMES = {F.GF_TASK_WAITING: "waiting", F.GF_TASK_QUEUED: "queued",
@@ -120,12 +120,12 @@ def wait_run(handle: int, timeout: float | None = None, pool_handle: int | None 
     try:
         while True:
             if deadline is None:
-                slice_ms = _WAIT_SLICE_MS
+                slice_ms = WAIT_SLICE_MS
             else:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return F.gf_run_poll(handle)
-                slice_ms = max(1, min(_WAIT_SLICE_MS, int(left * 1000)))
+                slice_ms = max(1, min(WAIT_SLICE_MS, int(left * 1000)))
             st = F.gf_run_wait(handle, slice_ms)
             if st != F.GF_TIMEOUT:
                 if progress is True and shown is None:  # forced on: a final line, however short

@@ -72,7 +72,7 @@ from ._errors import status_error
 from ._graph import Graph, bodies_for, resource_array, table_of
 from ._pool import Pool
 from ._progress import as_setting
-from ._run import _WAIT_SLICE_MS, interrupted, run_watcher, wait_run
+from ._run import WAIT_SLICE_MS, interrupted, run_watcher, wait_run
 from ._values import DESTROY_VALUE_ADDR, VALUES, put_value
 
 __all__ = ["get", "default_pool", "set_default_pool", "annotations_of", "register",
@@ -537,7 +537,7 @@ class _Reporter:
         try:
             while True:
                 if self.pending <= 0:
-                    st = F.gf_run_wait(handle, _WAIT_SLICE_MS)
+                    st = F.gf_run_wait(handle, WAIT_SLICE_MS)
                     if st != F.GF_TIMEOUT:
                         break
                 else:
