@@ -22,7 +22,7 @@ from collections import namedtuple
 from ctypes import byref, c_char_p, c_int, c_uint32, c_void_p
 
 from . import _ffi as F
-from ._bodies import BodyTable, failure_exception
+from ._bodies import BodyTable, current_ctx, failure_exception
 from ._errors import StateError, check, status_error
 from ._progress import watcher
 from ._values import VALUES
@@ -105,6 +105,8 @@ def run_watcher(handle: int, progress):
     """The progress display of a wait on run `handle` (see gpuflow._progress), or None."""
     if progress is False:
         return None
+    if progress is None and current_ctx():
+        return None  # a body waiting on another run: the outer wait's bar speaks for it
     return watcher(lambda: run_stats(handle), progress)
 
 

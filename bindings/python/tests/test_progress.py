@@ -161,3 +161,24 @@ def test_a_notebook_kernel_counts_as_interactive(monkeypatch):
 def test_env_values(monkeypatch, value, expected):
     monkeypatch.setenv("GPUFLOW_PROGRESS", value)
     assert _progress.env_setting() is expected
+
+
+def test_a_body_waiting_on_another_run_draws_no_bar_of_its_own():
+    rc, out, stdout = run("""
+        import time, gpuflow
+        inner = gpuflow.Pool(cpu_workers=1, emulated_devices=0)
+        def body():
+            g = gpuflow.Graph()
+            for i in range(30):
+                g.task(time.sleep, 0.05)
+            inner.run(g).result()  # ~1.5 s, waited for on a worker thread
+            return "ok"
+        with gpuflow.Pool(cpu_workers=1, emulated_devices=0) as outer:
+            g = gpuflow.Graph()
+            t = g.task(body)
+            run = outer.run(g, progress=False)
+            run.result()
+            print("result", run.value(t), flush=True)
+    """)
+    assert rc == 0 and "result ok" in stdout, out
+    assert out == ""
