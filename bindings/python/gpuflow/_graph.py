@@ -223,8 +223,9 @@ class Graph:
         """Adds an ordering edge: `task` runs after `before`."""
         check(F.gf_graph_add_dependency(self.handle, task.id, before.id))
 
-    def submit(self, pool) -> Run:
-        """Validates the graph against `pool` (a Pool) and starts running it."""
+    def submit(self, pool, progress: bool | None = None) -> Run:
+        """Validates the graph against `pool` (a Pool) and starts running it. `progress`: the
+        Run's progress bar (None: when interactive, True: always, False: never)."""
         run = c_void_p()
         check(F.gf_graph_submit(byref(run), pool.handle, self.handle, None))
-        return Run(run.value, self._table, pool)
+        return Run(run.value, self._table, pool, progress)

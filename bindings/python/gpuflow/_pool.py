@@ -269,9 +269,12 @@ class Pool:
         return service_status(self)
 
     # -- running
-    def run(self, graph: "Graph") -> "Run":
-        """Submits `graph` (it is frozen by the first submit) and returns its Run."""
-        return graph.submit(self)
+    def run(self, graph: "Graph", progress: bool | None = None) -> "Run":
+        """Submits `graph` (it is frozen by the first submit) and returns its Run. `progress`:
+        whether waiting for it shows a progress bar on stderr (None: when stderr is a terminal
+        or a notebook's and the run lasts over a second; GPUFLOW_PROGRESS=0/1 overrides that;
+        True: always; False: never)."""
+        return graph.submit(self, progress)
 
     def submit(self, fn, *args, resources=None, priority=0, retries=0, where=None, name=None,
                **kwargs) -> "Future":

@@ -22,15 +22,16 @@ from collections import namedtuple
 from ctypes import byref, c_char_p, c_int, c_uint32, c_void_p
 
 from . import _ffi as F
-from ._bodies import BodyTable, failure_exception
+from ._bodies import BodyTable, current_ctx, failure_exception
 from ._errors import StateError, check, status_error
+from ._progress import watcher
 from ._values import VALUES
 
 
 RunStats = namedtuple("RunStats", "tasks succeeded failed cancelled attempts transfers "
                                   "bytes_transferred elapsed_s")
 
-_WAIT_SLICE_MS = 100  # how often a waiting main thread looks at signals (Ctrl-C)
+WAIT_SLICE_MS = 100  # how often a waiting main thread looks at signals (Ctrl-C)
 _STATE_NAMES = {F.GF_RUN_RUNNING: "running", F.GF_RUN_SUCCEEDED: "succeeded",
                 F.GF_RUN_FAILED: "failed", F.GF_RUN_CANCELLED: "cancelled"}
 _TASK_STATE_NAMES = {F.GF_TASK_WAITING: "waiting", F.GF_TASK_QUEUED: "queued",
@@ -92,27 +93,59 @@ def reap_abandoned(pool_handle: int, exiting: bool) -> bool:
     return True
 
 
-def wait_run(handle: int, timeout: float | None = None, pool_handle: int | None = None) -> int:
+def run_stats(handle: int) -> RunStats:
+    s = F.gf_run_stats()
+    s.struct_size = ctypes.sizeof(F.gf_run_stats)
+    check(F.gf_run_stats_get(byref(s), handle))
+    return RunStats(s.tasks, s.succeeded, s.failed, s.cancelled, s.attempts, s.transfers,
+                    s.bytes_transferred, s.elapsed_s)
+
+
+def run_watcher(handle: int, progress):
+    """The progress display of a wait on run `handle` (see gpuflow._progress), or None."""
+    if progress is False:
+        return None
+    if progress is None and current_ctx():
+        return None  # a body waiting on another run: the outer wait's bar speaks for it
+    return watcher(lambda: run_stats(handle), progress)
+
+
+def wait_run(handle: int, timeout: float | None = None, pool_handle: int | None = None,
+             progress=False) -> int:
     """gf_run_wait in slices (GIL released in each), so that KeyboardInterrupt can interrupt it:
     on Ctrl-C the run is cancelled and the interrupt re-raised at once; bodies still running are
     not waited for (the run is abandoned, see the module documentation, when `pool_handle` is
-    given). Returns the final gf_status, or GF_TIMEOUT."""
+    given). Between slices, shows the run's progress as `progress` (None: auto, True, False)
+    asks. Returns the final gf_status, or GF_TIMEOUT."""
     deadline = None if timeout is None else time.monotonic() + timeout
+    shown = None
     try:
         while True:
             if deadline is None:
-                slice_ms = _WAIT_SLICE_MS
+                slice_ms = WAIT_SLICE_MS
             else:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return F.gf_run_poll(handle)
-                slice_ms = max(1, min(_WAIT_SLICE_MS, int(left * 1000)))
+                slice_ms = max(1, min(WAIT_SLICE_MS, int(left * 1000)))
             st = F.gf_run_wait(handle, slice_ms)
             if st != F.GF_TIMEOUT:
+                if progress is True and shown is None:  # forced on: a final line, however short
+                    shown = run_watcher(handle, True)
                 return st
+            if progress is not False:
+                # Made once the run is seen running: in auto, a finished run shows nothing.
+                if shown is None:
+                    shown = run_watcher(handle, progress)
+                    progress = progress if shown is not None else False
+                if shown is not None:
+                    shown.tick()
     except KeyboardInterrupt:
         interrupted(handle, pool_handle)
         raise
+    finally:
+        if shown is not None:
+            shown.close()  # ends the line, also on timeout and Ctrl-C
 
 
 def interrupted(handle: int, pool_handle: int | None) -> None:
@@ -125,10 +158,15 @@ def interrupted(handle: int, pool_handle: int | None) -> None:
 
 class Run:
     """One execution of a graph on a pool: a future. Use as a context manager (or close()) to
-    release it early; it is released when garbage collected otherwise."""
+    release it early; it is released when garbage collected otherwise.
 
-    def __init__(self, handle: int, table: BodyTable, pool=None):
+    ``progress``: whether waiting for it (wait, result, a Future's result) shows a progress
+    bar on stderr: None (the default) when interactive and the run lasts over a second, True
+    always, False never; see gpuflow._progress."""
+
+    def __init__(self, handle: int, table: BodyTable, pool=None, progress=None):
         self._handle = handle
+        self.progress = progress
         self._table = table  # keeps the graph's bodies (and their exceptions) reachable
         self._pool = pool
         self._pool_handle = getattr(pool, "_handle", None)
@@ -155,7 +193,7 @@ class Run:
         """Waits for the run to finish; True when finished, False on timeout."""
         if self._outcome is not None:
             return True
-        st = wait_run(self.handle, timeout, self._pool_handle)
+        st = wait_run(self.handle, timeout, self._pool_handle, self.progress)
         if st == F.GF_TIMEOUT:
             return False
         self._outcome = (st, F.last_error() if st < 0 else "")
@@ -242,11 +280,7 @@ class Run:
         return n.value
 
     def stats(self) -> RunStats:
-        s = F.gf_run_stats()
-        s.struct_size = ctypes.sizeof(F.gf_run_stats)
-        check(F.gf_run_stats_get(byref(s), self.handle))
-        return RunStats(s.tasks, s.succeeded, s.failed, s.cancelled, s.attempts, s.transfers,
-                        s.bytes_transferred, s.elapsed_s)
+        return run_stats(self.handle)
 
 
 class Future:

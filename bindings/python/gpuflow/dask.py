@@ -34,6 +34,11 @@ the gpuflow worker that ran the task, e.g. "cpu:0") and finish, all on the threa
 compute(): task bodies report to it through a queue. Aliases are reported when their target
 finished (with their target's worker). Without active callbacks nothing of this costs anything.
 
+gpuflow's own progress bar (gpuflow._progress) is shown on stderr when interactive (a terminal
+or a notebook) and the computation lasts over a second, unless a Dask callback is active (a
+ProgressBar draws its own); ``progress=True/False`` (a keyword of compute()), dask.config
+"gpuflow.progress" or GPUFLOW_PROGRESS=0/1 decide otherwise.
+
 Ctrl-C while waiting cancels the run and raises KeyboardInterrupt at once; bodies still running
 are not waited for, and their results are dropped (see gpuflow._run on what happens at exit).
 
@@ -66,7 +71,8 @@ from ._bodies import (BODY_ADDR, GPU_BODY_ADDR, HAS_COST_KEY, TASK_DESC, TaskCon
 from ._errors import status_error
 from ._graph import Graph, bodies_for, resource_array, table_of
 from ._pool import Pool
-from ._run import interrupted, wait_run
+from ._progress import as_setting
+from ._run import WAIT_SLICE_MS, interrupted, run_watcher, wait_run
 from ._values import DESTROY_VALUE_ADDR, VALUES, put_value
 
 __all__ = ["get", "default_pool", "set_default_pool", "annotations_of", "register",
@@ -523,25 +529,32 @@ class _Reporter:
             self._post(key, result,
                         self.names[worker] if worker < len(self.names) else worker)
 
-    def wait(self, run) -> int:
-        """Waits for the run, calling the callbacks as bodies report; Ctrl-C as wait_run."""
+    def wait(self, run, progress=False) -> int:
+        """Waits for the run, calling the callbacks as bodies report; Ctrl-C and `progress`
+        as wait_run."""
         events, handle = self.events, run.handle
+        shown = run_watcher(handle, progress)
         try:
             while True:
                 if self.pending <= 0:
-                    st = wait_run(handle, None, run._pool_handle)
-                    break
-                try:
-                    self.handle(events.get(timeout=0.05))
-                    continue
-                except queue.Empty:
-                    pass
-                st = F.gf_run_poll(handle)
-                if st != F.GF_TIMEOUT:
-                    break
+                    st = F.gf_run_wait(handle, WAIT_SLICE_MS)
+                    if st != F.GF_TIMEOUT:
+                        break
+                else:
+                    try:
+                        self.handle(events.get(timeout=0.05))
+                    except queue.Empty:
+                        st = F.gf_run_poll(handle)
+                        if st != F.GF_TIMEOUT:
+                            break
+                if shown is not None:
+                    shown.tick()
         except KeyboardInterrupt:
             interrupted(handle, run._pool_handle)
             raise
+        finally:
+            if shown is not None:
+                shown.close()
         while True:  # what the last bodies reported before the run finished
             try:
                 self.handle(events.get_nowait())
@@ -555,13 +568,17 @@ class _Reporter:
                 cb[4](self.graph, self.state, failed)
 
 
-def get(dsk, keys, pool: Pool | None = None, callbacks=None, **kwargs):
+def get(dsk, keys, pool: Pool | None = None, callbacks=None, progress: bool | None = None,
+        **kwargs):
     """Dask scheduler entry point: computes `keys` of `dsk` on a gpuflow pool and returns their
     values in the nested shape of `keys`.
 
     pool: a gpuflow.Pool; default: dask.config "gpuflow.pool", else default_pool().
     callbacks: Dask local-scheduler callbacks, as for dask.local.get_async (default: the
     active ones, e.g. ``with ProgressBar():``).
+    progress: gpuflow's progress bar on stderr (see gpuflow._progress): None (default:
+    dask.config "gpuflow.progress", else shown when interactive and the run lasts over a
+    second, unless a Dask callback such as ProgressBar is active), True, False.
     Other keyword arguments (num_workers, ...) are accepted and ignored.
     """
     if _in_task_body():
@@ -570,13 +587,16 @@ def get(dsk, keys, pool: Pool | None = None, callbacks=None, **kwargs):
     from dask.callbacks import local_callbacks
     if pool is None:
         pool = dask.config.get("gpuflow.pool", None) or default_pool()
+    if progress is None:
+        progress = as_setting(dask.config.get("gpuflow.progress", None))
     with local_callbacks(callbacks) as active:
         if not active:
-            return _get(dsk, keys, pool, None)
-        return _get(dsk, keys, pool, active)
+            return _get(dsk, keys, pool, None, progress)
+        # A ProgressBar (or any callback: it may draw its own) reports already: one bar only.
+        return _get(dsk, keys, pool, active, False if progress is None else progress)
 
 
-def _get(dsk, keys, pool, callbacks):
+def _get(dsk, keys, pool, callbacks, progress=None):
     graph, annotations = annotations_of(dsk)
     graph = convert_legacy_graph(graph)
     keys_flat = _flatten(keys, []) if isinstance(keys, list) else [keys]
@@ -601,9 +621,9 @@ def _get(dsk, keys, pool, callbacks):
             raise
         try:
             if reporter is not None:
-                st = reporter.wait(run)
+                st = reporter.wait(run, progress)
             else:
-                st = wait_run(run.handle, None, run._pool_handle)
+                st = wait_run(run.handle, None, run._pool_handle, progress)
             if st < 0:
                 raise failure_exception(st, F.last_error(), table_of(built.graph), run.handle)
             results = {}
