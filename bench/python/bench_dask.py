@@ -4,7 +4,7 @@
 
     .venv/bin/python bench/python/bench_dask.py                # full run (~10 min on 2 cores)
     .venv/bin/python bench/python/bench_dask.py --quick        # small sizes, ~1 min
-    options: --repeats N (graphs, default 5), --seed-repeats N (default 3),
+    options: --repeats N (graphs, default 5), --seed-repeats N (default 3), --seed-size N,C,
              --only wide,chain,tree,seed   --out FILE.jsonl   --markdown FILE.md
 
 Graphs (the same as ../../../shared/bench/dask_graphs.py, Dask's peer benchmark):
@@ -184,6 +184,8 @@ def main():
                     help="interleave the peers this many times (one process per peer and "
                          "round); medians are taken over every round's repeats, so that a "
                          "machine whose load drifts does not favour one peer")
+    ap.add_argument("--seed-size", metavar="N,C", help="the seed workload's N and C "
+                    "(default 20000,2000; --quick 4000,1000)")
     ap.add_argument("--only", default="wide,chain,tree,seed")
     ap.add_argument("--peers", default=",".join(PEERS))
     ap.add_argument("--out", help="append the JSON lines to this file")
@@ -200,6 +202,8 @@ def main():
         return
     sizes = QUICK if a.quick else SIZES
     seed = SEED_QUICK if a.quick else SEED
+    if a.seed_size:
+        seed = tuple(int(v) for v in a.seed_size.split(","))
     env = versions()
     env["date"] = datetime.datetime.now().isoformat(timespec="seconds")
     cmd = " ".join(["bench/python/bench_dask.py"] + sys.argv[1:])

@@ -14,6 +14,7 @@ from ctypes import byref, c_uint32, c_void_p
 
 from . import _ffi as F
 from ._bodies import current_ctx
+from ._malloc import tune_for_large_values
 from ._errors import StateError, check
 from ._graph import Graph, resource_array
 from ._run import Future, Run, interpreter_exiting, reap_abandoned
@@ -151,6 +152,7 @@ class Pool:
             gpu_worker_threads=gpu_worker_threads, cpu_labels=cpu_labels, gpu_labels=gpu_labels,
             backend=backend, devices=devices, device_memory_limit=device_memory_limit,
             spill_threshold=spill_threshold, endpoint=endpoint, dashboard=dashboard)
+        tune_for_large_values()
         handle = c_void_p()
         check(F.gf_pool_create_versioned(byref(handle), byref(cfg), F.GF_VERSION_MAJOR))
         self._handle = handle.value
