@@ -34,4 +34,17 @@ void EventHub::emit(gf_event &event) const {
   if (s) s->fn(&event, s->user_data);
 }
 
+void EventHub::emit_batch(gf_event *events, size_t count) const {
+  for (size_t i = 0; i < count; ++i) events[i].struct_size = sizeof(gf_event);
+  if (EventTap *tap = tap_.load(std::memory_order_acquire)) tap->on_events(events, count);
+  if (!has_subscriber_.load(std::memory_order_relaxed)) return;
+  std::shared_ptr<const Subscriber> s;
+  {
+    std::lock_guard lock(mu_);
+    s = subscriber_;
+  }
+  if (!s) return;
+  for (size_t i = 0; i < count; ++i) s->fn(&events[i], s->user_data);
+}
+
 }  // namespace gf

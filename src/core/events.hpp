@@ -19,6 +19,10 @@ class EventTap {
  public:
   virtual ~EventTap() = default;
   virtual void on_event(const gf_event &event) = 0;
+  // The finishes of one batch of one worker's tasks, together (one lock where a tap needs one).
+  virtual void on_events(const gf_event *events, size_t count) {
+    for (size_t i = 0; i < count; ++i) on_event(events[i]);
+  }
   // False: the tap needs no GF_EVENT_TASK_STARTED (then none is built unless the public
   // subscriber wants it).
   virtual bool wants_started() const { return true; }
@@ -37,6 +41,8 @@ class EventHub {
   double time_s(Clock::time_point t) const { return seconds_between(epoch_, t); }
   // Fills struct_size and delivers the event when someone listens.
   void emit(gf_event &event) const;
+  // The same for several events of one worker, none of them GF_EVENT_TASK_STARTED.
+  void emit_batch(gf_event *events, size_t count) const;
 
  private:
   struct Subscriber {

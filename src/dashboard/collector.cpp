@@ -67,10 +67,29 @@ uint16_t Collector::label_of(Shard &shard, std::string_view prefix) {
 }
 
 void Collector::on_event(const gf_event &event) {
-  if (event.worker >= shards_.size()) return;
+  if (event.worker >= shards_.size() || event.kind != GF_EVENT_TASK_FINISHED) return;
   Shard &shard = shards_[event.worker];
-  if (event.kind != GF_EVENT_TASK_FINISHED) return;
   std::lock_guard lock(shard.mu);
+  record(shard, event);
+}
+
+void Collector::on_events(const gf_event *events, size_t count) {
+  size_t i = 0;
+  while (i < count) {
+    const uint32_t worker = events[i].worker;
+    if (worker >= shards_.size()) {
+      ++i;
+      continue;
+    }
+    Shard &shard = shards_[worker];
+    std::lock_guard lock(shard.mu);
+    for (; i < count && events[i].worker == worker; ++i) {
+      if (events[i].kind == GF_EVENT_TASK_FINISHED) record(shard, events[i]);
+    }
+  }
+}
+
+void Collector::record(Shard &shard, const gf_event &event) {
   const uint16_t label = label_of(shard, cost_key_prefix(event.task_name ? event.task_name : ""));
   if (shard.stats.size() <= label) shard.stats.resize(label + 1);
   NameStats &stats = shard.stats[label];

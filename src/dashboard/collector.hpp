@@ -52,6 +52,7 @@ class Collector : public EventTap {
 
   explicit Collector(size_t workers);
   void on_event(const gf_event &event) override;
+  void on_events(const gf_event *events, size_t count) override;
   bool wants_started() const override { return false; }  // finishes carry all it needs
 
   struct Merged {
@@ -74,6 +75,7 @@ class Collector : public EventTap {
     size_t next_bar = 0;
   };
   uint16_t label_of(Shard &shard, std::string_view prefix);
+  void record(Shard &shard, const gf_event &event);  // shard.mu held
 
   std::vector<Shard> shards_;
   mutable std::mutex names_mu_;

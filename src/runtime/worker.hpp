@@ -45,6 +45,10 @@ class Worker {
   // `at`: when it happened (a clock reading the worker took anyway).
   void emit_task_event(const Dispatch &dispatch, gf_event_kind kind, EventHub &events,
                        Clock::time_point at);
+  gf_event task_event(const Dispatch &dispatch, gf_event_kind kind, const EventHub &events,
+                      Clock::time_point at) const;
+  // The finishes of a CPU worker's batch, after its last body returned.
+  void emit_finished(const Batch &batch);
   bool take_retirement();
 
   Scheduler &scheduler_;

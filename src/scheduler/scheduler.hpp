@@ -45,6 +45,7 @@ struct Dispatch {
   double seconds = 0;
   Clock::time_point ready_at{};  // entered the ready queue (zero: not measured)
   double queue_wait_s = 0;       // ready_at to the body's start (set by the worker)
+  Clock::time_point ended_at{};  // when the body returned (CPU bodies; set by the worker)
   bool handed_off = false;       // a GPU body's completion comes later, through finish_async
 };
 
