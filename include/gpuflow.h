@@ -202,7 +202,7 @@ typedef struct gf_pool_config {
   uint32_t device_count;
   uint64_t device_memory_limit;
   double spill_threshold;
-  const char *endpoint; /* copied; appended in 0.2: see "Shared pools" below */
+  const char *endpoint;  /* copied; appended in 0.2: see "Shared pools" below */
   const char *dashboard; /* copied; appended in 0.3 */
 } gf_pool_config;
 
@@ -1006,12 +1006,12 @@ typedef struct gf_event {
   gf_task task;
   uint32_t worker;
   uint32_t attempt;
-  int32_t ok;            /* GF_EVENT_TASK_FINISHED: 1 when the attempt succeeded */
-  double time_s;         /* steady clock, seconds since the pool was created */
-  const char *task_name; /* borrowed for the call; "" when unnamed */
-  double duration_s;     /* appended in 0.3; GF_EVENT_TASK_FINISHED: the attempt's run time */
-  double queue_wait_s;   /* appended in 0.3: from ready in its worker's queue to started
-                          * (measured while an event callback or a dashboard is set; else 0) */
+  int32_t ok;             /* GF_EVENT_TASK_FINISHED: 1 when the attempt succeeded */
+  double time_s;          /* steady clock, seconds since the pool was created */
+  const char *task_name;  /* borrowed for the call; "" when unnamed */
+  double duration_s;      /* appended in 0.3; GF_EVENT_TASK_FINISHED: the attempt's run time */
+  double queue_wait_s;    /* appended in 0.3: from ready in its worker's queue to started
+                           * (measured while an event callback or a dashboard is set; else 0) */
   gf_data data;           /* appended in 0.3: the data moved (transfers and spills; else id 0) */
   uint64_t bytes;         /* appended in 0.3: its size (transfers and spills) */
   uint32_t source_worker; /* appended in 0.3: where a transfer copied from (GF_NO_WORKER: host) */
@@ -1069,7 +1069,8 @@ typedef struct gf_service_config {
   gf_log_fn log;
   void *log_user_data;
   const char *user_weights;
-  const char *dashboard; /* appended in 0.3: "HOST:PORT" for the live page and /metrics; NULL: none */
+  const char
+      *dashboard; /* appended in 0.3: "HOST:PORT" for the live page and /metrics; NULL: none */
 } gf_service_config;
 
 #define GF_SERVICE_CONFIG_INIT                         \

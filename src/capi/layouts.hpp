@@ -63,8 +63,7 @@ GF_LAYOUT(gf_task_env, GF_TASK_ENV_INIT, GF_LAYOUT_END(gf_task_env, task_name));
 GF_LAYOUT(gf_kernel_desc, GF_KERNEL_DESC_INIT, GF_LAYOUT_END(gf_kernel_desc, user_data_destroy));
 GF_LAYOUT(gf_command_desc, GF_COMMAND_DESC_INIT, GF_LAYOUT_END(gf_command_desc, log_dir));
 // Appended in 0.3: dashboard.
-GF_LAYOUT(gf_service_config, GF_SERVICE_CONFIG_INIT,
-          GF_LAYOUT_END(gf_service_config, user_weights),
+GF_LAYOUT(gf_service_config, GF_SERVICE_CONFIG_INIT, GF_LAYOUT_END(gf_service_config, user_weights),
           GF_LAYOUT_END(gf_service_config, dashboard));
 GF_LAYOUT(gf_lease_request, GF_LEASE_REQUEST_INIT, GF_LAYOUT_END(gf_lease_request, name));
 GF_LAYOUT(gf_lease_device, GF_LEASE_DEVICE_INIT, GF_LAYOUT_END(gf_lease_device, memory));

@@ -109,7 +109,8 @@ Collector::Merged Collector::merged() const {
   out.stats.resize(out.names.size());
   for (const Shard &s : shards_) {
     std::lock_guard lock(s.mu);
-    for (size_t i = 0; i < s.stats.size() && i < out.stats.size(); ++i) out.stats[i].merge(s.stats[i]);
+    for (size_t i = 0; i < s.stats.size() && i < out.stats.size(); ++i)
+      out.stats[i].merge(s.stats[i]);
   }
   return out;
 }

@@ -13,8 +13,8 @@
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/events.hpp"
@@ -71,7 +71,7 @@ class Collector : public EventTap {
     // Prefix -> label index, for prefixes this worker has seen (bounded); the last hit first.
     std::vector<std::pair<std::string, uint16_t>> cache;
     size_t last_hit = 0;
-    std::vector<Bar> bars;                            // ring
+    std::vector<Bar> bars;  // ring
     size_t next_bar = 0;
   };
   uint16_t label_of(Shard &shard, std::string_view prefix);

@@ -233,10 +233,10 @@ std::string Dashboard::pool_metrics() const {
   for (size_t i = 0; i < m.names.size(); ++i) {
     const NameStats &s = m.stats[i];
     if (s.succeeded + s.failed == 0) continue;
-    out.sample("gpuflow_task_attempts_total", kv("name", m.names[i]) + "," + kv("outcome", "succeeded"),
-               num(s.succeeded));
-    out.sample("gpuflow_task_attempts_total", kv("name", m.names[i]) + "," + kv("outcome", "failed"),
-               num(s.failed));
+    out.sample("gpuflow_task_attempts_total",
+               kv("name", m.names[i]) + "," + kv("outcome", "succeeded"), num(s.succeeded));
+    out.sample("gpuflow_task_attempts_total",
+               kv("name", m.names[i]) + "," + kv("outcome", "failed"), num(s.failed));
   }
   out.family("gpuflow_task_duration_seconds", "histogram",
              "Run time of task attempts, by task name prefix.");
@@ -251,7 +251,8 @@ std::string Dashboard::pool_metrics() const {
     out.histogram("gpuflow_task_queue_wait_seconds", kv("name", m.names[i]), m.stats[i].wait);
   }
 
-  out.family("gpuflow_worker_tasks", "gauge", "Tasks on each worker: queued (ready or fetching inputs) and running.");
+  out.family("gpuflow_worker_tasks", "gauge",
+             "Tasks on each worker: queued (ready or fetching inputs) and running.");
   for (size_t w = 0; w < snap.workers.size(); ++w) {
     const std::string wl = kv("worker", core.worker(w).name);
     out.sample("gpuflow_worker_tasks", wl + "," + kv("state", "ready"), num(snap.workers[w].ready));
@@ -283,7 +284,8 @@ std::string Dashboard::pool_metrics() const {
              "Device memory as the scheduler accounts it, by kind: capacity, resident data, "
              "reserved by running tasks, spilled to host.");
   Metrics spilled, unspilled;
-  spilled.family("gpuflow_spilled_bytes_total", "counter", "Bytes moved from a device to host memory.");
+  spilled.family("gpuflow_spilled_bytes_total", "counter",
+                 "Bytes moved from a device to host memory.");
   unspilled.family("gpuflow_unspilled_bytes_total", "counter", "Bytes brought back to a device.");
   for (size_t d = 0; d < core.devices().size(); ++d) {
     const gf_device_memory mem = sched.device_memory(static_cast<int>(d));
@@ -316,22 +318,24 @@ std::string Dashboard::pool_json(double bars_since) const {
     const NameStats &s = m.stats[i];
     const uint64_t n = s.duration.count();
     j += (i ? "," : "") + std::string("{\"succeeded\":") + num(s.succeeded) +
-         ",\"failed\":" + num(s.failed) + ",\"mean_s\":" + jnum(n ? s.duration.sum / static_cast<double>(n) : 0) +
+         ",\"failed\":" + num(s.failed) +
+         ",\"mean_s\":" + jnum(n ? s.duration.sum / static_cast<double>(n) : 0) +
          ",\"mean_wait_s\":" + jnum(n ? s.wait.sum / static_cast<double>(n) : 0) + "}";
   }
   j += "],\"tasks\":{\"waiting\":" + num(snap.waiting) + ",\"queued\":" + num(snap.queued) +
        ",\"running\":" + num(snap.running) + ",\"succeeded\":" + num(snap.succeeded_total) +
-       ",\"failed\":" + num(snap.failed_total) + ",\"cancelled\":" + num(snap.cancelled_total) + "}";
+       ",\"failed\":" + num(snap.failed_total) + ",\"cancelled\":" + num(snap.cancelled_total) +
+       "}";
   j += ",\"transfers\":{\"count\":" + num(snap.transfers_total) +
        ",\"bytes\":" + num(snap.bytes_transferred_total) + "}";
   j += ",\"runs\":[";
   for (size_t i = 0; i < snap.runs.size(); ++i) {
     const auto &r = snap.runs[i];
-    j += (i ? "," : "") + std::string("{\"run\":") + num(r.sequence) + ",\"tasks\":" + num(r.tasks) +
-         ",\"succeeded\":" + num(r.succeeded) + ",\"failed\":" + num(r.failed) +
-         ",\"cancelled\":" + num(r.cancelled) + ",\"left\":" + num(r.left) +
-         ",\"elapsed_s\":" + jnum(r.elapsed_s) + ",\"finished\":" + (r.finished ? "true" : "false") +
-         "}";
+    j += (i ? "," : "") + std::string("{\"run\":") + num(r.sequence) +
+         ",\"tasks\":" + num(r.tasks) + ",\"succeeded\":" + num(r.succeeded) +
+         ",\"failed\":" + num(r.failed) + ",\"cancelled\":" + num(r.cancelled) +
+         ",\"left\":" + num(r.left) + ",\"elapsed_s\":" + jnum(r.elapsed_s) +
+         ",\"finished\":" + (r.finished ? "true" : "false") + "}";
   }
   j += "],\"workers\":[";
   for (size_t w = 0; w < core.worker_count(); ++w) {
@@ -391,23 +395,30 @@ std::string Dashboard::service_metrics() const {
   out.family("gpuflow_service_queued_requests", "gauge", "Lease requests waiting, per client.");
   for (const auto &c : book->clients)
     out.sample("gpuflow_service_queued_requests", client_labels[c.client], num(uint64_t{c.queued}));
-  out.family("gpuflow_service_client_gpus_in_use", "gauge", "GPUs (whole and shares) leased, per client.");
+  out.family("gpuflow_service_client_gpus_in_use", "gauge",
+             "GPUs (whole and shares) leased, per client.");
   for (const auto &c : book->clients)
     out.sample("gpuflow_service_client_gpus_in_use", client_labels[c.client], num(c.gpus_in_use));
-  out.family("gpuflow_service_client_usage", "gauge", "Decayed past use that fair share ranks by, per client.");
+  out.family("gpuflow_service_client_usage", "gauge",
+             "Decayed past use that fair share ranks by, per client.");
   for (const auto &c : book->clients)
     out.sample("gpuflow_service_client_usage", client_labels[c.client], num(c.usage));
-  out.family("gpuflow_service_device_share_in_use", "gauge", "Share of each device leased (0 to 1).");
+  out.family("gpuflow_service_device_share_in_use", "gauge",
+             "Share of each device leased (0 to 1).");
   for (const auto &d : book->devices)
     out.sample("gpuflow_service_device_share_in_use", kv("device", std::to_string(d.slot.ordinal)),
                num(d.share_in_use.to_double()));
-  out.family("gpuflow_service_device_memory_bytes", "gauge", "Device memory, by kind: capacity and leased.");
+  out.family("gpuflow_service_device_memory_bytes", "gauge",
+             "Device memory, by kind: capacity and leased.");
   for (const auto &d : book->devices) {
     const std::string dl = kv("device", std::to_string(d.slot.ordinal));
-    out.sample("gpuflow_service_device_memory_bytes", dl + "," + kv("kind", "capacity"), num(d.slot.memory));
-    out.sample("gpuflow_service_device_memory_bytes", dl + "," + kv("kind", "leased"), num(d.memory_in_use));
+    out.sample("gpuflow_service_device_memory_bytes", dl + "," + kv("kind", "capacity"),
+               num(d.slot.memory));
+    out.sample("gpuflow_service_device_memory_bytes", dl + "," + kv("kind", "leased"),
+               num(d.memory_in_use));
   }
-  out.family("gpuflow_service_cpus", "gauge", "CPUs the service leases, by kind: capacity and leased.");
+  out.family("gpuflow_service_cpus", "gauge",
+             "CPUs the service leases, by kind: capacity and leased.");
   out.sample("gpuflow_service_cpus", kv("kind", "capacity"), num(book->cpus));
   out.sample("gpuflow_service_cpus", kv("kind", "leased"), num(book->cpus_in_use));
   return out.take();
@@ -417,7 +428,8 @@ std::string Dashboard::service_json() const {
   auto book = server_->book_snapshot();
   std::map<uint64_t, const service::ClientView *> by_id;
   for (const auto &c : book->clients) by_id[c.client] = &c;
-  std::string j = "{\"kind\":\"service\",\"t\":" + jnum(book->now) + ",\"backend\":" + js(book->backend);
+  std::string j =
+      "{\"kind\":\"service\",\"t\":" + jnum(book->now) + ",\"backend\":" + js(book->backend);
   j += ",\"cpus\":" + jnum(book->cpus) + ",\"cpus_in_use\":" + jnum(book->cpus_in_use);
   j += ",\"devices\":[";
   for (size_t i = 0; i < book->devices.size(); ++i) {
@@ -431,12 +443,11 @@ std::string Dashboard::service_json() const {
   for (size_t i = 0; i < book->leases.size(); ++i) {
     const auto &l = book->leases[i];
     auto it = by_id.find(l.client);
-    const std::string holder = it == by_id.end() ? "?"
-                                                 : it->second->info.user + " pid " +
-                                                       std::to_string(it->second->info.pid) +
-                                                       (it->second->info.name.empty()
-                                                            ? ""
-                                                            : " (" + it->second->info.name + ")");
+    const std::string holder =
+        it == by_id.end()
+            ? "?"
+            : it->second->info.user + " pid " + std::to_string(it->second->info.pid) +
+                  (it->second->info.name.empty() ? "" : " (" + it->second->info.name + ")");
     j += (i ? "," : "") + std::string("{\"id\":") + num(l.id) + ",\"client\":" + num(l.client) +
          ",\"holder\":" + js(holder) + ",\"name\":" + js(l.name) +
          ",\"cpus\":" + jnum(l.cpus.to_double()) + ",\"age_s\":" + jnum(book->now - l.since) +
@@ -459,11 +470,11 @@ std::string Dashboard::service_json() const {
   j += "],\"clients\":[";
   for (size_t i = 0; i < book->clients.size(); ++i) {
     const auto &c = book->clients[i];
-    j += (i ? "," : "") + std::string("{\"client\":") + num(c.client) + ",\"user\":" + js(c.info.user) +
-         ",\"pid\":" + num(uint64_t{c.info.pid}) + ",\"name\":" + js(c.info.name) +
-         ",\"leases\":" + num(uint64_t{c.leases}) + ",\"queued\":" + num(uint64_t{c.queued}) +
-         ",\"gpus_in_use\":" + jnum(c.gpus_in_use) + ",\"usage\":" + jnum(c.usage) +
-         ",\"dominant_share\":" + jnum(c.dominant_share) + "}";
+    j += (i ? "," : "") + std::string("{\"client\":") + num(c.client) +
+         ",\"user\":" + js(c.info.user) + ",\"pid\":" + num(uint64_t{c.info.pid}) +
+         ",\"name\":" + js(c.info.name) + ",\"leases\":" + num(uint64_t{c.leases}) +
+         ",\"queued\":" + num(uint64_t{c.queued}) + ",\"gpus_in_use\":" + jnum(c.gpus_in_use) +
+         ",\"usage\":" + jnum(c.usage) + ",\"dominant_share\":" + jnum(c.dominant_share) + "}";
   }
   return j + "]}";
 }

@@ -148,8 +148,8 @@ struct HttpServer::Impl {
                                      "too many live views of this dashboard\n"});
       }
       auto *s = new Stream{events, &streams, 0, {}, 0};
-      MHD_Response *response =
-          MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, read_stream, s, free_stream);
+      MHD_Response *response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024,
+                                                                 read_stream, s, free_stream);
       if (!response) {
         delete s;
         return MHD_NO;
@@ -197,15 +197,13 @@ HttpServer::HttpServer(const Address &address, Router router, std::string stream
     setsockopt(info->connect_fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
   };
   impl_->daemon = MHD_start_daemon(
-      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL,
-      address.port, nullptr, nullptr, handler, impl_.get(),  //
-      MHD_OPTION_SOCK_ADDR, reinterpret_cast<const sockaddr *>(&sa),
-      MHD_OPTION_CONNECTION_LIMIT, static_cast<unsigned>(kMaxConnections),
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, kConnectionMemory,
+      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL, address.port,
+      nullptr, nullptr, handler, impl_.get(),  //
+      MHD_OPTION_SOCK_ADDR, reinterpret_cast<const sockaddr *>(&sa), MHD_OPTION_CONNECTION_LIMIT,
+      static_cast<unsigned>(kMaxConnections), MHD_OPTION_CONNECTION_MEMORY_LIMIT, kConnectionMemory,
       MHD_OPTION_CONNECTION_TIMEOUT, static_cast<unsigned>(kIdleTimeoutS),
-      MHD_OPTION_THREAD_STACK_SIZE, static_cast<size_t>(256 * 1024),
-      MHD_OPTION_NOTIFY_CONNECTION, on_connection, nullptr,
-      MHD_OPTION_END);
+      MHD_OPTION_THREAD_STACK_SIZE, static_cast<size_t>(256 * 1024), MHD_OPTION_NOTIFY_CONNECTION,
+      on_connection, nullptr, MHD_OPTION_END);
   if (!impl_->daemon) {
     fail(GF_ERR_SYSTEM, "the dashboard cannot listen on " + address.host + ":" +
                             std::to_string(address.port) + " (in use, or not this host's)");

@@ -13,11 +13,11 @@
 
 #include "client/connection.hpp"
 #include "core/clock.hpp"
+#include "core/events.hpp"
 #include "devices/backend.hpp"
 #include "kernels/kernel_registry.hpp"
 #include "pool/lease_agent.hpp"
 #include "pool/pool_options.hpp"
-#include "core/events.hpp"
 #include "runtime/run.hpp"
 #include "runtime/worker.hpp"
 #include "scheduler/scheduler.hpp"

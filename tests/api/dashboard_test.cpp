@@ -77,7 +77,8 @@ Reply get(uint16_t port, const std::string &path) {
   ::close(fd);
   Reply r;
   std::smatch m;
-  if (std::regex_search(raw, m, std::regex("^HTTP/1\\.[01] ([0-9]{3})"))) r.status = std::stoi(m[1]);
+  if (std::regex_search(raw, m, std::regex("^HTTP/1\\.[01] ([0-9]{3})")))
+    r.status = std::stoi(m[1]);
   auto split = raw.find("\r\n\r\n");
   if (split != std::string::npos) r.body = raw.substr(split + 4);
   return r;
@@ -190,8 +191,8 @@ TEST_F(DashboardAbuse, OversizedHeadersAreRefused) {
   for (size_t size : {size_t{64} << 10, size_t{1} << 20}) {
     int fd = connect_to(port_);
     ASSERT_GE(fd, 0);
-    std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(size, 'b') +
-                          "\r\n\r\n";
+    std::string request =
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(size, 'b') + "\r\n\r\n";
     send_all(fd, request);
     bool closed = false;
     std::string reply = read_until_close(fd, 20000ms, closed);
@@ -254,7 +255,8 @@ TEST_F(DashboardAbuse, ClientsThatNeverReadAreCutOffAndMemoryStaysBounded) {
     // Streams and pages alike; these clients never read a byte.
     send_all(fd, std::string("GET ") + (i % 2 ? "/events" : "/metrics") +
                      " HTTP/1.1\r\nHost: x\r\n\r\n");
-    for (int k = 0; k < 20 && i % 2 == 0; ++k) send_all(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    for (int k = 0; k < 20 && i % 2 == 0; ++k)
+      send_all(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
     stuck.push_back(fd);
   }
   std::vector<int> readers;  // a live view that does read, to keep the stream busy
@@ -281,8 +283,8 @@ TEST_F(DashboardAbuse, ClientsThatNeverReadAreCutOffAndMemoryStaysBounded) {
 #else
   constexpr long kBoundKiB = 64 * 1024;
 #endif
-  EXPECT_LT(rss_after - rss_before, kBoundKiB) << "RSS grew from " << rss_before << " KiB to "
-                                               << rss_after << " KiB";
+  EXPECT_LT(rss_after - rss_before, kBoundKiB)
+      << "RSS grew from " << rss_before << " KiB to " << rss_after << " KiB";
   // (The server counts a closed connection until its listening thread has reaped it, which
   // the next accepted connection prompts: ask a few times.)
   auto gauge = [&](const char *name) {
