@@ -192,11 +192,16 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   Deferred deferred;
   Lock lock(mu_);
   if (stopping_) fail(GF_ERR_SHUT_DOWN, "the pool is shutting down; the graph was not submitted");
-  // Roots queued in one slice share one clock reading (queue waits: observe_waits).
+  // Roots queued in one slice share one clock reading (queue waits: observe_waits). The stamp
+  // is cleared under the mutex on every way out, a throw included; declared after `lock`, the
+  // guard runs first, and only while the lock is held (enqueue_ready reads the stamp under it).
   struct StampGuard {
     Clock::time_point &stamp;
-    ~StampGuard() { stamp = {}; }
-  } stamp_guard{enqueue_stamp_};
+    const Lock &held;
+    ~StampGuard() {
+      if (held.owns_lock()) stamp = {};
+    }
+  } stamp_guard{enqueue_stamp_, lock};
   const bool observe = observe_waits_.load(std::memory_order_relaxed);
   if (observe) enqueue_stamp_ = Clock::now();
   run->sequence = next_run_sequence_++;
