@@ -51,6 +51,33 @@ TaskSpec gpu_checker(const std::string &name, std::vector<gf_data> inputs, gf_da
   return t;
 }
 
+// Five 14 MiB blocks made on the device (priority 10), then "check" reading the first three
+// (42 MiB) into an 8-byte kept verdict: on a 64 MiB device some blocks must go to host and come
+// back. `keep_last_two`: blocks 3 and 4 are kept outputs (GF_DATA_KEEP).
+struct FiveBlocks {
+  std::vector<gf_data> blocks;
+  gf_data verdict{0};
+  gf_task checker{0};
+};
+
+FiveBlocks add_five_blocks_and_checker(gf_graph *g, bool keep_last_two) {
+  FiveBlocks out;
+  std::vector<gf_task> makers;
+  for (int i = 0; i < 5; ++i) {
+    out.blocks.push_back(must_add_buffer(g, ("block" + std::to_string(i)).c_str(), 14 * MiB,
+                                         keep_last_two && i >= 3 ? GF_DATA_KEEP : 0));
+    TaskSpec p = gpu_producer("make" + std::to_string(i), out.blocks.back(), 14 * MiB,
+                              static_cast<uint64_t>(i));
+    p.priority = 10;
+    makers.push_back(must_add_task(g, p));
+  }
+  out.verdict = must_add_buffer(g, "verdict", 8, GF_DATA_KEEP);
+  TaskSpec check = gpu_checker("check", {out.blocks[0], out.blocks[1], out.blocks[2]}, out.verdict);
+  check.after = makers;
+  out.checker = must_add_task(g, check);
+  return out;
+}
+
 }  // namespace
 
 TEST(Spill, InputsThatCannotFitTogetherFailNamingTheTask) {
@@ -82,20 +109,7 @@ TEST(Spill, InputsThatFitTogetherAreBroughtInWhileOtherDataMakesRoom) {
   // of them (42 MiB) then runs there, its inputs brought back while the others make room.
   Pool pool = make_pool(one_device(64 * MiB, 2));
   Graph g = make_graph();
-  std::vector<gf_data> blocks;
-  std::vector<gf_task> makers;
-  for (int i = 0; i < 5; ++i) {
-    blocks.push_back(must_add_buffer(g.get(), ("block" + std::to_string(i)).c_str(), 14 * MiB,
-                                     i >= 3 ? GF_DATA_KEEP : 0));
-    TaskSpec p =
-        gpu_producer("make" + std::to_string(i), blocks.back(), 14 * MiB, static_cast<uint64_t>(i));
-    p.priority = 10;
-    makers.push_back(must_add_task(g.get(), p));
-  }
-  gf_data verdict = must_add_buffer(g.get(), "verdict", 8, GF_DATA_KEEP);
-  TaskSpec check = gpu_checker("check", {blocks[0], blocks[1], blocks[2]}, verdict);
-  check.after = makers;
-  gf_task checker = must_add_task(g.get(), check);
+  const auto [blocks, verdict, checker] = add_five_blocks_and_checker(g.get(), true);
   RunPtr run(submit(pool.get(), g.get()));
   ASSERT_NE(run, nullptr);
   GF_ASSERT_OK(gf_run_wait(run.get(), kWaitMs));
@@ -189,19 +203,7 @@ TEST(Spill, EveryCopyAndSpillIsInTheEventStream) {
       },
       &seen));
   Graph g = make_graph();
-  std::vector<gf_data> blocks;
-  std::vector<gf_task> makers;
-  for (int i = 0; i < 5; ++i) {
-    blocks.push_back(must_add_buffer(g.get(), ("block" + std::to_string(i)).c_str(), 14 * MiB));
-    TaskSpec p =
-        gpu_producer("make" + std::to_string(i), blocks.back(), 14 * MiB, static_cast<uint64_t>(i));
-    p.priority = 10;
-    makers.push_back(must_add_task(g.get(), p));
-  }
-  gf_data verdict = must_add_buffer(g.get(), "verdict", 8, GF_DATA_KEEP);
-  TaskSpec check = gpu_checker("check", {blocks[0], blocks[1], blocks[2]}, verdict);
-  check.after = makers;
-  must_add_task(g.get(), check);
+  const std::vector<gf_data> blocks = add_five_blocks_and_checker(g.get(), false).blocks;
   RunPtr run(submit(pool.get(), g.get()));
   ASSERT_NE(run, nullptr);
   GF_ASSERT_OK(gf_run_wait(run.get(), kWaitMs));

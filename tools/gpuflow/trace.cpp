@@ -113,8 +113,8 @@ void TaskTrace::on_event(const gf_event *event, void *self) {
 void TaskTrace::add_lease(uint64_t id, const std::string &holder, const std::string &name,
                           double since_s, double until_s, bool ended,
                           const std::vector<std::pair<int32_t, double>> &on) {
-  std::vector<Span> spans;
   if (until_s < 0) return;  // over before the trace began
+  std::vector<Span> spans;
   for (const auto &[ordinal, share] : on) {
     auto w = worker_of_ordinal_.find(ordinal);
     if (w == worker_of_ordinal_.end()) continue;

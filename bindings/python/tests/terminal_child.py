@@ -3,6 +3,7 @@ or a batch log, would see of it (used by test_progress.py and plugins/dask/tests
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import textwrap
@@ -84,3 +85,24 @@ class Child:
 def run(code, tty=True, stdout_too=False, timeout=120, **env):
     """(exit status, output, stdout) of `code` run as a Child."""
     return Child(code, tty, stdout_too, **env).finish(timeout)
+
+
+def interrupt_while_drawing(child, bar):
+    """Sends SIGINT once `child` draws its bar, and checks what a user relies on: the child (which
+    prints "interrupted <time.monotonic()>" on KeyboardInterrupt, then "AFTER" on stderr) gets
+    KeyboardInterrupt within 1 s, does not run its 400 x 50 ms of work to the end, and the bar
+    (`bar`, a regex) was drawn with its line ended before the program wrote on."""
+    try:
+        assert child.read_until(b"tasks/s", 30), child.output
+        sent = time.monotonic()
+        child.proc.send_signal(signal.SIGINT)
+        rc, out, stdout = child.finish(30)
+    finally:
+        child.close()
+    assert rc == 0, out
+    words = stdout.split()
+    assert words[0] == "interrupted", (stdout, out)
+    assert float(words[1]) - sent < 1.0
+    assert time.monotonic() - sent < 10  # 400 x 50 ms were not run to the end
+    before, _ = out.split("AFTER", 1)
+    assert bar.search(before) and before.endswith("\n"), repr(before[-120:])

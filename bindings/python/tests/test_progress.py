@@ -3,15 +3,13 @@ that last, silent in pipes and batch jobs unless asked for. Runs happen in child
 whose stderr is a pseudo-terminal or a pipe (terminal_child)."""
 import io
 import re
-import signal
 import sys
-import time
 import types
 
 import pytest
 
 from gpuflow import RunStats, _progress
-from terminal_child import Child, run
+from terminal_child import Child, interrupt_while_drawing, run
 
 BAR = re.compile(r"\r\[[#.]{30}\] +\d+% \d+/\d+ tasks")
 
@@ -107,20 +105,7 @@ def test_ctrl_c_with_the_bar_shown_cancels_at_once_and_ends_the_line():
                 print("interrupted", time.monotonic(), flush=True)
                 sys.stderr.write("AFTER\\n")
     """)
-    try:
-        assert child.read_until(b"tasks/s", 30), child.output
-        sent = time.monotonic()
-        child.proc.send_signal(signal.SIGINT)
-        rc, out, stdout = child.finish(30)
-    finally:
-        child.close()
-    assert rc == 0, out
-    words = stdout.split()
-    assert words[0] == "interrupted", (stdout, out)
-    assert float(words[1]) - sent < 1.0
-    assert time.monotonic() - sent < 10  # 400 x 50 ms were not run to the end
-    before, after = out.split("AFTER", 1)
-    assert BAR.search(before) and before.endswith("\n"), repr(before[-120:])
+    interrupt_while_drawing(child, BAR)
 
 
 def test_bar_text_is_the_clis():

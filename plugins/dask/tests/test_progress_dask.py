@@ -3,15 +3,13 @@ pipe, and never next to a Dask ProgressBar (one bar, not two). Computations run 
 processes whose output is a pseudo-terminal or a pipe."""
 import os
 import re
-import signal
 import sys
-import time
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
                                 os.pardir, "bindings", "python", "tests"))
-from terminal_child import Child, run  # noqa: E402
+from terminal_child import Child, interrupt_while_drawing, run  # noqa: E402
 
 OURS = re.compile(r"\r\[[#.]{30}\] +\d+% \d+/\d+ tasks")
 DASKS = re.compile(r"\r\[[# ]{40}\] \| +\d+% Completed")
@@ -96,17 +94,4 @@ def test_ctrl_c_with_the_bar_shown_cancels_at_once_and_ends_the_line():
             print("interrupted", time.monotonic(), flush=True)
             sys.stderr.write("AFTER\\n")
     """)
-    try:
-        assert child.read_until(b"tasks/s", 30), child.output
-        sent = time.monotonic()
-        child.proc.send_signal(signal.SIGINT)
-        rc, out, stdout = child.finish(30)
-    finally:
-        child.close()
-    assert rc == 0, out
-    words = stdout.split()
-    assert words[0] == "interrupted", (stdout, out)
-    assert float(words[1]) - sent < 1.0
-    assert time.monotonic() - sent < 10  # 400 x 50 ms were not run to the end
-    before, after = out.split("AFTER", 1)
-    assert OURS.search(before) and before.endswith("\n"), repr(before[-120:])
+    interrupt_while_drawing(child, OURS)
