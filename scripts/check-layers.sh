@@ -26,6 +26,7 @@ LAYERS=(
   graph     # the graph as described: tasks, data, requests, body descriptions
   devices   # backends: host (emulated) and CUDA
   client    # a connection to a service: requests, leases, the reader thread
+  transport # the UCX data plane: workers, endpoints, progress (libuv, thread), blobs
   wire      # the service's control messages: schema, framing, verification
   core      # errors, clocks, amounts, names
 )

@@ -1,0 +1,173 @@
+#include "transport/blob_host.hpp"
+
+#include "core/error.hpp"
+#include "transport/request.hpp"
+
+namespace gf::transport {
+
+LoopPlane::LoopPlane(uv_loop_t *loop, const std::string &name)
+    : worker_(Worker::create(name)), progress_(std::make_unique<UvProgress>(loop, *worker_)) {}
+
+LoopPlane::~LoopPlane() {
+  // Forced closes and cancelled requests complete on progress: let them, briefly, so their
+  // requests go back to UCX before the worker does.
+  for (int i = 0; i < 100 && worker_->drain(); ++i) {
+  }
+  progress_.reset();
+  worker_.reset();
+}
+
+struct BlobHost::State {
+  std::string who;
+  BlobStore store;
+  struct Put {
+    void *request = nullptr;
+    uint64_t blob = 0;
+    std::shared_ptr<Blob> buffer;
+    double deadline = 0;
+    Reply done;
+  };
+  std::map<uint64_t, Put> puts;     // by tag
+  std::map<uint64_t, void *> gets;  // by tag: sends in flight
+  bool closed = false;
+  State(std::string w, uint64_t cap, std::shared_ptr<BlobTally> tally)
+      : who(std::move(w)), store(cap, std::move(tally)) {}
+};
+
+BlobHost::BlobHost(LoopPlane &plane, uint64_t client_id, std::string who,
+                   const std::vector<uint8_t> &client_address, uint64_t cap, double put_timeout_s,
+                   Endpoint::OnError on_error)
+    : plane_(plane),
+      client_id_(client_id),
+      put_timeout_s_(put_timeout_s),
+      state_(std::make_shared<State>(who, cap, plane.tally())) {
+  ep_ = std::make_unique<Endpoint>(plane.worker().get(), client_address, std::move(who),
+                                   std::move(on_error));
+}
+
+BlobHost::~BlobHost() {
+  close("");
+}
+
+uint64_t BlobHost::bytes() const {
+  return state_->store.bytes();
+}
+
+uint64_t BlobHost::cap() const {
+  return state_->store.cap();
+}
+
+std::string BlobHost::check_tag(uint64_t tag) const {
+  if ((tag >> 32) != client_id_) {
+    return "tag " + std::to_string(tag) + " is not in this client's tag space (" +
+           std::to_string(client_id_) + " << 32)";
+  }
+  if (state_->puts.count(tag) || state_->gets.count(tag)) {
+    return "tag " + std::to_string(tag) + " is already in use by a transfer in flight";
+  }
+  return {};
+}
+
+std::string BlobHost::put(uint64_t blob, uint64_t size, uint64_t tag, double now, Reply done) {
+  if (state_->closed) return "the data plane to this client is closed";
+  if (std::string why = check_tag(tag); !why.empty()) return why;
+  std::string why;
+  std::shared_ptr<Blob> buffer = state_->store.reserve(blob, size, why);
+  if (!buffer) return why;
+  State::Put &p = state_->puts[tag];  // only until tag_recv: its completion may erase it
+  p.blob = blob;
+  p.buffer = buffer;
+  p.deadline = now + put_timeout_s_;
+  p.done = std::move(done);
+  UvProgress &progress = plane_.progress();
+  progress.started();
+  // The completion holds the buffer: a receive already matched keeps writing into it after a
+  // cancel or an expiry, until UCX says it is done.
+  void *request = tag_recv(
+      plane_.worker().get(), buffer->data(), size, tag,
+      [state = state_, tag, buffer, &progress](ucs_status_t status, size_t length) {
+        progress.ended();
+        auto it = state->puts.find(tag);
+        if (it == state->puts.end()) return;  // expired or closed: already answered
+        State::Put put = std::move(it->second);
+        state->puts.erase(it);
+        std::string error;
+        if (status != UCS_OK) {
+          error = std::string("receiving blob ") + std::to_string(put.blob) + " from " +
+                  state->who + " failed: " + ucs_status_string(status);
+        } else if (length != put.buffer->size()) {
+          error = "blob " + std::to_string(put.blob) + ": " + std::to_string(length) +
+                  " bytes came where " + std::to_string(put.buffer->size()) + " were announced";
+        }
+        if (!error.empty() || state->closed) {
+          state->store.abandon(put.buffer->size());
+        } else {
+          state->store.commit(put.blob, put.buffer);
+        }
+        if (!state->closed) put.done(error);
+      });
+  auto it = state_->puts.find(tag);
+  if (it != state_->puts.end()) it->second.request = request;
+  return {};
+}
+
+std::string BlobHost::get(uint64_t blob, uint64_t tag, uint64_t &size, Reply done) {
+  if (state_->closed || !ep_) return "the data plane to this client is closed";
+  if (std::string why = check_tag(tag); !why.empty()) return why;
+  std::shared_ptr<Blob> found = state_->store.find(blob);
+  if (!found) return "no blob " + std::to_string(blob);
+  size = found->size();
+  UvProgress &progress = plane_.progress();
+  progress.started();
+  state_->gets[tag] = nullptr;
+  // The send holds the blob: a drop or a replacing put during the send leaves its bytes alone.
+  void *request =
+      tag_send(ep_->get(), found->data(), found->size(), tag,
+               [state = state_, tag, found, blob, &progress, done = std::move(done)](
+                   ucs_status_t status, size_t) {
+                 progress.ended();
+                 state->gets.erase(tag);
+                 if (state->closed) return;
+                 done(status == UCS_OK ? std::string()
+                                       : "sending blob " + std::to_string(blob) + " to " +
+                                             state->who + " failed: " + ucs_status_string(status));
+               });
+  if (state_->gets.count(tag)) state_->gets[tag] = request;
+  return {};
+}
+
+bool BlobHost::drop(uint64_t blob) {
+  return state_->store.drop(blob);
+}
+
+void BlobHost::expire(double now) {
+  std::vector<uint64_t> late;
+  for (const auto &[tag, p] : state_->puts)
+    if (p.deadline <= now) late.push_back(tag);
+  for (uint64_t tag : late) {
+    State::Put put = std::move(state_->puts[tag]);
+    state_->puts.erase(tag);
+    // Cancelled now; its completion finds no entry and does nothing more.
+    if (put.request) cancel(plane_.worker().get(), put.request);
+    state_->store.abandon(put.buffer->size());
+    put.done("no bytes with tag " + std::to_string(tag) + " came for blob " +
+             std::to_string(put.blob) + " within " + std::to_string(put_timeout_s_) + " s");
+  }
+}
+
+void BlobHost::close(const std::string &why) {
+  (void)why;
+  if (state_->closed) return;
+  state_->closed = true;
+  std::vector<void *> receives;
+  for (auto &[tag, p] : state_->puts)
+    if (p.request) receives.push_back(p.request);
+  for (void *r : receives) cancel(plane_.worker().get(), r);
+  // Sends in flight end with an error when the forced close takes the endpoint down.
+  if (ep_) ep_->close();
+  state_->puts.clear();
+  state_->store.clear();
+  plane_.progress().kick();
+}
+
+}  // namespace gf::transport

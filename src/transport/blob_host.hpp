@@ -1,0 +1,78 @@
+// The service's side of the data plane: one worker driven by the service's libuv loop
+// (LoopPlane), and per client a BlobHost: the endpoint to the client's worker, its blobs, and
+// the puts and gets in flight. Everything here runs on the loop thread. Tags are the client's:
+// a transfer's tag must carry the client's id in its upper 32 bits, so one client's announced
+// transfers never match another's (the worker's tag matching is worker-wide).
+#pragma once
+
+#include <uv.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/blob_store.hpp"
+#include "transport/endpoint.hpp"
+#include "transport/uv_progress.hpp"
+
+namespace gf::transport {
+
+class LoopPlane {
+ public:
+  // Throws gf::Error when UCX cannot start (the service then runs without a data plane).
+  LoopPlane(uv_loop_t *loop, const std::string &name);
+  ~LoopPlane();  // after close() and a final uv_run: drains forced closes, then ends UCX
+  Worker &worker() { return *worker_; }
+  UvProgress &progress() { return *progress_; }
+  const std::shared_ptr<BlobTally> &tally() const { return tally_; }
+  void close() { progress_->close(); }
+
+ private:
+  std::unique_ptr<Worker> worker_;
+  std::unique_ptr<UvProgress> progress_;
+  std::shared_ptr<BlobTally> tally_ = std::make_shared<BlobTally>();
+};
+
+inline uint64_t tag_space_of(uint64_t client_id) {
+  return client_id << 32;
+}
+
+class BlobHost {
+ public:
+  using Reply = std::function<void(const std::string &error)>;  // "" when it went well
+
+  // Connects to the client's worker. `who` names the client in errors; `on_error` runs when
+  // UCX reports the endpoint failed. Throws gf::Error.
+  BlobHost(LoopPlane &plane, uint64_t client_id, std::string who,
+           const std::vector<uint8_t> &client_address, uint64_t cap, double put_timeout_s,
+           Endpoint::OnError on_error);
+  ~BlobHost();  // close()
+
+  // "" and the receive posted (`done` runs once the bytes are in, or with why not), or why the
+  // put is refused (then `done` never runs).
+  std::string put(uint64_t blob, uint64_t size, uint64_t tag, double now, Reply done);
+  // "" and `size` set, the send posted (`done` runs when it ends), or why not.
+  std::string get(uint64_t blob, uint64_t tag, uint64_t &size, Reply done);
+  bool drop(uint64_t blob);
+  // Fails puts whose bytes did not come by their deadline (a client announcing and not sending,
+  // or sending with another tag).
+  void expire(double now);
+  // Cancels what is in flight, closes the endpoint (forced), frees every blob. Idempotent.
+  void close(const std::string &why);
+  uint64_t bytes() const;
+  std::string transports() const { return ep_ ? ep_->transports() : std::string(); }
+  uint64_t cap() const;
+
+ private:
+  struct State;
+  std::string check_tag(uint64_t tag) const;
+  LoopPlane &plane_;
+  uint64_t client_id_;
+  double put_timeout_s_;
+  std::unique_ptr<Endpoint> ep_;
+  std::shared_ptr<State> state_;  // shared with completions that may run after close
+};
+
+}  // namespace gf::transport

@@ -1,0 +1,74 @@
+#include "transport/blob_store.hpp"
+
+#include <new>
+
+#include "core/error.hpp"
+
+namespace gf::transport {
+
+Blob::Blob(uint64_t size, std::shared_ptr<BlobTally> tally)
+    : data_(new (std::nothrow) uint8_t[size == 0 ? 1 : size]),
+      size_(size),
+      tally_(std::move(tally)) {
+  if (!data_) {
+    fail(GF_ERR_OUT_OF_MEMORY, "no memory for a blob of " + std::to_string(size) + " bytes");
+  }
+  tally_->bytes += size_;
+}
+
+Blob::~Blob() {
+  tally_->bytes -= size_;
+}
+
+std::shared_ptr<Blob> BlobStore::reserve(uint64_t id, uint64_t size, std::string &why) {
+  auto old = blobs_.find(id);
+  const uint64_t replaced = old == blobs_.end() ? 0 : old->second->size();
+  const uint64_t after = bytes() - replaced;
+  if (size > cap_ || after > cap_ - size) {
+    why = "blob " + std::to_string(id) + " of " + std::to_string(size) +
+          " bytes would pass this client's cap of " + std::to_string(cap_) + " bytes (" +
+          std::to_string(after) + " held)";
+    return nullptr;
+  }
+  std::shared_ptr<Blob> blob;
+  try {
+    blob = std::make_shared<Blob>(size, tally_);
+  } catch (const Error &e) {
+    why = e.what();
+    return nullptr;
+  }
+  reserved_ += size;
+  return blob;
+}
+
+void BlobStore::commit(uint64_t id, std::shared_ptr<Blob> blob) {
+  reserved_ -= blob->size();
+  drop(id);
+  stored_ += blob->size();
+  blobs_[id] = std::move(blob);
+}
+
+void BlobStore::abandon(uint64_t size) {
+  reserved_ -= size;
+}
+
+std::shared_ptr<Blob> BlobStore::find(uint64_t id) const {
+  auto it = blobs_.find(id);
+  return it == blobs_.end() ? nullptr : it->second;
+}
+
+bool BlobStore::drop(uint64_t id) {
+  auto it = blobs_.find(id);
+  if (it == blobs_.end()) return false;
+  stored_ -= it->second->size();
+  blobs_.erase(it);
+  return true;
+}
+
+void BlobStore::clear() {
+  blobs_.clear();
+  stored_ = 0;
+  reserved_ = 0;
+}
+
+}  // namespace gf::transport

@@ -1,0 +1,62 @@
+// One client's blobs on the service: id -> bytes, at most `cap` bytes at once (buffers being
+// filled by a put count from the moment the put is accepted). Every byte is also counted in a
+// service-wide tally, so "nothing leaks" is one number to check: a blob's bytes leave the tally
+// when its last user (the store, a send in flight) lets go of it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace gf::transport {
+
+// Bytes of blobs alive in a service (all clients, in-flight transfers included).
+struct BlobTally {
+  std::atomic<uint64_t> bytes{0};
+};
+
+class Blob {
+ public:
+  // Allocates `size` bytes, not zeroed (a put overwrites all of them). Throws gf::Error
+  // (GF_ERR_OUT_OF_MEMORY) when the allocation fails.
+  Blob(uint64_t size, std::shared_ptr<BlobTally> tally);
+  ~Blob();
+  Blob(const Blob &) = delete;
+  Blob &operator=(const Blob &) = delete;
+  uint8_t *data() { return data_.get(); }
+  uint64_t size() const { return size_; }
+
+ private:
+  std::unique_ptr<uint8_t[]> data_;
+  uint64_t size_;
+  std::shared_ptr<BlobTally> tally_;
+};
+
+class BlobStore {
+ public:
+  BlobStore(uint64_t cap, std::shared_ptr<BlobTally> tally) : cap_(cap), tally_(std::move(tally)) {}
+
+  // A buffer for an incoming put of `size` bytes, charged to this client now; or nullptr and
+  // `why` when it would pass the cap (a blob it replaces is not counted against it).
+  std::shared_ptr<Blob> reserve(uint64_t id, uint64_t size, std::string &why);
+  // The put finished: `blob` becomes blob `id` (replacing any older one). Its reservation ends.
+  void commit(uint64_t id, std::shared_ptr<Blob> blob);
+  // The put failed: its reservation ends and its buffer is dropped.
+  void abandon(uint64_t size);
+  std::shared_ptr<Blob> find(uint64_t id) const;
+  bool drop(uint64_t id);
+  // Everything goes (the client left).
+  void clear();
+  uint64_t bytes() const { return stored_ + reserved_; }
+  uint64_t cap() const { return cap_; }
+
+ private:
+  uint64_t cap_;
+  std::shared_ptr<BlobTally> tally_;
+  std::map<uint64_t, std::shared_ptr<Blob>> blobs_;
+  uint64_t stored_ = 0, reserved_ = 0;
+};
+
+}  // namespace gf::transport

@@ -1,0 +1,54 @@
+// A client's end of the data plane: its worker on a progress thread, one endpoint to the
+// service, and blocking sends and receives for the caller's threads. When the service goes
+// (its control connection closes, or UCX reports the endpoint failed) every waiting operation
+// fails at once with a gf::Error naming the service, and later ones fail the same way.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "transport/endpoint.hpp"
+#include "transport/progress_thread.hpp"
+
+namespace gf::transport {
+
+class ClientPlane {
+ public:
+  // `peer` names the service in errors ("the gpuflow service at unix:///…").
+  static std::unique_ptr<ClientPlane> create(const std::string &name, std::string peer);
+  ~ClientPlane();  // fail()s what waits, closes the endpoint (forced), stops the thread
+
+  const std::vector<uint8_t> &address() const { return address_; }
+  // Makes the endpoint to the service's worker. Throws gf::Error.
+  void connect(const std::vector<uint8_t> &service_address);
+  // Blocking: return when UCX is done with `data`, or throw gf::Error (GF_ERR_SYSTEM) naming
+  // the service. A receive of anything but exactly `size` bytes is an error.
+  void send(uint64_t tag, const void *data, size_t size);
+  void recv(uint64_t tag, void *data, size_t size);
+  // The data plane is gone: waiting operations end with `why`, as will later ones.
+  void fail(const std::string &why);
+  std::string transports();
+
+ private:
+  struct Op;
+  ClientPlane(std::unique_ptr<ProgressThread> thread, std::string peer);
+  void start(const std::shared_ptr<Op> &op, bool receive, uint64_t tag, void *data, size_t size);
+  void wait(const std::shared_ptr<Op> &op);
+  void fail_on_thread(const std::string &why);  // progress thread
+
+  std::string peer_;
+  std::vector<uint8_t> address_;
+  std::unique_ptr<Endpoint> ep_;             // progress thread only
+  std::set<std::shared_ptr<Op>> in_flight_;  // progress thread only
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::string failed_;                      // under mu_: why the plane is gone
+  std::unique_ptr<ProgressThread> thread_;  // last: stopped first
+};
+
+}  // namespace gf::transport

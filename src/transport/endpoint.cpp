@@ -1,0 +1,112 @@
+#include "transport/endpoint.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "transport/ucx_context.hpp"
+
+namespace gf::transport {
+
+// UCX keeps the error callback's argument beyond close (a failure can be reported during the
+// forced close's own progress): a shared sink that close() disarms rather than a raw `this`.
+struct Endpoint::ErrorSink {
+  std::string peer;
+  OnError on_error;
+  bool armed = true;
+};
+
+namespace {
+
+void on_ep_error(void *arg, ucp_ep_h, ucs_status_t status) {
+  auto *sink = static_cast<std::shared_ptr<Endpoint::ErrorSink> *>(arg);
+  if (!(*sink)->armed || !(*sink)->on_error) return;
+  (*sink)->armed = false;
+  (*sink)->on_error("the UCX data plane to " + (*sink)->peer +
+                    " failed: " + ucs_status_string(status));
+}
+
+}  // namespace
+
+Endpoint::Endpoint(ucp_worker_h worker, const std::vector<uint8_t> &peer_address, std::string peer,
+                   OnError on_error)
+    : worker_(worker), peer_(std::move(peer)), sink_(std::make_shared<ErrorSink>()) {
+  sink_->peer = peer_;
+  sink_->on_error = std::move(on_error);
+  // The callback argument is a heap copy of the shared pointer, released after UCX is done with
+  // the endpoint (see close()).
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  params.address = reinterpret_cast<const ucp_address_t *>(peer_address.data());
+  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  params.err_handler.cb = on_ep_error;
+  params.err_handler.arg = new std::shared_ptr<ErrorSink>(sink_);
+  ucs_status_t status = ucp_ep_create(worker_, &params, &ep_);
+  if (status != UCS_OK) {
+    delete static_cast<std::shared_ptr<ErrorSink> *>(params.err_handler.arg);
+    ep_ = nullptr;
+    check(status, "connecting to " + peer_);
+  }
+  arg_ = params.err_handler.arg;
+}
+
+Endpoint::~Endpoint() {
+  close();
+}
+
+void Endpoint::close() {
+  if (!ep_) return;
+  sink_->armed = false;
+  ucp_request_param_t param{};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  param.cb.send = [](void *request, ucs_status_t, void *user_data) {
+    ucp_request_free(request);
+    delete static_cast<std::shared_ptr<ErrorSink> *>(user_data);
+  };
+  param.user_data = arg_;
+  ucs_status_ptr_t request = ucp_ep_close_nbx(ep_, &param);
+  if (request == nullptr || UCS_PTR_IS_ERR(request)) {
+    delete static_cast<std::shared_ptr<ErrorSink> *>(arg_);
+  }
+  arg_ = nullptr;
+  ep_ = nullptr;
+}
+
+std::string Endpoint::transports() const {
+  if (!ep_) return {};
+  char *text = nullptr;
+  size_t size = 0;
+  FILE *stream = open_memstream(&text, &size);
+  if (!stream) return {};
+  ucp_ep_print_info(ep_, stream);
+  std::fclose(stream);
+  std::string out = transports_of_ep_info(std::string(text, size));
+  std::free(text);
+  return out;
+}
+
+std::string transports_of_ep_info(const std::string &text) {
+  // "#   lane[1]:  5:cma/memory.0 md[4]   -> md[4]/cma/sysdev[255] rma_bw#0"
+  std::istringstream in(text);
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    size_t at = line.find("lane[");
+    if (at == std::string::npos || (at = line.find("]:", at)) == std::string::npos) continue;
+    at = line.find_first_not_of(' ', at + 2);
+    const size_t colon = at == std::string::npos ? at : line.find(':', at);
+    if (colon == std::string::npos) continue;
+    const size_t end = line.find(' ', colon);
+    std::string name = line.substr(colon + 1, end == std::string::npos ? end : end - colon - 1);
+    const size_t dot = name.rfind('.');  // the path index: "memory.0"
+    if (dot != std::string::npos && name.find('/') < dot) name.erase(dot);
+    if (name.find('/') == std::string::npos) continue;
+    if (("," + out + ",").find("," + name + ",") != std::string::npos) continue;
+    out += (out.empty() ? "" : ",") + name;
+  }
+  return out;
+}
+
+}  // namespace gf::transport

@@ -1,0 +1,50 @@
+// An endpoint to one peer's worker, in peer-error mode: when the peer dies or its transport
+// breaks, UCX fails every request on the endpoint and calls `on_error` (from progress, on the
+// worker's thread) with text naming the peer. Closing is always forced: nothing waits for a
+// peer that may be gone, and requests still on the endpoint complete with an error.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gf::transport {
+
+class Endpoint {
+ public:
+  using OnError = std::function<void(const std::string &why)>;
+  // `peer` names the other side in errors ("client 3 (pid 42, ann)", "the gpuflow service at
+  // unix:///…"). Throws gf::Error when UCX cannot make the endpoint.
+  Endpoint(ucp_worker_h worker, const std::vector<uint8_t> &peer_address, std::string peer,
+           OnError on_error);
+  ~Endpoint();  // close()
+  Endpoint(const Endpoint &) = delete;
+  Endpoint &operator=(const Endpoint &) = delete;
+
+  ucp_ep_h get() const { return ep_; }
+  const std::string &peer() const { return peer_; }
+  // The endpoint is closed with UCP_EP_CLOSE_FLAG_FORCE; its close request frees itself on a
+  // later progress. Idempotent.
+  void close();
+  // What UCX chose for this endpoint, e.g. "posix/memory, cma/memory" (from ucp_ep_print_info:
+  // UCX 1.13's ucp_ep_query has no transport field). Empty when closed.
+  std::string transports() const;
+
+  struct ErrorSink;  // outlives the endpoint while UCX may still call it
+
+ private:  // outlives the endpoint while UCX may still call it
+  ucp_worker_h worker_;
+  ucp_ep_h ep_ = nullptr;
+  std::string peer_;
+  std::shared_ptr<ErrorSink> sink_;
+  void *arg_ = nullptr;  // the error callback's argument, freed once the close completes
+};
+
+// Parses ucp_ep_print_info's text: the distinct "transport/device" of its lanes, in lane order.
+std::string transports_of_ep_info(const std::string &text);
+
+}  // namespace gf::transport

@@ -1,0 +1,54 @@
+#include "transport/request.hpp"
+
+#include <memory>
+
+namespace gf::transport {
+
+namespace {
+
+void finish(void *request, ucs_status_t status, size_t length, void *user_data) {
+  std::unique_ptr<Done> done(static_cast<Done *>(user_data));
+  if (request) ucp_request_free(request);
+  (*done)(status, length);
+}
+
+// What the nbx calls return: a request still running, or done now (NULL or an error pointer).
+void *settle(ucs_status_ptr_t result, Done *done, size_t length_if_done) {
+  if (result != nullptr && !UCS_PTR_IS_ERR(result)) return result;
+  const ucs_status_t status = result == nullptr ? UCS_OK : UCS_PTR_STATUS(result);
+  finish(nullptr, status, length_if_done, done);
+  return nullptr;
+}
+
+}  // namespace
+
+void *tag_send(ucp_ep_h ep, const void *data, size_t size, uint64_t tag, Done done) {
+  auto *owned = new Done(std::move(done));
+  ucp_request_param_t param{};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.cb.send = [](void *request, ucs_status_t status, void *user_data) {
+    finish(request, status, 0, user_data);
+  };
+  param.user_data = owned;
+  return settle(ucp_tag_send_nbx(ep, data, size, tag, &param), owned, 0);
+}
+
+void *tag_recv(ucp_worker_h worker, void *data, size_t size, uint64_t tag, Done done) {
+  auto *owned = new Done(std::move(done));
+  ucp_request_param_t param{};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  param.cb.recv = [](void *request, ucs_status_t status, const ucp_tag_recv_info_t *info,
+                     void *user_data) {
+    finish(request, status, info ? info->length : 0, user_data);
+  };
+  param.user_data = owned;
+  return settle(ucp_tag_recv_nbx(worker, data, size, tag, kFullTagMask, &param), owned, 0);
+}
+
+void cancel(ucp_worker_h worker, void *request) {
+  ucp_request_cancel(worker, request);
+}
+
+}  // namespace gf::transport

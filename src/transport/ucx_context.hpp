@@ -1,0 +1,51 @@
+// A UCX context and one worker, restricted to what a node-local data plane needs: the tag API,
+// wake-up events, and shared-memory transports only (docs/transport.md, "Trust"). Nothing here
+// opens a network socket: no listener, no TCP, no sockaddr connection manager.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gf::transport {
+
+// The transports a data plane may use, as UCX_TLS spells them. sysv is left out on purpose: its
+// segments are created 0660 (group-readable), posix ones 0600 and reached through /proc/PID/fd.
+constexpr const char *kTransports = "self,posix,cma";
+
+// Throws gf::Error (GF_ERR_SYSTEM) naming `what` and UCX's status text.
+void check(ucs_status_t status, const std::string &what);
+
+// One ucp_context plus one ucp_worker in single-thread mode: every call on it must come from one
+// thread at a time (the service's loop thread, or a client's progress thread).
+class Worker {
+ public:
+  // Reads UCX's configuration (UCX_* variables), then forces the transports to kTransports and
+  // the posix transport to its /proc link mode, whatever the environment says.
+  static std::unique_ptr<Worker> create(const std::string &name);
+  ~Worker();
+  Worker(const Worker &) = delete;
+  Worker &operator=(const Worker &) = delete;
+
+  ucp_worker_h get() const { return worker_; }
+  const std::vector<uint8_t> &address() const { return address_; }
+  // The worker's wake-up descriptor: readable when ucp_worker_arm said so and an event came.
+  int event_fd() const { return efd_; }
+  // Progresses until nothing is left to do, then arms the wake-up descriptor. False when events
+  // arrived while arming (UCS_ERR_BUSY): progress again before sleeping.
+  bool progress_and_arm();
+  // Progresses until there is nothing left to do; returns whether anything was done.
+  bool drain();
+
+ private:
+  Worker() = default;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int efd_ = -1;
+  std::vector<uint8_t> address_;
+};
+
+}  // namespace gf::transport
