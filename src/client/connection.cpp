@@ -135,6 +135,7 @@ void Connection::handshake(const std::string &name, double weight, int timeout_m
   welcome_.cpus = w->cpus();
   welcome_.backend = str(w->backend());
   welcome_.emulated_bandwidth = w->emulated_bandwidth();
+  welcome_.data_plane = w->data_plane();
   if (w->devices()) {
     for (const wire::DeviceInfo *d : *w->devices()) {
       welcome_.devices.push_back({d->ordinal(), str(d->uuid()), str(d->pci_bus_id()),
@@ -177,6 +178,10 @@ std::vector<uint8_t> Connection::call(uint64_t id, const std::vector<uint8_t> &f
     waiting_.erase(id);
     throw;
   }
+  return await(id, deadline_ms);
+}
+
+std::vector<uint8_t> Connection::await(uint64_t id, int64_t deadline_ms) {
   std::unique_lock lock(mu_);
   auto ready = [&] { return waiting_[id].done || closed_; };
   if (deadline_ms < 0) {
@@ -321,11 +326,14 @@ void Connection::on_revoke(std::function<void(uint64_t)> callback) {
 void Connection::close_with(const std::string &reason) {
   std::function<void(uint64_t)> callback;
   std::vector<std::function<void(const std::vector<uint8_t> *, const std::string &)>> pending;
+  std::shared_ptr<transport::ClientPlane> plane;
   {
     std::lock_guard lock(mu_);
     if (closed_.exchange(true)) return;
     close_reason_ = reason;
     callback = on_revoke_;
+    plane = plane_;
+    watchers_.clear();
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if (it->second.callback) {
         pending.push_back(std::move(it->second.callback));
@@ -337,6 +345,7 @@ void Connection::close_with(const std::string &reason) {
   }
   replied_.notify_all();
   const std::string why = "the gpuflow service at " + endpoint_ + " is gone: " + reason;
+  if (plane) plane->fail(why);  // transfers in flight end now, naming the service
   for (auto &p : pending) p(nullptr, why);
   if (callback) callback(0);
 }
@@ -358,6 +367,16 @@ uint64_t answer_id(const wire::Message &m) {
       return m.body_as_StatusReply()->request_id();
     case wire::Body::Error:
       return m.body_as_Error()->request_id();
+    case wire::Body::DataPlaneWelcome:
+      return m.body_as_DataPlaneWelcome()->request_id();
+    case wire::Body::BlobPutReady:
+      return m.body_as_BlobPutReady()->request_id();
+    case wire::Body::BlobStored:
+      return m.body_as_BlobStored()->request_id();
+    case wire::Body::BlobSending:
+      return m.body_as_BlobSending()->request_id();
+    case wire::Body::BlobDropped:
+      return m.body_as_BlobDropped()->request_id();
     default:
       return 0;
   }
@@ -402,10 +421,16 @@ void Connection::read_loop() {
       }
       uint64_t late_lease = 0;
       std::function<void(const std::vector<uint8_t> *, const std::string &)> callback;
+      std::function<void(const std::string &)> watcher;
       {
         std::lock_guard lock(mu_);
         auto it = waiting_.find(id);
-        if (it != waiting_.end() && it->second.callback) {
+        auto watched = watchers_.find(id);
+        if (watched != watchers_.end() && m->body_type() == wire::Body::Error &&
+            (it == waiting_.end() || it->second.done)) {
+          watcher = std::move(watched->second);
+          watchers_.erase(watched);
+        } else if (it != waiting_.end() && it->second.callback) {
           callback = std::move(it->second.callback);
           waiting_.erase(it);
         } else if (it != waiting_.end()) {
@@ -416,6 +441,7 @@ void Connection::read_loop() {
         }
       }
       replied_.notify_all();
+      if (watcher) watcher(str(m->body_as_Error()->message()));
       if (callback) callback(&payload, {});
       if (late_lease) {  // nobody waits for it any more: straight back
         fb::FlatBufferBuilder b;

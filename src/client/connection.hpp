@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gpuflow.h"
+#include "transport/client_plane.hpp"
 
 namespace gf::client {
 
@@ -47,6 +48,7 @@ struct Welcome {
   double cpus = 0;
   std::string backend;
   double emulated_bandwidth = 0;
+  bool data_plane = false;  // the service answers DataPlaneHello
 };
 
 struct LeaseAsk {
@@ -103,6 +105,29 @@ class Connection {
   // connection closes. Must be quick. Set before leases are taken.
   void on_revoke(std::function<void(uint64_t lease_id)> callback);
 
+  // ---- The data plane (client/blobs.cpp, docs/transport.md) ----
+  // Blobs on the service: the bytes go over UCX, the control channel only says what moves.
+  // Every call throws gf::Error: GF_ERR_STATE when the service offers no data plane (or not to
+  // this user), GF_ERR_INVALID_ARGUMENT / GF_ERR_NOT_FOUND when it refuses a request (over the
+  // cap, unknown blob, bad tag), GF_ERR_SYSTEM naming the service when the data plane failed.
+  // Starts the data plane; later calls do nothing. The blob calls start it themselves.
+  void open_data_plane();
+  void put(uint64_t blob_id, const void *data, size_t size);
+  std::vector<uint8_t> get(uint64_t blob_id);
+  void drop_blob(uint64_t blob_id);
+  // A put in two steps: announce (the service makes room and posts its receive), then send.
+  // `tag` 0 picks the next one of this client's tag space.
+  struct PutTicket {
+    uint64_t request_id = 0, blob_id = 0, size = 0, tag = 0;
+  };
+  PutTicket announce_put(uint64_t blob_id, uint64_t size, uint64_t tag = 0);
+  void finish_put(const PutTicket &ticket, const void *data);
+  // What UCX picked for the endpoint to the service ("posix/memory,cma/memory").
+  std::string data_plane_transports();
+  uint64_t blob_cap();
+  transport::ClientPlane &data_plane();  // for tests: raw tagged sends
+  uint64_t next_tag() { return (welcome_.client_id << 32) | (next_tag_++ & 0xffffffffu); }
+
  private:
   struct Reply {
     bool done = false;
@@ -116,6 +141,9 @@ class Connection {
   void send(const std::vector<uint8_t> &frame);
   // Sends a request and waits for the answer with its id (deadline_ms < 0: no deadline).
   std::vector<uint8_t> call(uint64_t id, const std::vector<uint8_t> &frame, int64_t deadline_ms);
+  // Waits for the answer to `id`, registered in waiting_ beforehand (deadline_ms < 0: none).
+  std::vector<uint8_t> await(uint64_t id, int64_t deadline_ms);
+  std::shared_ptr<transport::ClientPlane> plane();
   void read_loop();
   std::vector<uint8_t> lease_request_frame(uint64_t id, const LeaseAsk &ask, int64_t timeout_ms);
   // Decodes an answer to a lease request: true and `grant`, or false and why not.
@@ -137,6 +165,12 @@ class Connection {
   std::function<void(uint64_t)> on_revoke_;
   std::atomic<bool> closed_{false};
   std::string close_reason_;
+  // Errors that come for a request after its first answer (a get whose send failed later).
+  std::map<uint64_t, std::function<void(const std::string &why)>> watchers_;  // under mu_
+  std::mutex plane_mu_;                            // serialises open_data_plane
+  std::shared_ptr<transport::ClientPlane> plane_;  // set once, under mu_ too
+  uint64_t blob_cap_ = 0;
+  std::atomic<uint64_t> next_tag_{1};
   std::thread reader_;
 };
 

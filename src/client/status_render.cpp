@@ -121,6 +121,18 @@ std::string status_text(const std::vector<uint8_t> &payload) {
                str(c->name()).c_str(), c->pid(), str(c->user()).c_str(), c->weight(), c->leases(),
                c->queued(), c->gpus_in_use(), c->dominant_share() * 100);
   }
+  // The data plane (issue 13): only when some client has one, so the table above stays as is.
+  bool planes = false;
+  for (const wire::ClientStatus *c : items(s.clients()))
+    if (c->data_plane()) planes = true;
+  if (planes) {
+    out += "\nDATA PLANE (UCX)  CLIENT  BLOBS        TRANSPORTS\n";
+    for (const wire::ClientStatus *c : items(s.clients())) {
+      if (!c->data_plane()) continue;
+      out += format("%-17s %-7" PRIu64 " %-12s %s\n", "", c->client_id(),
+                    bytes_text(c->blob_bytes()).c_str(), str(c->data_plane()).c_str());
+    }
+  }
   return out;
 }
 
@@ -140,7 +152,8 @@ std::string status_json(const std::vector<uint8_t> &payload) {
                     ",\"service_pid\":" + std::to_string(s.service_pid()) +
                     ",\"started_ms\":" + std::to_string(s.started_ms()) +
                     ",\"cpus\":" + number(s.cpus()) +
-                    ",\"cpus_in_use\":" + number(s.cpus_in_use()) + ",\"devices\":[";
+                    ",\"cpus_in_use\":" + number(s.cpus_in_use()) +
+                    ",\"blob_bytes\":" + std::to_string(s.blob_bytes()) + ",\"devices\":[";
   bool first = true;
   for (const wire::DeviceStatus *d : items(s.devices())) {
     out += std::string(first ? "" : ",") + "{\"ordinal\":" + std::to_string(d->ordinal()) +
@@ -194,7 +207,8 @@ std::string status_json(const std::vector<uint8_t> &payload) {
            ",\"queued\":" + std::to_string(c->queued()) +
            ",\"gpus_in_use\":" + number(c->gpus_in_use()) +
            ",\"dominant_share\":" + number(c->dominant_share()) +
-           ",\"usage\":" + number(c->usage()) + "}";
+           ",\"usage\":" + number(c->usage()) + ",\"data_plane\":" + quoted(str(c->data_plane())) +
+           ",\"blob_bytes\":" + std::to_string(c->blob_bytes()) + "}";
     first = false;
   }
   return out + "]}";

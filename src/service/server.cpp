@@ -19,6 +19,7 @@
 #include "pool/backend_choice.hpp"
 #include "service/listener.hpp"
 #include "service/status_reply.hpp"
+#include "transport/blob_host.hpp"
 #include "wire/framing.hpp"
 
 namespace gf::service {
@@ -57,6 +58,7 @@ struct Client {
   wire::FrameReader reader;
   std::map<RequestId, double> deadlines;  // queued requests with a timeout: when they end
   std::string name;
+  std::unique_ptr<transport::BlobHost> blobs;  // its data plane, once it asked for one
 };
 
 struct Server::Impl {
@@ -69,6 +71,8 @@ struct Server::Impl {
   uv_timer_t tick{};
   std::thread thread;
   std::unique_ptr<LeaseBook> book;
+  std::unique_ptr<transport::LoopPlane> plane;  // null: UCX did not start (plane_error says why)
+  std::string plane_error;
   std::map<ClientId, Client *> clients;
   ClientId next_client = 1;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
@@ -92,6 +96,7 @@ struct Server::Impl {
     next->clients = book->clients(next->now);
     next->cpus = book->cpus();
     next->cpus_in_use = book->cpus_in_use().to_double();
+    next->blob_bytes = plane ? plane->tally()->bytes.load() : 0;
     std::lock_guard lock(snapshot_mu);
     snapshot = std::move(next);
   }
@@ -212,6 +217,11 @@ struct Server::Impl {
       line += "; " + std::to_string(released.size()) + " lease(s) released, " +
               std::to_string(queued) + " request(s) dropped";
     }
+    if (c.blobs) {
+      line += "; data plane closed, " + std::to_string(c.blobs->bytes()) + " blob byte(s) freed";
+      c.blobs->close(reason);
+      c.blobs.reset();
+    }
     log(line);
     auto *shutdown = new uv_shutdown_t;
     if (!flush || uv_shutdown(shutdown, reinterpret_cast<uv_stream_t *>(&c.pipe),
@@ -250,6 +260,14 @@ struct Server::Impl {
         return cancel(c, *m.body_as_LeaseCancel());
       case wire::Body::StatusRequest:
         return status(c, *m.body_as_StatusRequest());
+      case wire::Body::DataPlaneHello:
+        return data_plane(c, *m.body_as_DataPlaneHello());
+      case wire::Body::BlobPut:
+        return blob_put(c, *m.body_as_BlobPut());
+      case wire::Body::BlobGet:
+        return blob_get(c, *m.body_as_BlobGet());
+      case wire::Body::BlobDrop:
+        return blob_drop(c, *m.body_as_BlobDrop());
       default:
         problem = std::string("a ") + wire::body_name(m.body_type()) +
                   " message, which clients do not send" +
@@ -294,10 +312,120 @@ struct Server::Impl {
                                                d.memory, d.emulated));
     }
     write(c,
-          wire::frame_of(b, wire::CreateWelcome(b, wire::kProtocolVersion, c.id,
-                                                static_cast<uint32_t>(::getpid()),
-                                                b.CreateVector(devices), book->cpus(),
-                                                b.CreateString(backend_name), emulated_bandwidth)));
+          wire::frame_of(b, wire::CreateWelcome(
+                                b, wire::kProtocolVersion, c.id, static_cast<uint32_t>(::getpid()),
+                                b.CreateVector(devices), book->cpus(), b.CreateString(backend_name),
+                                emulated_bandwidth, plane != nullptr)));
+  }
+
+  // ---- The data plane (docs/transport.md) ----
+  void data_plane(Client &c, const wire::DataPlaneHello &h) {
+    const uint64_t id = h.request_id();
+    if (!plane) {
+      return send_error(c, id, GF_ERR_STATE, "this service has no data plane: " + plane_error);
+    }
+    if (c.blobs) return send_error(c, id, GF_ERR_STATE, "you already have a data plane");
+    // UCX's shared memory is reached through /proc/PID/fd and process_vm_readv: both need the
+    // peer to be ptrace-able, i.e. the same user. Another user would fail deep in UCX's wire-up;
+    // it is told here instead.
+    if (c.peer.uid != ::geteuid()) {
+      log(who(c) + ": data plane refused: uid " + std::to_string(c.peer.uid) +
+          " is not the service's (" + std::to_string(::geteuid()) + ")");
+      return send_error(c, id, GF_ERR_STATE,
+                        "the data plane is only for processes of the service's own user (uid " +
+                            std::to_string(::geteuid()) + "; you are uid " +
+                            std::to_string(c.peer.uid) +
+                            "): UCX's shared memory is owner-only (docs/transport.md, Trust)");
+    }
+    const auto *address = h.worker_address();
+    if (!address || address->size() < 8 || address->size() > 4096) {
+      return send_error(c, id, GF_ERR_INVALID_ARGUMENT,
+                        "a DataPlaneHello needs a UCX worker address of 8 to 4096 bytes");
+    }
+    const ClientId client = c.id;
+    try {
+      c.blobs = std::make_unique<transport::BlobHost>(
+          *plane, c.id, who(c), std::vector<uint8_t>(address->begin(), address->end()),
+          options.blob_cap, options.blob_put_timeout_s, [this, client](const std::string &why) {
+            // Its transfers fail naming it; the control connection (and its leases) stay: a
+            // client that died is dropped when its socket closes.
+            auto it = clients.find(client);
+            if (it == clients.end() || !it->second->blobs) return;
+            log(who(*it->second) + ": " + why);
+            it->second->blobs->close(why);
+          });
+    } catch (const Error &e) {
+      log(who(c) + ": data plane refused: " + e.what());
+      return send_error(c, id, GF_ERR_SYSTEM, e.what());
+    }
+    log(who(c) + " has a data plane (" + transport::kTransports + ")");
+    fb::FlatBufferBuilder b;
+    const std::vector<uint8_t> &mine = plane->worker().address();
+    write(c, wire::frame_of(
+                 b, wire::CreateDataPlaneWelcome(b, id, b.CreateVector(mine), options.blob_cap,
+                                                 b.CreateString(transport::kTransports))));
+    plane->progress().kick();
+  }
+
+  // A transfer's answer, later, to a client that may have gone meanwhile.
+  transport::BlobHost::Reply later(Client &c, uint64_t request, std::function<void(Client &)> ok) {
+    return [this, client = c.id, request, ok = std::move(ok)](const std::string &error) {
+      auto it = clients.find(client);
+      if (it == clients.end()) return;
+      if (!error.empty()) {
+        log(who(*it->second) + ": " + error);
+        return send_error(*it->second, request, GF_ERR_SYSTEM, error);
+      }
+      ok(*it->second);
+    };
+  }
+
+  bool has_plane(Client &c, uint64_t request) {
+    if (c.blobs) return true;
+    send_error(c, request, GF_ERR_STATE, "no data plane: send DataPlaneHello first");
+    return false;
+  }
+
+  void blob_put(Client &c, const wire::BlobPut &m) {
+    if (!has_plane(c, m.request_id())) return;
+    const uint64_t request = m.request_id(), blob = m.blob_id(), size = m.size();
+    std::string why =
+        c.blobs->put(blob, size, m.tag(), now(), later(c, request, [=, this](Client &k) {
+                       fb::FlatBufferBuilder b;
+                       write(k, wire::frame_of(b, wire::CreateBlobStored(b, request, blob, size)));
+                     }));
+    if (!why.empty()) {
+      log(who(c) + ": put refused: " + why);
+      return send_error(c, request, GF_ERR_INVALID_ARGUMENT, why);
+    }
+    fb::FlatBufferBuilder b;
+    write(c, wire::frame_of(b, wire::CreateBlobPutReady(b, request)));
+    plane->progress().kick();
+  }
+
+  void blob_get(Client &c, const wire::BlobGet &m) {
+    if (!has_plane(c, m.request_id())) return;
+    const uint64_t request = m.request_id();
+    uint64_t size = 0;
+    std::string why = c.blobs->get(m.blob_id(), m.tag(), size, later(c, request, [](Client &) {}));
+    if (!why.empty()) {
+      return send_error(c, request,
+                        why.rfind("no blob", 0) == 0 ? GF_ERR_NOT_FOUND : GF_ERR_INVALID_ARGUMENT,
+                        why);
+    }
+    fb::FlatBufferBuilder b;
+    write(c, wire::frame_of(b, wire::CreateBlobSending(b, request, m.blob_id(), size)));
+    plane->progress().kick();
+  }
+
+  void blob_drop(Client &c, const wire::BlobDrop &m) {
+    if (!has_plane(c, m.request_id())) return;
+    if (!c.blobs->drop(m.blob_id())) {
+      return send_error(c, m.request_id(), GF_ERR_NOT_FOUND,
+                        "no blob " + std::to_string(m.blob_id()));
+    }
+    fb::FlatBufferBuilder b;
+    write(c, wire::frame_of(b, wire::CreateBlobDropped(b, m.request_id(), m.blob_id())));
   }
 
   void request(Client &c, const wire::LeaseRequest &r, std::string &problem) {
@@ -364,9 +492,17 @@ struct Server::Impl {
   }
 
   void status(Client &c, const wire::StatusRequest &r) {
-    StatusContext context{endpoint,   static_cast<uint32_t>(::getpid()),
-                          started_ms, now(),
-                          c.peer.uid, c.peer.privileged};
+    StatusContext context;
+    context.endpoint = endpoint;
+    context.service_pid = static_cast<uint32_t>(::getpid());
+    context.started_ms = started_ms;
+    context.now = now();
+    context.asker_uid = c.peer.uid;
+    context.asker_privileged = c.peer.privileged;
+    context.blob_bytes = plane ? plane->tally()->bytes.load() : 0;
+    for (const auto &[id, k] : clients) {
+      if (k->blobs) context.data_planes[id] = {k->blobs->transports(), k->blobs->bytes()};
+    }
     fb::FlatBufferBuilder b;
     write(c,
           wire::frame_of(b, build_status_reply(b, *book, context, r.request_id(), clients_info())));
@@ -465,6 +601,7 @@ struct Server::Impl {
     }
     uv_close(reinterpret_cast<uv_handle_t *>(&listener), nullptr);
     uv_close(reinterpret_cast<uv_handle_t *>(&wake), nullptr);
+    if (plane) plane->close();
     remove_socket_file(socket_path);
     // Clients get a moment to take their Goodbye; one that does not read is closed anyway.
     uv_timer_stop(&tick);
@@ -536,6 +673,12 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
     throw;
   }
   s.listener.data = &s;
+  try {
+    s.plane = std::make_unique<transport::LoopPlane>(&s.loop, "gpuflow-serve");
+  } catch (const Error &e) {
+    s.plane_error = e.what();
+    s.log("no data plane: " + s.plane_error);
+  }
   uv_listen(reinterpret_cast<uv_stream_t *>(&s.listener), 128, [](uv_stream_t *l, int status) {
     if (status == 0) static_cast<Impl *>(l->data)->accept();
   });
@@ -552,6 +695,8 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
         auto *self = static_cast<Impl *>(t->data);
         self->expire(self->now());
         self->revoke_for_waiting(self->now());
+        for (auto &[id, c] : self->clients)
+          if (c->blobs) c->blobs->expire(self->now());
         if (++self->ticks % (250 / kTickMs) == 0) self->publish_snapshot();
       },
       kTickMs, kTickMs);
@@ -567,6 +712,7 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
     sigaddset(&pipe_signal, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
     uv_run(&s.loop, UV_RUN_DEFAULT);
+    s.plane.reset();  // its handles closed in shut_down; what UCX still holds is drained here
     uv_loop_close(&s.loop);
   });
   return std::unique_ptr<Server>(new Server(std::move(impl)));

@@ -22,6 +22,10 @@ struct ServiceOptions {
   std::string group;        // empty: socket 0600; else 0660 owned by this group
   Policy policy;
   std::function<void(const std::string &line)> log;  // empty: standard error
+  // The data plane (docs/transport.md): bytes of blobs one client may hold at once, and how long
+  // the service waits for a put's bytes once it said "send".
+  uint64_t blob_cap = uint64_t{1} << 30;
+  double blob_put_timeout_s = 30;
 };
 
 class Server {
@@ -47,6 +51,7 @@ class Server {
     std::vector<QueuedView> queued;
     std::vector<ClientView> clients;
     double cpus = 0, cpus_in_use = 0;
+    uint64_t blob_bytes = 0;  // the data plane's blobs, all clients
   };
   std::shared_ptr<const BookSnapshot> book_snapshot() const;
 

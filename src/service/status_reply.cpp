@@ -65,15 +65,19 @@ flatbuffers::Offset<wire::StatusReply> build_status_reply(fb::FlatBufferBuilder 
   }
   std::vector<fb::Offset<wire::ClientStatus>> clients;
   for (const ClientView &c : book.clients(context.now)) {
-    clients.push_back(
-        wire::CreateClientStatus(b, c.client, c.info.pid, c.info.uid, b.CreateString(c.info.user),
-                                 b.CreateString(c.info.name), c.info.weight, unix_ms(c.info.since),
-                                 c.leases, c.queued, c.gpus_in_use, c.dominant_share, c.usage));
+    auto plane = context.data_planes.find(c.client);
+    const bool has_plane = plane != context.data_planes.end();
+    clients.push_back(wire::CreateClientStatus(
+        b, c.client, c.info.pid, c.info.uid, b.CreateString(c.info.user),
+        b.CreateString(c.info.name), c.info.weight, unix_ms(c.info.since), c.leases, c.queued,
+        c.gpus_in_use, c.dominant_share, c.usage,
+        has_plane ? b.CreateString(plane->second.first) : 0, has_plane ? plane->second.second : 0));
   }
   return wire::CreateStatusReply(
       b, request_id, context.service_pid, b.CreateString(context.endpoint), context.started_ms,
       b.CreateVector(devices), b.CreateVector(leases), b.CreateVector(queued),
-      b.CreateVector(clients), book.cpus(), book.cpus_in_use().to_double(), b.CreateVector(ended));
+      b.CreateVector(clients), book.cpus(), book.cpus_in_use().to_double(), b.CreateVector(ended),
+      context.blob_bytes);
 }
 
 }  // namespace gf::service

@@ -20,6 +20,9 @@ struct StatusContext {
   double now = 0;          // the book's clock
   uint32_t asker_uid = 0;
   bool asker_privileged = false;
+  // Clients with a data plane: the transports UCX uses for each, and its blob bytes.
+  std::map<ClientId, std::pair<std::string, uint64_t>> data_planes;
+  uint64_t blob_bytes = 0;  // all clients
 };
 
 using ClientPeers = std::map<ClientId, std::pair<Peer, std::string>>;

@@ -156,16 +156,19 @@ void BlobHost::expire(double now) {
 }
 
 void BlobHost::close(const std::string &why) {
-  (void)why;
   if (state_->closed) return;
   state_->closed = true;
   std::vector<void *> receives;
-  for (auto &[tag, p] : state_->puts)
+  std::vector<Reply> answers;
+  for (auto &[tag, p] : state_->puts) {
     if (p.request) receives.push_back(p.request);
+    answers.push_back(std::move(p.done));
+  }
+  state_->puts.clear();  // their completions, cancelled, find nothing to answer
   for (void *r : receives) cancel(plane_.worker().get(), r);
+  for (Reply &answer : answers) answer(why.empty() ? "the data plane was closed" : why);
   // Sends in flight end with an error when the forced close takes the endpoint down.
   if (ep_) ep_->close();
-  state_->puts.clear();
   state_->store.clear();
   plane_.progress().kick();
 }

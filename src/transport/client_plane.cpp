@@ -80,23 +80,36 @@ void ClientPlane::start(const std::shared_ptr<Op> &op, bool receive, uint64_t ta
   }
 }
 
-void ClientPlane::wait(const std::shared_ptr<Op> &op) {
+void ClientPlane::wait(const OpHandle &op) {
   std::unique_lock lock(mu_);
   changed_.wait(lock, [&] { return op->done; });
   if (!op->error.empty()) gf::fail(GF_ERR_SYSTEM, op->error);
 }
 
-void ClientPlane::send(uint64_t tag, const void *data, size_t size) {
+bool ClientPlane::finished(const OpHandle &op) {
+  std::lock_guard lock(mu_);
+  return op->done;
+}
+
+ClientPlane::OpHandle ClientPlane::start_send(uint64_t tag, const void *data, size_t size) {
   if (!ep_) gf::fail(GF_ERR_INVALID_ARGUMENT, "the data plane to " + peer_ + " is not connected");
   auto op = std::make_shared<Op>();
   start(op, false, tag, const_cast<void *>(data), size);
-  wait(op);
+  return op;
+}
+
+ClientPlane::OpHandle ClientPlane::start_recv(uint64_t tag, void *data, size_t size) {
+  auto op = std::make_shared<Op>();
+  start(op, true, tag, data, size);
+  return op;
+}
+
+void ClientPlane::send(uint64_t tag, const void *data, size_t size) {
+  wait(start_send(tag, data, size));
 }
 
 void ClientPlane::recv(uint64_t tag, void *data, size_t size) {
-  auto op = std::make_shared<Op>();
-  start(op, true, tag, data, size);
-  wait(op);
+  wait(start_recv(tag, data, size));
 }
 
 void ClientPlane::fail(const std::string &why) {

@@ -30,15 +30,20 @@ class ClientPlane {
   // the service. A receive of anything but exactly `size` bytes is an error.
   void send(uint64_t tag, const void *data, size_t size);
   void recv(uint64_t tag, void *data, size_t size);
+  // The same, started now and waited for later: `data` must stay put until wait() returns.
+  struct Op;
+  using OpHandle = std::shared_ptr<Op>;
+  OpHandle start_send(uint64_t tag, const void *data, size_t size);
+  OpHandle start_recv(uint64_t tag, void *data, size_t size);
+  void wait(const OpHandle &op);
+  bool finished(const OpHandle &op);
   // The data plane is gone: waiting operations end with `why`, as will later ones.
   void fail(const std::string &why);
   std::string transports();
 
  private:
-  struct Op;
   ClientPlane(std::unique_ptr<ProgressThread> thread, std::string peer);
   void start(const std::shared_ptr<Op> &op, bool receive, uint64_t tag, void *data, size_t size);
-  void wait(const std::shared_ptr<Op> &op);
   void fail_on_thread(const std::string &why);  // progress thread
 
   std::string peer_;

@@ -1,0 +1,424 @@
+// The UCX data plane (issue 13, item 1) against a real `gpuflow serve` process: blobs put and
+// got back byte for byte from 0 B to 256 MiB; a client killed mid-put and a service killed
+// mid-get (the other side fails naming its peer, nothing is left behind, nobody hangs); no
+// network socket opened by the data plane; garbage refused without harm. The test process is a
+// client itself (client::Connection); blob_client is a second, killable one.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "../service/processes.hpp"
+#include "client/connection.hpp"
+#include "core/error.hpp"
+#include "service/server.hpp"
+#include "wire/framing.hpp"
+
+using namespace gfsvc;
+
+namespace {
+
+std::vector<uint8_t> pattern(size_t size, uint64_t seed) {
+  std::vector<uint8_t> out(size);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (size_t i = 0; i < size; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    out[i] = static_cast<uint8_t>(x);
+  }
+  return out;
+}
+
+// The first offset where two buffers differ, for a readable failure (gtest would print 256 MiB).
+std::string first_difference(const std::vector<uint8_t> &a, const std::vector<uint8_t> &b) {
+  if (a.size() != b.size()) {
+    return "sizes " + std::to_string(a.size()) + " and " + std::to_string(b.size());
+  }
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i]) return "byte " + std::to_string(i) + " differs";
+  return {};
+}
+
+struct PlaneStatus {
+  uint64_t blob_bytes = 0;                     // the service's, all clients
+  std::map<uint32_t, std::string> transports;  // by client pid
+  std::map<uint32_t, uint64_t> client_bytes;
+};
+
+PlaneStatus plane_status(gf::client::Connection &c) {
+  std::vector<uint8_t> payload = c.status();
+  const gf::wire::StatusReply &s = *gf::wire::message_of(payload)->body_as_StatusReply();
+  PlaneStatus out;
+  out.blob_bytes = s.blob_bytes();
+  if (s.clients()) {
+    for (const gf::wire::ClientStatus *k : *s.clients()) {
+      if (k->data_plane()) out.transports[k->pid()] = k->data_plane()->str();
+      out.client_bytes[k->pid()] = k->blob_bytes();
+    }
+  }
+  return out;
+}
+
+// Waits until the service holds no blob bytes at all.
+bool wait_no_blob_bytes(gf::client::Connection &c, uint64_t &last) {
+  const int64_t start = now_ns();
+  while (ms_since(start) < 10000 * kTimeFactor) {
+    last = plane_status(c).blob_bytes;
+    if (last == 0) return true;
+    ::usleep(20000);
+  }
+  return false;
+}
+
+std::string blob_client() {
+  return BLOB_CLIENT_PATH;
+}
+
+class TransportTest : public ::testing::Test {
+ protected:
+  TempDir dir;
+};
+
+void round_trip(gf::client::Connection &c, uint64_t blob, size_t size) {
+  const std::vector<uint8_t> bytes = pattern(size, size + 7);
+  c.put(blob, bytes.data(), bytes.size());
+  const std::vector<uint8_t> back = c.get(blob);
+  EXPECT_EQ(first_difference(bytes, back), "") << "blob of " << size << " bytes";
+}
+
+// ---- Round trips ----
+
+TEST_F(TransportTest, RoundTripsFromZeroBytesTo16MiB) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  auto c = gf::client::Connection::open(service.endpoint(), "transport_test", 1);
+  ASSERT_TRUE(c->welcome().data_plane);
+  uint64_t blob = 1;
+  for (size_t size : {size_t{0}, size_t{1}, size_t{64} << 10, size_t{1} << 20, size_t{16} << 20}) {
+    round_trip(*c, blob++, size);
+  }
+  // Every blob stays until dropped, counted per client and for the service.
+  PlaneStatus s = plane_status(*c);
+  const uint64_t held = 1 + (64u << 10) + (1u << 20) + (16u << 20);
+  EXPECT_EQ(s.client_bytes[::getpid()], held);
+  EXPECT_EQ(s.blob_bytes, held);
+  // What UCX picked is reported, and is shared memory (docs/transport.md).
+  const std::string transports = s.transports[::getpid()];
+  EXPECT_NE(transports, "");
+  EXPECT_EQ(transports.find("tcp"), std::string::npos) << transports;
+  EXPECT_EQ(c->data_plane_transports(), c->data_plane_transports());
+  std::printf("UCX transports: service side '%s', client side '%s'\n", transports.c_str(),
+              c->data_plane_transports().c_str());
+  auto [rc, json] = run_cli(dir, {"status", "--json", "--pool", service.endpoint()});
+  EXPECT_EQ(rc, 0) << json;
+  EXPECT_TRUE(contains(json, "\"data_plane\":\"" + transports + "\"")) << json;
+  for (uint64_t b = 1; b < blob; ++b) c->drop_blob(b);
+  EXPECT_EQ(plane_status(*c).blob_bytes, 0u);
+  // A put that replaces a blob, and a blob got twice.
+  round_trip(*c, 9, 1000);
+  round_trip(*c, 9, 3000);
+  EXPECT_EQ(c->get(9), c->get(9));
+  c.reset();
+  EXPECT_TRUE(contains(service.log(), "data plane closed, 3000 blob byte(s) freed"))
+      << service.log();
+}
+
+TEST_F(TransportTest, RoundTrip256MiB) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  auto c = gf::client::Connection::open(service.endpoint(), "transport_test", 1);
+  round_trip(*c, 1, size_t{256} << 20);
+}
+
+// Two clients at once, each in its own tag space.
+TEST_F(TransportTest, TwoClientsAtOnce) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  auto a = gf::client::Connection::open(service.endpoint(), "a", 1);
+  auto b = gf::client::Connection::open(service.endpoint(), "b", 1);
+  std::thread other([&] {
+    for (int i = 0; i < 20; ++i) round_trip(*b, 1, size_t{1} << 20);
+  });
+  for (int i = 0; i < 20; ++i) round_trip(*a, 1, (size_t{1} << 20) + 1);
+  other.join();
+}
+
+// ---- Peer failure ----
+
+TEST_F(TransportTest, ClientKilledMidPutLeavesNothingBehind) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  auto watcher = gf::client::Connection::open(service.endpoint(), "watcher", 1);
+  // Announced and never sent: the service holds its 64 MiB receive buffer.
+  {
+    Proc stalled({blob_client(), service.endpoint(), "stall", std::to_string(64 << 20)},
+                 dir / "stall.err");
+    ASSERT_NE(stalled.expect("announced", 20000 * kTimeFactor), "") << stalled.story();
+    EXPECT_EQ(plane_status(*watcher).client_bytes[stalled.pid()], uint64_t{64} << 20);
+    stalled.signal(SIGKILL);
+    stalled.wait(5000 * kTimeFactor);
+    uint64_t left = 0;
+    EXPECT_TRUE(wait_no_blob_bytes(*watcher, left)) << left << " bytes\n" << service.log();
+    EXPECT_TRUE(contains(service.log(), "(pid " + std::to_string(stalled.pid()))) << service.log();
+  }
+  // Killed while 256 MiB puts stream.
+  {
+    Proc looping({blob_client(), service.endpoint(), "loop", std::to_string(256 << 20)},
+                 dir / "loop.err");
+    ASSERT_NE(looping.expect("put 1", 60000 * kTimeFactor), "") << looping.story();
+    ::usleep(30000);
+    looping.signal(SIGKILL);
+    looping.wait(5000 * kTimeFactor);
+    uint64_t left = 0;
+    EXPECT_TRUE(wait_no_blob_bytes(*watcher, left)) << left << " bytes\n" << service.log();
+    const std::string log = service.log();
+    EXPECT_TRUE(contains(log, "(pid " + std::to_string(looping.pid()) + ", ")) << log;
+  }
+  // The service and its other clients carry on.
+  round_trip(*watcher, 5, size_t{1} << 20);
+  Proc other({blob_client(), service.endpoint(), "roundtrip", std::to_string(1 << 20)},
+             dir / "other.err");
+  EXPECT_NE(other.expect("ok", 30000 * kTimeFactor), "") << other.story();
+}
+
+TEST_F(TransportTest, ServiceKilledMidGetFailsNamingIt) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  auto c = gf::client::Connection::open(service.endpoint(), "transport_test", 1);
+  const std::vector<uint8_t> bytes = pattern(size_t{64} << 20, 3);
+  c->put(1, bytes.data(), bytes.size());
+  std::atomic<int> gets{0};
+  std::atomic<int64_t> failed_at{0};
+  std::string error;
+  std::thread getter([&] {
+    try {
+      for (;;) {
+        c->get(1);
+        ++gets;
+      }
+    } catch (const gf::Error &e) {
+      error = e.what();
+      failed_at = now_ns();
+    }
+  });
+  while (gets.load() < 2) ::usleep(1000);
+  const int64_t killed_at = now_ns();
+  service.proc().signal(SIGKILL);
+  service.proc().wait(5000 * kTimeFactor);
+  getter.join();
+  EXPECT_TRUE(contains(error, service.endpoint())) << error;
+  EXPECT_LT((failed_at.load() - killed_at) / 1000000, 2000 * kTimeFactor) << error;
+  // Every later call fails the same way, at once.
+  EXPECT_THROW(c->get(1), gf::Error);
+  EXPECT_THROW(c->put(2, bytes.data(), 10), gf::Error);
+}
+
+// ---- Security: no network socket ----
+
+std::set<std::string> socket_inodes_of(pid_t pid) {
+  std::set<std::string> out;
+  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+  for (const auto &e : std::filesystem::directory_iterator(fds)) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (target.rfind("socket:[", 0) == 0) out.insert(target.substr(8, target.size() - 9));
+  }
+  return out;
+}
+
+TEST_F(TransportTest, DataPlaneOpensNoNetworkSocket) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  auto c = gf::client::Connection::open(service.endpoint(), "transport_test", 1);
+  round_trip(*c, 1, size_t{1} << 20);
+  const std::set<std::string> mine = socket_inodes_of(service.proc().pid());
+  EXPECT_FALSE(mine.empty());  // its unix sockets at least
+  for (const char *table : {"tcp", "tcp6", "udp", "udp6", "raw", "raw6"}) {
+    std::ifstream in(std::string("/proc/net/") + table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::vector<std::string> w = words(line);
+      ASSERT_GE(w.size(), 10u) << line;
+      EXPECT_EQ(mine.count(w[9]), 0u)
+          << "the service owns a " << table << " socket: " << line << "\n"
+          << service.log();
+    }
+  }
+}
+
+// ---- Refusals ----
+
+TEST_F(TransportTest, GarbageIsRefusedWithoutHarm) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  auto c = gf::client::Connection::open(service.endpoint(), "transport_test", 1);
+  const uint64_t cap = c->blob_cap();
+  // An absurd size: over the cap.
+  try {
+    c->announce_put(1, cap + 1);
+    ADD_FAILURE() << "a put over the cap was accepted";
+  } catch (const gf::Error &e) {
+    EXPECT_EQ(e.status(), GF_ERR_INVALID_ARGUMENT);
+    EXPECT_TRUE(contains(e.what(), "cap")) << e.what();
+  }
+  try {
+    c->announce_put(1, ~uint64_t{0});
+    ADD_FAILURE() << "a put of 2^64-1 bytes was accepted";
+  } catch (const gf::Error &e) {
+    EXPECT_TRUE(contains(e.what(), "cap")) << e.what();
+  }
+  // A tag outside the client's space (another client's, or 0).
+  for (uint64_t tag : {uint64_t{1}, (uint64_t{c->welcome().client_id} + 1) << 32}) {
+    try {
+      c->announce_put(1, 10, tag);
+      ADD_FAILURE() << "tag " << tag << " was accepted";
+    } catch (const gf::Error &e) {
+      EXPECT_TRUE(contains(e.what(), "tag space")) << e.what();
+    }
+  }
+  // An unknown blob.
+  try {
+    c->get(77);
+    ADD_FAILURE() << "an unknown blob was sent";
+  } catch (const gf::Error &e) {
+    EXPECT_EQ(e.status(), GF_ERR_NOT_FOUND);
+    EXPECT_TRUE(contains(e.what(), "no blob 77")) << e.what();
+  }
+  EXPECT_THROW(c->drop_blob(77), gf::Error);
+  // Still fine afterwards, and nothing held.
+  round_trip(*c, 1, 4096);
+  c->drop_blob(1);
+  EXPECT_EQ(plane_status(*c).blob_bytes, 0u);
+}
+
+// A raw connection: frames built by hand, answers read back verified.
+class RawClient {
+ public:
+  explicit RawClient(const std::string &socket) {
+    fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::snprintf(address.sun_path, sizeof address.sun_path, "%s", socket.c_str());
+    if (::connect(fd_, reinterpret_cast<sockaddr *>(&address), sizeof address) != 0) {
+      ADD_FAILURE() << "connect: " << std::strerror(errno);
+    }
+  }
+  ~RawClient() { ::close(fd_); }
+  void send(const std::vector<uint8_t> &frame) {
+    ASSERT_EQ(::send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(frame.size()));
+  }
+  // The next message's body type and, for an Error, its text; "" when the connection closed.
+  std::string next(int timeout_ms) {
+    std::vector<uint8_t> payload;
+    std::string error;
+    char buffer[4096];
+    while (!reader_.next(payload, error)) {
+      if (!error.empty()) return "bad frame: " + error;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, timeout_ms) <= 0) return "timeout";
+      ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
+      if (n <= 0) return "";
+      error = reader_.feed(buffer, static_cast<size_t>(n));
+    }
+    const gf::wire::Message *m = gf::wire::message_of(payload);
+    std::string out = gf::wire::body_name(m->body_type());
+    if (const auto *e = m->body_as_Error()) out += ": " + e->message()->str();
+    return out;
+  }
+
+ private:
+  int fd_ = -1;
+  gf::wire::FrameReader reader_;
+};
+
+TEST_F(TransportTest, RawFramesAreRefused) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  namespace fb = flatbuffers;
+  RawClient raw(service.socket());
+  {
+    fb::FlatBufferBuilder b;
+    raw.send(gf::wire::frame_of(
+        b, gf::wire::CreateHello(b, gf::wire::kProtocolVersion, b.CreateString("raw"), 1, 0)));
+    EXPECT_EQ(raw.next(5000 * kTimeFactor), "Welcome");
+  }
+  {  // blob messages before the data plane
+    fb::FlatBufferBuilder b;
+    raw.send(gf::wire::frame_of(b, gf::wire::CreateBlobPut(b, 1, 1, 10, 1ull << 32)));
+    EXPECT_TRUE(contains(raw.next(5000 * kTimeFactor), "no data plane"));
+  }
+  {  // addresses of absurd sizes
+    for (size_t size : {size_t{0}, size_t{3}, size_t{100000}}) {
+      fb::FlatBufferBuilder b;
+      std::vector<uint8_t> junk(size, 0xAB);
+      raw.send(gf::wire::frame_of(
+          b, gf::wire::CreateDataPlaneHello(b, 2, size ? b.CreateVector(junk) : 0)));
+      EXPECT_TRUE(contains(raw.next(5000 * kTimeFactor), "UCX worker address of 8 to 4096 bytes"));
+    }
+  }
+  // The service is fine, and serves a real client.
+  auto c = gf::client::Connection::open(service.endpoint(), "transport_test", 1);
+  round_trip(*c, 1, 100);
+  EXPECT_TRUE(contains(service.log(), "has a data plane")) << service.log();
+}
+
+// A put whose bytes come with another tag: the service stops waiting at its deadline and says
+// so; the client's data plane goes down with it, the service and other clients do not.
+TEST_F(TransportTest, BytesWithTheWrongTagTimeOut) {
+  const std::string socket = dir / "inproc.sock";
+  gf::service::ServiceOptions options;
+  options.pool.backend = GF_BACKEND_HOST;
+  options.pool.cpu_workers = 1;
+  options.socket_path = socket;
+  options.blob_put_timeout_s = 0.5;
+  std::string log;
+  std::mutex log_mu;
+  options.log = [&](const std::string &line) {
+    std::lock_guard lock(log_mu);
+    log += line + "\n";
+  };
+  auto server = gf::service::Server::start(options);
+  auto c = gf::client::Connection::open(server->endpoint(), "wrong tag", 1);
+  gf::client::Connection::PutTicket t = c->announce_put(1, 100);
+  const std::vector<uint8_t> bytes = pattern(100, 1);
+  c->data_plane().send(t.tag + 1, bytes.data(), bytes.size());  // eager: done locally
+  try {
+    c->finish_put(t, bytes.data());
+    ADD_FAILURE() << "a put whose bytes never matched succeeded";
+  } catch (const gf::Error &e) {
+    EXPECT_TRUE(contains(e.what(), "no bytes with tag " + std::to_string(t.tag))) << e.what();
+  }
+  auto other = gf::client::Connection::open(server->endpoint(), "other", 1);
+  round_trip(*other, 1, 1 << 16);
+  EXPECT_EQ(plane_status(*other).client_bytes[::getpid()] >= (1u << 16), true);
+  c.reset();
+  other.reset();
+  server->stop();
+}
+
+// ---- Another user ----
+
+TEST_F(TransportTest, AnotherUserGetsNoDataPlane) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to run a client as another uid (nobody)";
+  Service service(dir, 1, {"--group", "nogroup"});
+  ASSERT_TRUE(service.ready()) << service.log();
+  Proc nobody({blob_client(), service.endpoint(), "nobody"}, dir / "nobody.err");
+  const std::string line = nobody.expect("refused", 20000 * kTimeFactor);
+  EXPECT_TRUE(contains(line, "refused " + std::to_string(GF_ERR_STATE))) << nobody.story();
+  EXPECT_TRUE(contains(line, "only for processes of the service's own user")) << line;
+  EXPECT_TRUE(contains(service.log(), "data plane refused: uid 65534")) << service.log();
+}
+
+}  // namespace
