@@ -39,7 +39,9 @@ Endpoint::Endpoint(ucp_worker_h worker, const std::vector<uint8_t> &peer_address
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params.address = reinterpret_cast<const ucp_address_t *>(peer_address.data());
-  params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  // UCX refuses peer-error mode on transports without a failure handler ("destination is
+  // unreachable"): asked for only where it can be had.
+  params.err_mode = kPeerFailureHandled ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
   params.err_handler.cb = on_ep_error;
   params.err_handler.arg = new std::shared_ptr<ErrorSink>(sink_);
   ucs_status_t status = ucp_ep_create(worker_, &params, &ep_);

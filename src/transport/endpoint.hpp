@@ -1,7 +1,8 @@
-// An endpoint to one peer's worker, in peer-error mode: when the peer dies or its transport
-// breaks, UCX fails every request on the endpoint and calls `on_error` (from progress, on the
-// worker's thread) with text naming the peer. Closing is always forced: nothing waits for a
-// peer that may be gone, and requests still on the endpoint complete with an error.
+// An endpoint to one peer's worker. Where the transports can report a dead peer
+// (kPeerFailureHandled), it is made in peer-error mode: UCX then fails every request on it and
+// calls `on_error` (from progress, on the worker's thread) with text naming the peer. Closing is
+// always forced: nothing waits for a peer that may be gone, and requests still on the endpoint
+// complete with UCS_ERR_CANCELED.
 #pragma once
 
 #include <ucp/api/ucp.h>

@@ -17,10 +17,6 @@ std::unique_ptr<Worker> Worker::create(const std::string &name) {
   // Set on the configuration read, not in the environment: the process's own UCX users (and
   // its children) keep what the user chose.
   ucs_status_t status = ucp_config_modify(config, "TLS", kTransports);
-  if (status == UCS_OK) status = ucp_config_modify(config, "POSIX_USE_PROC_LINK", "y");
-  // A dead peer is noticed by the control channel at once; keepalive is the backstop for a peer
-  // whose control connection lingers, so it runs far more often than UCX's 20 s default.
-  if (status == UCS_OK) status = ucp_config_modify(config, "KEEPALIVE_INTERVAL", "1s");
   if (status != UCS_OK) {
     ucp_config_release(config);
     check(status, "restricting its transports to " + std::string(kTransports));

@@ -16,6 +16,12 @@ namespace gf::transport {
 // segments are created 0660 (group-readable), posix ones 0600 and reached through /proc/PID/fd.
 constexpr const char *kTransports = "self,posix,cma";
 
+// Whether kTransports can report a dead peer. In UCX 1.13.1 none of them can ("self/memory0 - no
+// peer failure handler, posix/memory - no peer failure handler" from UCX's transport selection):
+// endpoints then use UCP_ERR_HANDLING_MODE_NONE and a dead peer is noticed by the control
+// channel, whose unix socket closes the moment the peer dies (docs/transport.md, "Peer failure").
+constexpr bool kPeerFailureHandled = false;
+
 // Throws gf::Error (GF_ERR_SYSTEM) naming `what` and UCX's status text.
 void check(ucs_status_t status, const std::string &what);
 
@@ -23,8 +29,9 @@ void check(ucs_status_t status, const std::string &what);
 // thread at a time (the service's loop thread, or a client's progress thread).
 class Worker {
  public:
-  // Reads UCX's configuration (UCX_* variables), then forces the transports to kTransports and
-  // the posix transport to its /proc link mode, whatever the environment says.
+  // Reads UCX's configuration (UCX_* variables), then forces the transports to kTransports,
+  // whatever UCX_TLS says. (UCX_POSIX_USE_PROC_LINK stays the user's: ucp_config_modify cannot
+  // set transport options in 1.13; its default, y, is what docs/transport.md relies on.)
   static std::unique_ptr<Worker> create(const std::string &name);
   ~Worker();
   Worker(const Worker &) = delete;
