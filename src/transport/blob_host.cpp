@@ -169,6 +169,8 @@ void BlobHost::close(const std::string &why) {
   for (Reply &answer : answers) answer(why.empty() ? "the data plane was closed" : why);
   // Sends in flight end with an error when the forced close takes the endpoint down.
   if (ep_) ep_->close();
+  // Bytes it sent that no put announced would sit in the worker's unexpected queue for good.
+  discard_unexpected(plane_.worker().get(), tag_space_of(client_id_), ~uint64_t{0} << 32, 1024);
   state_->store.clear();
   plane_.progress().kick();
 }

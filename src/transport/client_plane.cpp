@@ -136,6 +136,8 @@ void ClientPlane::fail_on_thread(const std::string &why) {
     if (op->receive && op->request) cancel(thread_->worker().get(), op->request);
   }
   if (ep_) ep_->close();
+  // What the service sent for receives that ended early would stay in the worker for good.
+  discard_unexpected(thread_->worker().get(), 0, 0, 1024);
 }
 
 std::string ClientPlane::transports() {

@@ -47,6 +47,26 @@ void *tag_recv(ucp_worker_h worker, void *data, size_t size, uint64_t tag, Done 
   return settle(ucp_tag_recv_nbx(worker, data, size, tag, kFullTagMask, &param), owned, 0);
 }
 
+size_t discard_unexpected(ucp_worker_h worker, uint64_t tag, uint64_t mask, size_t limit) {
+  size_t n = 0;
+  for (; n < limit; ++n) {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h message = ucp_tag_probe_nb(worker, tag, mask, 1, &info);
+    if (!message) break;
+    auto *sink = new std::unique_ptr<uint8_t[]>(new uint8_t[info.length == 0 ? 1 : info.length]);
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.recv = [](void *request, ucs_status_t, const ucp_tag_recv_info_t *, void *user_data) {
+      delete static_cast<std::unique_ptr<uint8_t[]> *>(user_data);
+      ucp_request_free(request);
+    };
+    param.user_data = sink;
+    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker, sink->get(), info.length, message, &param);
+    if (r == nullptr || UCS_PTR_IS_ERR(r)) delete sink;
+  }
+  return n;
+}
+
 void cancel(ucp_worker_h worker, void *request) {
   ucp_request_cancel(worker, request);
 }

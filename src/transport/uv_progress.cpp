@@ -25,7 +25,15 @@ UvProgress::UvProgress(uv_loop_t *loop, Worker &worker) : worker_(worker) {
 UvProgress::~UvProgress() = default;
 
 void UvProgress::progress() {
-  if (closed_) return;
+  // Never re-entered: completions and error callbacks run inside ucp_worker_progress, and UCX
+  // aborts on a nested call. What they post is progressed by the prepare handle before the loop
+  // sleeps.
+  if (closed_ || progressing_) return;
+  progressing_ = true;
+  struct Reset {
+    bool &flag;
+    ~Reset() { flag = false; }
+  } reset{progressing_};
   // Arming fails with BUSY while events are pending: progress until it succeeds, so the loop
   // only sleeps with the descriptor armed. Bounded, so a stream of events cannot starve the
   // loop's other clients: the prepare handle comes back before the next sleep.

@@ -28,7 +28,7 @@ class UvProgress {
   void started();
   void ended();
   size_t outstanding() const { return outstanding_; }
-  // Progresses now (after posting work from a loop callback).
+  // Progresses now (after posting work from a loop callback); inside a UCX callback, nothing.
   void kick();
   // Closes the three handles (uv_close); the worker is progressed no more from the loop.
   void close();
@@ -42,6 +42,7 @@ class UvProgress {
   size_t outstanding_ = 0;
   bool timer_on_ = false;
   bool closed_ = false;
+  bool progressing_ = false;
 };
 
 }  // namespace gf::transport
