@@ -1,0 +1,65 @@
+#!/bin/bash
+# The UCX data plane against its targets (issue 13; docs/benchmarks.md, "UCX data plane"): put
+# bandwidth client -> `gpuflow serve` at 64 KiB, 1 MiB, 16 MiB and 256 MiB beside ucx_perftest's
+# tag_bw on the same transports (two local processes) and a memcpy ceiling; the small-message
+# round trip beside tag_lat. Same UCX_TLS for both: what the service forces (self,posix,cma).
+#
+#   bench/ucx_bandwidth.sh [BUILD_DIR] [ROUNDS]     defaults: build 3
+# Needs gpuflow_cli and ucx_bandwidth built in BUILD_DIR, and ucx_perftest (ucx-utils).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${1:-$ROOT/build}
+ROUNDS=${2:-3}
+GPUFLOW=$BUILD/tools/gpuflow/gpuflow
+BENCH=$BUILD/bench/ucx_bandwidth
+for bin in "$GPUFLOW" "$BENCH"; do
+  [ -x "$bin" ] || { echo "ucx_bandwidth.sh: $bin not found: build it first" >&2; exit 2; }
+done
+command -v ucx_perftest >/dev/null || { echo "ucx_bandwidth.sh: no ucx_perftest (ucx-utils)" >&2; exit 2; }
+export UCX_TLS=self,posix,cma
+DIR=$(mktemp -d)
+"$GPUFLOW" serve --backend host --emulated-devices 1 --socket "$DIR/s.sock" 2>"$DIR/serve.log" &
+SERVE=$!
+trap 'kill $SERVE 2>/dev/null; wait $SERVE 2>/dev/null; rm -rf "$DIR"' EXIT
+for _ in $(seq 200); do [ -S "$DIR/s.sock" ] && break; sleep 0.05; done
+EP=unix://$DIR/s.sock
+PORT=$((20000 + RANDOM % 20000))
+
+# perftest TEST SIZE ITERS -> the "Final:" line's bandwidth (MiB/s) or latency (usec, one way)
+perftest() {
+  ucx_perftest -p "$PORT" >/dev/null 2>&1 &
+  local server=$!
+  sleep 0.3
+  local line
+  line=$(ucx_perftest 127.0.0.1 -p "$PORT" -t "$1" -s "$2" -n "$3" 2>/dev/null | grep '^Final:')
+  wait $server || true
+  if [ "$1" = tag_lat ]; then echo "$line" | awk '{print $4}'; else echo "$line" | awk '{print $6}'; fi
+}
+
+iters_for() {
+  case $1 in
+    65536) echo 20000 ;; 1048576) echo 2000 ;; 16777216) echo 200 ;; *) echo 20 ;;
+  esac
+}
+
+echo "# $(date -u +%FT%TZ), $(nproc) CPU(s), UCX_TLS=$UCX_TLS, $ROUNDS round(s), best of rounds"
+printf '%-10s %14s %14s %8s %14s\n' size put_MiB/s perftest_MiB/s ratio memcpy_MiB/s
+for size in 65536 1048576 16777216 268435456; do
+  n=$(iters_for "$size")
+  best_put=0 best_pt=0 best_mc=0
+  for _ in $(seq "$ROUNDS"); do
+    put=$("$BENCH" put "$EP" "$size" "$n" | sed 's/.*"mib_per_s":\([0-9.]*\).*/\1/')
+    pt=$(perftest tag_bw "$size" "$n")
+    mc=$("$BENCH" memcpy "$size" "$n" | sed 's/.*"mib_per_s":\([0-9.]*\).*/\1/')
+    best_put=$(echo "$put $best_put" | awk '{print ($1 > $2) ? $1 : $2}')
+    best_pt=$(echo "$pt $best_pt" | awk '{print ($1 > $2) ? $1 : $2}')
+    best_mc=$(echo "$mc $best_mc" | awk '{print ($1 > $2) ? $1 : $2}')
+  done
+  printf '%-10s %14s %14s %8s %14s\n' "$size" "$best_put" "$best_pt" \
+    "$(echo "$best_put $best_pt" | awk '{printf "%.2f", $1 / $2}')" "$best_mc"
+done
+rtt=$("$BENCH" rtt "$EP" 20000)
+lat=$(perftest tag_lat 8 100000)
+echo "round trip (8 B): $rtt"
+echo "ucx_perftest tag_lat 8 B: ${lat} usec one way, $(echo "$lat" | awk '{printf "%.2f", 2 * $1}') usec round trip"
+echo "transports: $("$BENCH" put "$EP" 1048576 1 | sed 's/.*"transports":"\([^"]*\)".*/\1/')"
