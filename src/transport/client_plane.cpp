@@ -27,7 +27,8 @@ std::unique_ptr<ClientPlane> ClientPlane::create(const std::string &name, std::s
 
 ClientPlane::~ClientPlane() {
   fail("the data plane was closed by this process");
-  thread_.reset();
+  // Joined before any member goes: the thread's last functions still use ep_ and thread_.
+  thread_->stop();
 }
 
 void ClientPlane::connect(const std::vector<uint8_t> &service_address) {

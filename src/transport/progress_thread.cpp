@@ -19,14 +19,18 @@ ProgressThread::ProgressThread(std::unique_ptr<Worker> worker) : worker_(std::mo
 }
 
 ProgressThread::~ProgressThread() {
+  stop();
+  worker_.reset();
+  ::close(wake_fd_);
+}
+
+void ProgressThread::stop() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
   wake();
-  thread_.join();
-  worker_.reset();
-  ::close(wake_fd_);
+  if (thread_.joinable()) thread_.join();
 }
 
 void ProgressThread::wake() {

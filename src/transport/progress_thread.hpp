@@ -23,7 +23,9 @@ class ProgressThread {
 
   // Takes the worker; starts the thread. Throws gf::Error when the eventfd cannot be made.
   explicit ProgressThread(std::unique_ptr<Worker> worker);
-  ~ProgressThread();  // runs what is posted, then `on_stop`, then ends; the worker goes with it
+  ~ProgressThread();  // stop(); the worker goes with it
+  // Runs what is posted, then `on_stop`, then ends the thread. Idempotent; not from the thread.
+  void stop();
   ProgressThread(const ProgressThread &) = delete;
   ProgressThread &operator=(const ProgressThread &) = delete;
 

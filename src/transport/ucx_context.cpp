@@ -17,6 +17,8 @@ std::unique_ptr<Worker> Worker::create(const std::string &name) {
   // Set on the configuration read, not in the environment: the process's own UCX users (and
   // its children) keep what the user chose.
   ucs_status_t status = ucp_config_modify(config, "TLS", kTransports);
+  // Host memory is all there is here: no memory-type cache (it lives on UCM's memory events).
+  if (status == UCS_OK) status = ucp_config_modify(config, "MEMTYPE_CACHE", "n");
   if (status != UCS_OK) {
     ucp_config_release(config);
     check(status, "restricting its transports to " + std::string(kTransports));
