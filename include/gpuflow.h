@@ -52,7 +52,7 @@ extern "C" {
 /* The version this header describes. A library of another major version refuses to create a
  * pool for code built against this header (GF_ERR_VERSION_MISMATCH). */
 #define GF_VERSION_MAJOR 0
-#define GF_VERSION_MINOR 3
+#define GF_VERSION_MINOR 4
 #define GF_VERSION_PATCH 0
 #define GF_VERSION_ENCODE(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
 #define GF_VERSION GF_VERSION_ENCODE(GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH)
@@ -1197,6 +1197,22 @@ typedef enum gf_status_format {
  * queued requests with their position, and per-client usage. For a connected pool only
  * (GF_ERR_STATE otherwise). out->data is owned by the caller (gf_bytes_free). Thread-safe. */
 GF_API gf_status gf_pool_service_status(gf_bytes *out, gf_pool *pool, gf_status_format format);
+
+/* (0.4) The check `gpuflow doctor` runs on the data plane (UCX): one JSON object in out (owned by
+ * the caller: gf_bytes_free):
+ *   "ucx_version", "cuda_aware" (whether this UCX build can move CUDA memory), "offered" (every
+ *   transport and device UCX finds on this machine: component, transport, device, kind),
+ *   "problems" (components UCX could not open, with its reason);
+ * and, when pool is a connected pool (NULL: the machine's inventory only), "data_plane":
+ *   "transports" (what UCX picked between this process and the service, e.g.
+ *   "posix/memory,cma/memory") and "results": for blobs of 8 B, 64 KiB, 1 MiB and 16 MiB, the
+ *   median seconds of a put and of a get to the service ("put_s", "get_s"), bytes per second,
+ *   and "repeats". Every blob's content is compared on its way back. The transfers take about
+ *   `seconds` in all (each size runs at least once; 0 to 3600).
+ * Errors: GF_ERR_STATE for an embedded pool or when the service offers this process no data
+ * plane (another user, an older service), GF_ERR_SYSTEM when a transfer fails (naming the
+ * service), GF_ERR_INTERNAL when bytes come back different. Thread-safe. */
+GF_API gf_status gf_data_plane_check(gf_bytes *out, gf_pool *pool, double seconds);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,4 +1,4 @@
-// C shims: leases from the node's service, and its status.
+// C shims: leases from the node's service, its status, and the data-plane check.
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -6,6 +6,7 @@
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
+#include "client/data_plane_check.hpp"
 #include "client/status_render.hpp"
 #include "core/utf8.hpp"
 
@@ -138,6 +139,26 @@ GF_API gf_status gf_pool_service_status(gf_bytes *out, gf_pool *pool, gf_status_
     std::vector<uint8_t> reply = connection_of(pool)->status();
     std::string text =
         format == GF_STATUS_JSON ? client::status_json(reply) : client::status_text(reply);
+    void *data = std::malloc(text.size() + 1);
+    if (!data) throw std::bad_alloc();
+    std::memcpy(data, text.c_str(), text.size() + 1);
+    out->data = data;
+    out->size = text.size();
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_data_plane_check(gf_bytes *out, gf_pool *pool, double seconds) {
+  return guard([&] {
+    require_out(out, "out");
+    out->data = nullptr;
+    out->size = 0;
+    if (!std::isfinite(seconds) || seconds < 0 || seconds > 3600) {
+      fail(GF_ERR_INVALID_ARGUMENT,
+           "seconds must be between 0 and 3600 (got " + std::to_string(seconds) + ")");
+    }
+    client::Connection *connection = pool ? connection_of(pool).get() : nullptr;
+    std::string text = client::data_plane_check_json(connection, seconds);
     void *data = std::malloc(text.size() + 1);
     if (!data) throw std::bad_alloc();
     std::memcpy(data, text.c_str(), text.size() + 1);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "client/json_text.hpp"
 #include "wire/framing.hpp"
 
 namespace gf::client {
@@ -28,22 +29,11 @@ std::string format(const char *fmt, ...) {
 }
 
 std::string quoted(const std::string &s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20) {
-      out += format("\\u%04x", c);
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
+  return json_quoted(s);
 }
 
 std::string number(double v) {
-  return format("%.17g", v);
+  return json_number(v);
 }
 
 std::string bytes_text(uint64_t bytes) {

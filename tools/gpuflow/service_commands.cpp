@@ -2,6 +2,7 @@
 // Public C ABI only.
 #include "service_commands.hpp"
 
+#include "doctor_transport.hpp"
 #include "trace.hpp"
 
 #include <gpuflow.h>
@@ -36,7 +37,7 @@ const char *kServiceUsage = R"(usage:
                  [--timeout SECONDS] [--name TEXT] -- COMMAND [ARGS...]
   gpuflow status [--pool ENDPOINT] [--json]
   gpuflow trace  [--pool ENDPOINT] [--seconds N] [--output FILE]
-  gpuflow doctor [--pool ENDPOINT]
+  gpuflow doctor [--pool ENDPOINT] [--seconds N]
 
 serve runs the node's shared pool until SIGTERM or Ctrl-C: it owns the devices and one ledger,
 and listens on a unix socket ($XDG_RUNTIME_DIR/gpuflow.sock, else /tmp/gpuflow-$UID/gpuflow.sock;
@@ -51,6 +52,8 @@ trace records the leases on each device for N seconds (default 10; Ctrl-C ends i
 writes a Chrome/Perfetto trace (default gpuflow-trace.json): one track per device, each leased
 job a slice named after the lease and its holder. `gpuflow run --trace` on the shared pool puts
 its own tasks on the same device tracks.
+doctor checks the service, CUDA, MPS and UCX: the transports UCX offers here, the ones the
+connection to the service took, and N seconds (default 2) of put/get self-test over them.
 pool options (serve): --backend auto|host|cuda, --devices LIST, --emulated-devices N,
   --emulated-device-memory SIZE, --cpu-workers N (the CPUs it leases)
 exit codes: lease: COMMAND's, or 2 when no lease was granted; others: 0 ok, 2 error.
@@ -109,6 +112,7 @@ uint64_t to_size(const std::string &text, const std::string &what) {
 Args parse(int argc, char **argv) {
   Args a;
   a.command = argv[1];
+  bool seconds_given = false;
   for (int i = 2; i < argc; ++i) {
     std::string o = argv[i];
     auto value = [&]() -> std::string {
@@ -138,8 +142,9 @@ Args parse(int argc, char **argv) {
       a.lease_devices.push_back(static_cast<int32_t>(to_number(value(), o)));
     } else if (o == "--timeout") {
       a.timeout_s = to_number(value(), o);
-    } else if (o == "--seconds" && a.command == "trace") {
+    } else if (o == "--seconds" && (a.command == "trace" || a.command == "doctor")) {
       a.seconds = to_number(value(), o);
+      seconds_given = true;
     } else if ((o == "--output" || o == "-o") && a.command == "trace") {
       a.output = value();
     } else if (o == "--json") {
@@ -185,6 +190,7 @@ Args parse(int argc, char **argv) {
   }
   if (a.command == "lease" && a.child.empty()) usage_error("lease needs -- COMMAND [ARGS...]");
   if (a.command != "lease" && !a.child.empty()) usage_error(a.command + " takes no command");
+  if (a.command == "doctor" && !seconds_given) a.seconds = 2;
   return a;
 }
 
@@ -419,17 +425,21 @@ int cmd_doctor(const Args &a) {
        "service socket " + path +
            (exists ? (S_ISSOCK(st.st_mode) ? "" : " is not a socket") : " does not exist"));
   int rc = 0;
+  bool service_answered = false;
   if (exists) {
     gf_pool *pool = connect(a, rc);
+    service_answered = pool != nullptr;
     line(pool != nullptr, pool ? "the service answers"
                                : std::string("the service does not answer: ") + gf_last_error());
     if (pool) {
       uint32_t devices = 0;
       gf_pool_device_count(&devices, pool);
       line(devices > 0, "the service offers " + std::to_string(devices) + " device(s)");
+      gpuflow_cli::print_data_plane_check(pool, a.seconds, line);
       gf_pool_destroy(pool);
     }
   }
+  if (!exists || !service_answered) gpuflow_cli::print_data_plane_check(nullptr, 0, line);
   gf_pool_config embedded = GF_POOL_CONFIG_INIT;
   embedded.backend = GF_BACKEND_CUDA;
   embedded.endpoint = "embedded";

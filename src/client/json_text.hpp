@@ -1,0 +1,34 @@
+// JSON text pieces for the documents the client layer writes (status, the data-plane check).
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+namespace gf::client {
+
+// s as a JSON string literal: quotes and backslashes escaped, control characters as \uXXXX.
+inline std::string json_quoted(const std::string &s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\u%04x", c);
+      out += escaped;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+// v with every digit a double holds (round-trips exactly).
+inline std::string json_number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  return text;
+}
+
+}  // namespace gf::client
