@@ -127,7 +127,8 @@ std::string BlobHost::get(uint64_t blob, uint64_t tag, uint64_t &size, Reply don
                    ucs_status_t status, size_t) {
                  progress.ended();
                  state->gets.erase(tag);
-                 if (state->closed) return;
+                 // Answered even after close: a client still connected (its data plane closed
+                 // on a UCX error) must hear that its get will not come.
                  done(status == UCS_OK ? std::string()
                                        : "sending blob " + std::to_string(blob) + " to " +
                                              state->who + " failed: " + ucs_status_string(status));
