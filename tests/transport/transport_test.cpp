@@ -131,6 +131,11 @@ TEST_F(TransportTest, RoundTripsFromZeroBytesTo16MiB) {
   round_trip(*c, 9, 3000);
   EXPECT_EQ(c->get(9), c->get(9));
   c.reset();
+  const int64_t start = now_ns();
+  while (!contains(service.log(), "data plane closed, 3000 blob byte(s) freed") &&
+         ms_since(start) < 5000 * kTimeFactor) {
+    ::usleep(10000);
+  }
   EXPECT_TRUE(contains(service.log(), "data plane closed, 3000 blob byte(s) freed"))
       << service.log();
 }
@@ -430,12 +435,12 @@ TEST_F(TransportTest, AnotherUserGetsNoDataPlane) {
 
 TEST(BlobStore, CapReservationsAndKeptBuffers) {
   auto tally = std::make_shared<gf::transport::BlobTally>();
-  gf::transport::BlobStore store(uint64_t{8} << 20, tally);
+  gf::transport::BlobStore store(uint64_t{16} << 20, tally);
   std::string why;
   auto a = store.reserve(1, uint64_t{4} << 20, why);
   ASSERT_TRUE(a) << why;
-  EXPECT_FALSE(store.reserve(2, (uint64_t{4} << 20) + 1, why));  // 4 MiB reserved already
-  EXPECT_TRUE(contains(why, "cap of 8388608 bytes")) << why;
+  EXPECT_FALSE(store.reserve(2, (uint64_t{12} << 20) + 1, why));  // 4 MiB reserved already
+  EXPECT_TRUE(contains(why, "cap of 16777216 bytes")) << why;
   EXPECT_FALSE(store.reserve(2, ~uint64_t{0}, why));
   uint8_t *first = a->data();
   store.commit(1, a);
