@@ -4,12 +4,12 @@
 # tag_bw on the same transports (two local processes) and a memcpy ceiling; the small-message
 # round trip beside tag_lat. Same UCX_TLS for both: what the service forces (self,posix,cma).
 #
-#   bench/ucx_bandwidth.sh [BUILD_DIR] [ROUNDS]     defaults: build 3
+#   bench/ucx_bandwidth.sh [BUILD_DIR] [ROUNDS]     defaults: build 5
 # Needs gpuflow_cli and ucx_bandwidth built in BUILD_DIR, and ucx_perftest (ucx-utils).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
-ROUNDS=${2:-3}
+ROUNDS=${2:-5}
 GPUFLOW=$BUILD/tools/gpuflow/gpuflow
 BENCH=$BUILD/bench/ucx_bandwidth
 for bin in "$GPUFLOW" "$BENCH"; do
@@ -42,24 +42,38 @@ iters_for() {
   esac
 }
 
-echo "# $(date -u +%FT%TZ), $(nproc) CPU(s), UCX_TLS=$UCX_TLS, $ROUNDS round(s), best of rounds"
+# median VALUES...: the middle one (the lower middle for an even count)
+median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+
+echo "# $(date -u +%FT%TZ), $(nproc) CPU(s), UCX_TLS=$UCX_TLS, $ROUNDS round(s) interleaved, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# per round: put / perftest tag_bw / memcpy (MiB/s); then the medians"
 printf '%-10s %14s %14s %8s %14s\n' size put_MiB/s perftest_MiB/s ratio memcpy_MiB/s
 for size in 65536 1048576 16777216 268435456; do
   n=$(iters_for "$size")
-  best_put=0 best_pt=0 best_mc=0
-  for _ in $(seq "$ROUNDS"); do
-    put=$("$BENCH" put "$EP" "$size" "$n" | sed 's/.*"mib_per_s":\([0-9.]*\).*/\1/')
-    pt=$(perftest tag_bw "$size" "$n")
-    mc=$("$BENCH" memcpy "$size" "$n" | sed 's/.*"mib_per_s":\([0-9.]*\).*/\1/')
-    best_put=$(echo "$put $best_put" | awk '{print ($1 > $2) ? $1 : $2}')
-    best_pt=$(echo "$pt $best_pt" | awk '{print ($1 > $2) ? $1 : $2}')
-    best_mc=$(echo "$mc $best_mc" | awk '{print ($1 > $2) ? $1 : $2}')
+  puts=() pts=() mcs=()
+  for r in $(seq "$ROUNDS"); do
+    puts+=("$("$BENCH" put "$EP" "$size" "$n" | sed 's/.*"mib_per_s":\([0-9.]*\).*/\1/')")
+    pts+=("$(perftest tag_bw "$size" "$n")")
+    mcs+=("$("$BENCH" memcpy "$size" "$n" | sed 's/.*"mib_per_s":\([0-9.]*\).*/\1/')")
+    echo "#   $size round $r: ${puts[-1]} / ${pts[-1]} / ${mcs[-1]}"
   done
-  printf '%-10s %14s %14s %8s %14s\n' "$size" "$best_put" "$best_pt" \
-    "$(echo "$best_put $best_pt" | awk '{printf "%.2f", $1 / $2}')" "$best_mc"
+  put=$(median "${puts[@]}") pt=$(median "${pts[@]}") mc=$(median "${mcs[@]}")
+  printf '%-10s %14s %14s %8s %14s\n' "$size" "$put" "$pt" \
+    "$(echo "$put $pt" | awk '{printf "%.2f", $1 / $2}')" "$mc"
 done
-rtt=$("$BENCH" rtt "$EP" 20000)
-lat=$(perftest tag_lat 8 100000)
-echo "round trip (8 B): $rtt"
-echo "ucx_perftest tag_lat 8 B: ${lat} usec one way, $(echo "$lat" | awk '{printf "%.2f", 2 * $1}') usec round trip"
+rtts=() lats=()
+for r in $(seq "$ROUNDS"); do
+  rtts+=("$("$BENCH" rtt "$EP" 20000)")
+  lats+=("$(perftest tag_lat 8 100000)")
+  echo "#   round trip round $r: ${rtts[-1]}; tag_lat ${lats[-1]} usec one way"
+done
+gets=() putl=()
+for j in "${rtts[@]}"; do
+  gets+=("$(echo "$j" | sed 's/.*"get_usec_median":\([0-9.]*\).*/\1/')")
+  putl+=("$(echo "$j" | sed 's/.*"put_usec_median":\([0-9.]*\).*/\1/')")
+done
+lat=$(median "${lats[@]}")
+echo "round trip (8 B), median of round medians: get $(median "${gets[@]}") usec, put $(median "${putl[@]}") usec"
+echo "ucx_perftest tag_lat 8 B, median: ${lat} usec one way, $(echo "$lat" | awk '{printf "%.2f", 2 * $1}') usec round trip"
 echo "transports: $("$BENCH" put "$EP" 1048576 1 | sed 's/.*"transports":"\([^"]*\)".*/\1/')"
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

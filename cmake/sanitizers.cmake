@@ -6,8 +6,8 @@ if(GPUFLOW_SANITIZE)
 endif()
 
 # UCX's memory hooks (UCM) binary-patch libc's mmap/munmap/madvise when libucs loads, in every
-# process linking libgpuflow; under a sanitizer the patched madvise that glibc calls as a thread
-# exits crashes the process (docs/transport.md, "UCX's memory hooks"). Sanitized test runs turn
+# process that starts a data plane (libgpuflow loads UCX then); under a sanitizer the patched
+# madvise that glibc calls as a thread exits crashes the process (docs/transport.md, "UCX's memory hooks"). Sanitized test runs turn
 # the hooks off: tests and smoke benchmarks get this environment (scripts/test.sh sets it too).
 set(GPUFLOW_TEST_ENVIRONMENT "")
 if(GPUFLOW_SANITIZE)

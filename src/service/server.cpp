@@ -71,7 +71,9 @@ struct Server::Impl {
   uv_timer_t tick{};
   std::thread thread;
   std::unique_ptr<LeaseBook> book;
-  std::unique_ptr<transport::LoopPlane> plane;  // null: UCX did not start (plane_error says why)
+  // The data plane, from the first DataPlaneHello on; null before, or when UCX could not start
+  // (plane_error says why, and Welcome says there is none).
+  std::unique_ptr<transport::LoopPlane> plane;
   std::string plane_error;
   std::map<ClientId, Client *> clients;
   ClientId next_client = 1;
@@ -315,12 +317,21 @@ struct Server::Impl {
           wire::frame_of(b, wire::CreateWelcome(
                                 b, wire::kProtocolVersion, c.id, static_cast<uint32_t>(::getpid()),
                                 b.CreateVector(devices), book->cpus(), b.CreateString(backend_name),
-                                emulated_bandwidth, plane != nullptr)));
+                                emulated_bandwidth, plane_error.empty())));
   }
 
   // ---- The data plane (docs/transport.md) ----
   void data_plane(Client &c, const wire::DataPlaneHello &h) {
     const uint64_t id = h.request_id();
+    // Started by the first client that asks: a service nobody asks never loads UCX.
+    if (!plane && plane_error.empty()) {
+      try {
+        plane = std::make_unique<transport::LoopPlane>(&loop, "gpuflow-serve");
+      } catch (const Error &e) {
+        plane_error = e.what();
+        log("no data plane: " + plane_error);
+      }
+    }
     if (!plane) {
       return send_error(c, id, GF_ERR_STATE, "this service has no data plane: " + plane_error);
     }
@@ -673,12 +684,6 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
     throw;
   }
   s.listener.data = &s;
-  try {
-    s.plane = std::make_unique<transport::LoopPlane>(&s.loop, "gpuflow-serve");
-  } catch (const Error &e) {
-    s.plane_error = e.what();
-    s.log("no data plane: " + s.plane_error);
-  }
   uv_listen(reinterpret_cast<uv_stream_t *>(&s.listener), 128, [](uv_stream_t *l, int status) {
     if (status == 0) static_cast<Impl *>(l->data)->accept();
   });

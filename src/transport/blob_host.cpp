@@ -1,4 +1,5 @@
 #include "transport/blob_host.hpp"
+#include "transport/ucx_api.hpp"
 
 #include "core/error.hpp"
 #include "transport/request.hpp"
@@ -94,7 +95,7 @@ std::string BlobHost::put(uint64_t blob, uint64_t size, uint64_t tag, double now
         std::string error;
         if (status != UCS_OK) {
           error = std::string("receiving blob ") + std::to_string(put.blob) + " from " +
-                  state->who + " failed: " + ucs_status_string(status);
+                  state->who + " failed: " + ucx().ucs_status_string(status);
         } else if (length != put.buffer->size()) {
           error = "blob " + std::to_string(put.blob) + ": " + std::to_string(length) +
                   " bytes came where " + std::to_string(put.buffer->size()) + " were announced";
@@ -121,17 +122,18 @@ std::string BlobHost::get(uint64_t blob, uint64_t tag, uint64_t &size, Reply don
   progress.started();
   state_->gets[tag] = nullptr;
   // The send holds the blob: a drop or a replacing put during the send leaves its bytes alone.
-  void *request =
-      tag_send(ep_->get(), found->data(), found->size(), tag,
-               [state = state_, tag, found, blob, &progress, done = std::move(done)](
-                   ucs_status_t status, size_t) {
-                 progress.ended();
-                 state->gets.erase(tag);
-                 if (state->closed) return;
-                 done(status == UCS_OK ? std::string()
-                                       : "sending blob " + std::to_string(blob) + " to " +
-                                             state->who + " failed: " + ucs_status_string(status));
-               });
+  void *request = tag_send(
+      ep_->get(), found->data(), found->size(), tag,
+      [state = state_, tag, found, blob, &progress, done = std::move(done)](ucs_status_t status,
+                                                                            size_t) {
+        progress.ended();
+        state->gets.erase(tag);
+        // Answered even after close: a client still connected (its data plane closed
+        // on a UCX error) must hear that its get will not come.
+        done(status == UCS_OK ? std::string()
+                              : "sending blob " + std::to_string(blob) + " to " + state->who +
+                                    " failed: " + ucx().ucs_status_string(status));
+      });
   if (state_->gets.count(tag)) state_->gets[tag] = request;
   return {};
 }

@@ -6,10 +6,42 @@
 
 namespace gf::transport {
 
+std::unique_ptr<uint8_t[]> BlobTally::take(uint64_t size) {
+  std::lock_guard lock(mu_);
+  for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+    if (it->first != size) continue;
+    std::unique_ptr<uint8_t[]> out = std::move(it->second);
+    kept_bytes_ -= size;
+    kept_.erase(it);
+    return out;
+  }
+  return nullptr;
+}
+
+void BlobTally::give(std::unique_ptr<uint8_t[]> buffer, uint64_t size, uint64_t now_alive) {
+  std::lock_guard lock(mu_);
+  if (now_alive == 0) {  // nothing left to serve: keep nothing either
+    kept_.clear();
+    kept_bytes_ = 0;
+    return;
+  }
+  if (size < kKeptMin || size > kKeptBytes) return;
+  kept_.emplace_back(size, std::move(buffer));
+  kept_bytes_ += size;
+  while (kept_bytes_ > kKeptBytes) {
+    kept_bytes_ -= kept_.front().first;
+    kept_.pop_front();
+  }
+}
+
+uint64_t BlobTally::kept() const {
+  std::lock_guard lock(mu_);
+  return kept_bytes_;
+}
+
 Blob::Blob(uint64_t size, std::shared_ptr<BlobTally> tally)
-    : data_(new (std::nothrow) uint8_t[size == 0 ? 1 : size]),
-      size_(size),
-      tally_(std::move(tally)) {
+    : data_(tally->take(size)), size_(size), tally_(std::move(tally)) {
+  if (!data_) data_.reset(new (std::nothrow) uint8_t[size == 0 ? 1 : size]);
   if (!data_) {
     fail(GF_ERR_OUT_OF_MEMORY, "no memory for a blob of " + std::to_string(size) + " bytes");
   }
@@ -17,7 +49,8 @@ Blob::Blob(uint64_t size, std::shared_ptr<BlobTally> tally)
 }
 
 Blob::~Blob() {
-  tally_->bytes -= size_;
+  const uint64_t alive = tally_->bytes -= size_;
+  tally_->give(std::move(data_), size_, alive);
 }
 
 std::shared_ptr<Blob> BlobStore::reserve(uint64_t id, uint64_t size, std::string &why) {

@@ -6,15 +6,34 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 
 namespace gf::transport {
 
-// Bytes of blobs alive in a service (all clients, in-flight transfers included).
-struct BlobTally {
+// Bytes of blobs alive in a service (all clients, in-flight transfers included), and the large
+// buffers of blobs that went, kept for the next put of the same size: a fresh 256 MiB buffer
+// costs 65,536 page faults while UCX fills it (glibc maps anything over 32 MiB anew every time),
+// a reused one none. At most kKeptBytes are kept, and none once no blob is alive.
+class BlobTally {
+ public:
+  static constexpr uint64_t kKeptMin = uint64_t{1} << 20;
+  static constexpr uint64_t kKeptBytes = uint64_t{512} << 20;
   std::atomic<uint64_t> bytes{0};
+  // A kept buffer of exactly `size` bytes, or null.
+  std::unique_ptr<uint8_t[]> take(uint64_t size);
+  // A buffer of a blob that went; `now_alive`: the blob bytes still alive after it.
+  void give(std::unique_ptr<uint8_t[]> buffer, uint64_t size, uint64_t now_alive);
+  uint64_t kept() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::deque<std::pair<uint64_t, std::unique_ptr<uint8_t[]>>> kept_;  // oldest first
+  uint64_t kept_bytes_ = 0;
 };
 
 class Blob {

@@ -1,4 +1,5 @@
 #include "transport/client_plane.hpp"
+#include "transport/ucx_api.hpp"
 
 #include "core/error.hpp"
 #include "transport/request.hpp"
@@ -62,7 +63,7 @@ void ClientPlane::start(const std::shared_ptr<Op> &op, bool receive, uint64_t ta
         op->error = !failed_.empty() ? failed_
                                      : "the UCX data plane to " + peer_ + ": " +
                                            (op->receive ? "a receive" : "a send") +
-                                           " failed: " + ucs_status_string(status);
+                                           " failed: " + ucx().ucs_status_string(status);
       } else if (op->receive && length != op->size) {
         op->error = peer_ + " sent " + std::to_string(length) + " bytes where " +
                     std::to_string(op->size) + " were announced";

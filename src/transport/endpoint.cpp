@@ -1,4 +1,5 @@
 #include "transport/endpoint.hpp"
+#include "transport/ucx_api.hpp"
 
 #include <cstdio>
 #include <cstdlib>
@@ -23,7 +24,7 @@ void on_ep_error(void *arg, ucp_ep_h, ucs_status_t status) {
   if (!(*sink)->armed || !(*sink)->on_error) return;
   (*sink)->armed = false;
   (*sink)->on_error("the UCX data plane to " + (*sink)->peer +
-                    " failed: " + ucs_status_string(status));
+                    " failed: " + ucx().ucs_status_string(status));
 }
 
 }  // namespace
@@ -44,7 +45,7 @@ Endpoint::Endpoint(ucp_worker_h worker, const std::vector<uint8_t> &peer_address
   params.err_mode = kPeerFailureHandled ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
   params.err_handler.cb = on_ep_error;
   params.err_handler.arg = new std::shared_ptr<ErrorSink>(sink_);
-  ucs_status_t status = ucp_ep_create(worker_, &params, &ep_);
+  ucs_status_t status = ucx().ucp_ep_create(worker_, &params, &ep_);
   if (status != UCS_OK) {
     delete static_cast<std::shared_ptr<ErrorSink> *>(params.err_handler.arg);
     ep_ = nullptr;
@@ -65,11 +66,11 @@ void Endpoint::close() {
       UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.flags = UCP_EP_CLOSE_FLAG_FORCE;
   param.cb.send = [](void *request, ucs_status_t, void *user_data) {
-    ucp_request_free(request);
+    ucx().ucp_request_free(request);
     delete static_cast<std::shared_ptr<ErrorSink> *>(user_data);
   };
   param.user_data = arg_;
-  ucs_status_ptr_t request = ucp_ep_close_nbx(ep_, &param);
+  ucs_status_ptr_t request = ucx().ucp_ep_close_nbx(ep_, &param);
   if (request == nullptr || UCS_PTR_IS_ERR(request)) {
     delete static_cast<std::shared_ptr<ErrorSink> *>(arg_);
   }
@@ -83,7 +84,7 @@ std::string Endpoint::transports() const {
   size_t size = 0;
   FILE *stream = open_memstream(&text, &size);
   if (!stream) return {};
-  ucp_ep_print_info(ep_, stream);
+  ucx().ucp_ep_print_info(ep_, stream);
   std::fclose(stream);
   std::string out = transports_of_ep_info(std::string(text, size));
   std::free(text);

@@ -23,7 +23,8 @@ struct Inventory {
   std::vector<std::string> problems;  // components that could not be opened, with UCX's reason
 };
 
-// Queries every UCX component; never throws for one that fails (it goes to `problems`).
+// Loads UCX (ucx_api.hpp) and queries every component; a component that fails goes to
+// `problems`. Throws gf::Error only when UCX cannot be loaded.
 Inventory inventory();
 
 }  // namespace gf::transport

@@ -1,4 +1,5 @@
 #include "transport/request.hpp"
+#include "transport/ucx_api.hpp"
 
 #include <memory>
 
@@ -8,7 +9,7 @@ namespace {
 
 void finish(void *request, ucs_status_t status, size_t length, void *user_data) {
   std::unique_ptr<Done> done(static_cast<Done *>(user_data));
-  if (request) ucp_request_free(request);
+  if (request) ucx().ucp_request_free(request);
   (*done)(status, length);
 }
 
@@ -31,7 +32,7 @@ void *tag_send(ucp_ep_h ep, const void *data, size_t size, uint64_t tag, Done do
     finish(request, status, 0, user_data);
   };
   param.user_data = owned;
-  return settle(ucp_tag_send_nbx(ep, data, size, tag, &param), owned, 0);
+  return settle(ucx().ucp_tag_send_nbx(ep, data, size, tag, &param), owned, 0);
 }
 
 void *tag_recv(ucp_worker_h worker, void *data, size_t size, uint64_t tag, Done done) {
@@ -44,31 +45,32 @@ void *tag_recv(ucp_worker_h worker, void *data, size_t size, uint64_t tag, Done 
     finish(request, status, info ? info->length : 0, user_data);
   };
   param.user_data = owned;
-  return settle(ucp_tag_recv_nbx(worker, data, size, tag, kFullTagMask, &param), owned, 0);
+  return settle(ucx().ucp_tag_recv_nbx(worker, data, size, tag, kFullTagMask, &param), owned, 0);
 }
 
 size_t discard_unexpected(ucp_worker_h worker, uint64_t tag, uint64_t mask, size_t limit) {
   size_t n = 0;
   for (; n < limit; ++n) {
     ucp_tag_recv_info_t info{};
-    ucp_tag_message_h message = ucp_tag_probe_nb(worker, tag, mask, 1, &info);
+    ucp_tag_message_h message = ucx().ucp_tag_probe_nb(worker, tag, mask, 1, &info);
     if (!message) break;
     auto *sink = new std::unique_ptr<uint8_t[]>(new uint8_t[info.length == 0 ? 1 : info.length]);
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.recv = [](void *request, ucs_status_t, const ucp_tag_recv_info_t *, void *user_data) {
       delete static_cast<std::unique_ptr<uint8_t[]> *>(user_data);
-      ucp_request_free(request);
+      ucx().ucp_request_free(request);
     };
     param.user_data = sink;
-    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker, sink->get(), info.length, message, &param);
+    ucs_status_ptr_t r =
+        ucx().ucp_tag_msg_recv_nbx(worker, sink->get(), info.length, message, &param);
     if (r == nullptr || UCS_PTR_IS_ERR(r)) delete sink;
   }
   return n;
 }
 
 void cancel(ucp_worker_h worker, void *request) {
-  ucp_request_cancel(worker, request);
+  ucx().ucp_request_cancel(worker, request);
 }
 
 }  // namespace gf::transport

@@ -1,4 +1,5 @@
 #include "transport/ucx_context.hpp"
+#include "transport/ucx_api.hpp"
 
 #include "core/error.hpp"
 
@@ -6,58 +7,59 @@ namespace gf::transport {
 
 void check(ucs_status_t status, const std::string &what) {
   if (status != UCS_OK) {
-    fail(GF_ERR_SYSTEM, "UCX: " + what + ": " + ucs_status_string(status));
+    fail(GF_ERR_SYSTEM, "UCX: " + what + ": " + ucx().ucs_status_string(status));
   }
 }
 
 std::unique_ptr<Worker> Worker::create(const std::string &name) {
   std::unique_ptr<Worker> w(new Worker);
   ucp_config_t *config = nullptr;
-  check(ucp_config_read(nullptr, nullptr, &config), "reading its configuration");
+  check(ucx().ucp_config_read(nullptr, nullptr, &config), "reading its configuration");
   // Set on the configuration read, not in the environment: the process's own UCX users (and
   // its children) keep what the user chose.
-  ucs_status_t status = ucp_config_modify(config, "TLS", kTransports);
+  ucs_status_t status = ucx().ucp_config_modify(config, "TLS", kTransports);
   // Host memory is all there is here: no memory-type cache (it lives on UCM's memory events).
-  if (status == UCS_OK) status = ucp_config_modify(config, "MEMTYPE_CACHE", "n");
+  if (status == UCS_OK) status = ucx().ucp_config_modify(config, "MEMTYPE_CACHE", "n");
   if (status != UCS_OK) {
-    ucp_config_release(config);
+    ucx().ucp_config_release(config);
     check(status, "restricting its transports to " + std::string(kTransports));
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.name = name.c_str();
-  status = ucp_init(&params, config, &w->context_);
-  ucp_config_release(config);
+  status = ucx().ucp_init_version(UCP_API_MAJOR, UCP_API_MINOR, &params, config, &w->context_);
+  ucx().ucp_config_release(config);
   check(status, "ucp_init");
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-  check(ucp_worker_create(w->context_, &wp, &w->worker_), "creating a worker");
-  check(ucp_worker_get_efd(w->worker_, &w->efd_), "getting the worker's wake-up descriptor");
+  check(ucx().ucp_worker_create(w->context_, &wp, &w->worker_), "creating a worker");
+  check(ucx().ucp_worker_get_efd(w->worker_, &w->efd_), "getting the worker's wake-up descriptor");
   ucp_address_t *address = nullptr;
   size_t length = 0;
-  check(ucp_worker_get_address(w->worker_, &address, &length), "getting the worker's address");
+  check(ucx().ucp_worker_get_address(w->worker_, &address, &length),
+        "getting the worker's address");
   const auto *bytes = reinterpret_cast<const uint8_t *>(address);
   w->address_.assign(bytes, bytes + length);
-  ucp_worker_release_address(w->worker_, address);
+  ucx().ucp_worker_release_address(w->worker_, address);
   return w;
 }
 
 Worker::~Worker() {
-  if (worker_) ucp_worker_destroy(worker_);
-  if (context_) ucp_cleanup(context_);
+  if (worker_) ucx().ucp_worker_destroy(worker_);
+  if (context_) ucx().ucp_cleanup(context_);
 }
 
 bool Worker::drain() {
   bool any = false;
-  while (ucp_worker_progress(worker_) != 0) any = true;
+  while (ucx().ucp_worker_progress(worker_) != 0) any = true;
   return any;
 }
 
 bool Worker::progress_and_arm() {
   drain();
-  return ucp_worker_arm(worker_) != UCS_ERR_BUSY;
+  return ucx().ucp_worker_arm(worker_) != UCS_ERR_BUSY;
 }
 
 }  // namespace gf::transport

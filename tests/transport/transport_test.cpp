@@ -21,6 +21,8 @@
 #include "client/connection.hpp"
 #include "core/error.hpp"
 #include "service/server.hpp"
+#include "transport/blob_store.hpp"
+#include "transport/endpoint.hpp"
 #include "wire/framing.hpp"
 
 using namespace gfsvc;
@@ -129,6 +131,11 @@ TEST_F(TransportTest, RoundTripsFromZeroBytesTo16MiB) {
   round_trip(*c, 9, 3000);
   EXPECT_EQ(c->get(9), c->get(9));
   c.reset();
+  const int64_t start = now_ns();
+  while (!contains(service.log(), "data plane closed, 3000 blob byte(s) freed") &&
+         ms_since(start) < 5000 * kTimeFactor) {
+    ::usleep(10000);
+  }
   EXPECT_TRUE(contains(service.log(), "data plane closed, 3000 blob byte(s) freed"))
       << service.log();
 }
@@ -422,6 +429,54 @@ TEST_F(TransportTest, AnotherUserGetsNoDataPlane) {
   EXPECT_TRUE(contains(line, "refused " + std::to_string(GF_ERR_STATE))) << nobody.story();
   EXPECT_TRUE(contains(line, "only for processes of the service's own user")) << line;
   EXPECT_TRUE(contains(service.log(), "data plane refused: uid 65534")) << service.log();
+}
+
+// ---- Pieces, without a service ----
+
+TEST(BlobStore, CapReservationsAndKeptBuffers) {
+  auto tally = std::make_shared<gf::transport::BlobTally>();
+  gf::transport::BlobStore store(uint64_t{16} << 20, tally);
+  std::string why;
+  auto a = store.reserve(1, uint64_t{4} << 20, why);
+  ASSERT_TRUE(a) << why;
+  EXPECT_FALSE(store.reserve(2, (uint64_t{12} << 20) + 1, why));  // 4 MiB reserved already
+  EXPECT_TRUE(contains(why, "cap of 16777216 bytes")) << why;
+  EXPECT_FALSE(store.reserve(2, ~uint64_t{0}, why));
+  uint8_t *first = a->data();
+  store.commit(1, a);
+  a.reset();
+  // Replacing blob 1 may use the whole cap: its old bytes go when the new ones are in.
+  auto b = store.reserve(1, uint64_t{8} << 20, why);
+  ASSERT_TRUE(b) << why;
+  store.commit(1, b);
+  b.reset();
+  EXPECT_EQ(tally->bytes.load(), uint64_t{8} << 20);
+  EXPECT_EQ(tally->kept(), uint64_t{4} << 20);  // blob 1's first buffer, for the next 4 MiB put
+  auto c = store.reserve(2, 1, why);  // alive while blob 1 goes: buffers stay kept
+  EXPECT_TRUE(c) << why;
+  store.abandon(1);
+  store.drop(1);
+  auto d = store.reserve(3, uint64_t{4} << 20, why);
+  ASSERT_TRUE(d) << why;
+  EXPECT_EQ(d->data(), first);  // reused, not faulted in again
+  store.abandon(d->size());
+  d.reset();
+  c.reset();
+  EXPECT_EQ(store.bytes(), 0u);
+  EXPECT_EQ(tally->bytes.load(), 0u);
+  EXPECT_EQ(tally->kept(), 0u);  // nothing alive: nothing kept
+}
+
+TEST(Endpoint, TransportsFromPrintInfo) {
+  const std::string text =
+      "#\n# UCP endpoint \n#\n#               peer: <no debug data>\n"
+      "#                 lane[0]:  0:posix/memory.0 md[0]   -> md[0]/posix/sysdev[255] am am_bw#0\n"
+      "#                 lane[1]:  5:cma/memory.0 md[4]     -> md[4]/cma/sysdev[255] rma_bw#0\n"
+      "#                 lane[2]:  0:posix/memory.0 md[0]   -> md[0]/posix/sysdev[255] am_bw#1\n"
+      "#                tag_send: 0..<egr/short>..8185..<egr/bcopy>..8192..<rndv>..(inf)\n";
+  EXPECT_EQ(gf::transport::transports_of_ep_info(text), "posix/memory,cma/memory");
+  EXPECT_EQ(gf::transport::transports_of_ep_info("lane[0]: garbage\n"), "");
+  EXPECT_EQ(gf::transport::transports_of_ep_info(""), "");
 }
 
 }  // namespace
