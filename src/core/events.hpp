@@ -16,18 +16,18 @@ namespace gf {
 
 // A finished task as the in-process tap sees it: what per-key statistics need, and no strings,
 // so that a watched pool pays a few stores per task rather than building a public gf_event.
-struct FinishedTask {
+struct FinishedTask {  // no member initializers: workers fill arrays of these per batch
   static constexpr uint32_t kNoCostId = UINT32_MAX;
-  uint32_t worker = 0;
+  uint32_t worker;
   // The scheduler's id of the task's cost key (Scheduler::cost_key_name) when the key was derived
   // from the task, else kNoCostId: a key the task chose (Python's are qualified names) says less
   // to a person than the name's prefix.
-  uint32_t cost_id = kNoCostId;
-  const char *name = "";  // the task's; valid during the call
-  bool ok = false;
-  double end_s = 0;  // the hub's clock (EventHub::time_s)
-  double duration_s = 0;
-  double queue_wait_s = 0;
+  uint32_t cost_id;
+  const char *name;  // the task's where cost_id is kNoCostId, else null; valid during the call
+  bool ok;
+  double end_s;  // the hub's clock (EventHub::time_s)
+  double duration_s;
+  double queue_wait_s;
 };
 
 // An in-process listener beside the public subscriber (the dashboard's collector). It is called

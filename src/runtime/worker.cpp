@@ -202,11 +202,12 @@ void Worker::emit_finished(const Batch &batch) {
 
 FinishedTask Worker::finished_task(const Dispatch &dispatch, Clock::time_point at) const {
   const RunState &run = *dispatch.run;
+  const TaskDesc &task = run.graph().task(dispatch.task);
   FinishedTask record;
   record.worker = state_.index;
-  const TaskDesc &task = run.graph().task(dispatch.task);
+  // The name only where the label needs it: it lies on another cache line than the key.
   record.cost_id = task.explicit_cost_key ? FinishedTask::kNoCostId : run.cost_ids[task.cost_key];
-  record.name = task.name.c_str();
+  record.name = task.explicit_cost_key ? task.name.c_str() : nullptr;
   record.ok = dispatch.ok;
   record.end_s = events_.time_s(at);
   record.duration_s = dispatch.seconds;
