@@ -8,8 +8,6 @@ void EventHub::subscribe(gf_event_fn fn, void *user_data) {
   subscriber_ = std::move(next);
   has_subscriber_.store(fn != nullptr, std::memory_order_relaxed);
   active_.store(fn != nullptr || tap_.load() != nullptr, std::memory_order_relaxed);
-  started_active_.store(fn != nullptr || (tap_.load() && tap_.load()->wants_started()),
-                        std::memory_order_relaxed);
 }
 
 void EventHub::set_tap(std::shared_ptr<EventTap> tap) {
@@ -17,14 +15,10 @@ void EventHub::set_tap(std::shared_ptr<EventTap> tap) {
   tap_.store(tap.get(), std::memory_order_release);
   if (tap) taps_.push_back(std::move(tap));
   active_.store(subscriber_ != nullptr || tap_.load() != nullptr, std::memory_order_relaxed);
-  started_active_.store(subscriber_ != nullptr || (tap_.load() && tap_.load()->wants_started()),
-                        std::memory_order_relaxed);
 }
 
 void EventHub::emit(gf_event &event) const {
   event.struct_size = sizeof(gf_event);
-  EventTap *tap = tap_.load(std::memory_order_acquire);
-  if (tap && (event.kind != GF_EVENT_TASK_STARTED || tap->wants_started())) tap->on_event(event);
   if (!has_subscriber_.load(std::memory_order_relaxed)) return;
   std::shared_ptr<const Subscriber> s;
   {
@@ -36,7 +30,6 @@ void EventHub::emit(gf_event &event) const {
 
 void EventHub::emit_batch(gf_event *events, size_t count) const {
   for (size_t i = 0; i < count; ++i) events[i].struct_size = sizeof(gf_event);
-  if (EventTap *tap = tap_.load(std::memory_order_acquire)) tap->on_events(events, count);
   if (!has_subscriber_.load(std::memory_order_relaxed)) return;
   std::shared_ptr<const Subscriber> s;
   {

@@ -1,6 +1,7 @@
 // The pool's event stream: what happens to tasks on workers, with timestamps, delivered to one
-// subscriber (gf_pool_set_event_callback). Progress displays, traces and metrics all read this
-// one stream. With no subscriber, emitting costs one relaxed atomic load.
+// subscriber (gf_pool_set_event_callback), and task finishes, in compact form, to one in-process
+// tap (the dashboard). Progress displays, traces and metrics all read this one stream. With
+// nobody listening, emitting costs one relaxed atomic load.
 #pragma once
 
 #include <atomic>
@@ -13,19 +14,29 @@
 
 namespace gf {
 
-// An in-process listener beside the public subscriber (the dashboard's collector): it sees the
-// same events, on the same threads, under the same rules (quick, never blocking).
+// A finished task as the in-process tap sees it: what per-key statistics need, and no strings,
+// so that a watched pool pays a few stores per task rather than building a public gf_event.
+struct FinishedTask {  // no member initializers: workers fill arrays of these per batch
+  static constexpr uint32_t kNoCostId = UINT32_MAX;
+  uint32_t worker;
+  // The scheduler's id of the task's cost key (Scheduler::cost_key_name) when the key was derived
+  // from the task, else kNoCostId: a key the task chose (Python's are qualified names) says less
+  // to a person than the name's prefix.
+  uint32_t cost_id;
+  const char *name;  // the task's where cost_id is kNoCostId, else null; valid during the call
+  bool ok;
+  double end_s;  // the hub's clock (EventHub::time_s)
+  double duration_s;
+  double queue_wait_s;
+};
+
+// An in-process listener beside the public subscriber (the dashboard's collector). It is called
+// on worker threads, so it must be quick and never block.
 class EventTap {
  public:
   virtual ~EventTap() = default;
-  virtual void on_event(const gf_event &event) = 0;
-  // The finishes of one batch of one worker's tasks, together (one lock where a tap needs one).
-  virtual void on_events(const gf_event *events, size_t count) {
-    for (size_t i = 0; i < count; ++i) on_event(events[i]);
-  }
-  // False: the tap needs no GF_EVENT_TASK_STARTED (then none is built unless the public
-  // subscriber wants it).
-  virtual bool wants_started() const { return true; }
+  // Finished tasks of one worker, in order: a CPU worker's batch together, a GPU task alone.
+  virtual void on_finished(const FinishedTask *tasks, size_t count) = 0;
 };
 
 class EventHub {
@@ -35,13 +46,15 @@ class EventHub {
   // every tap ever set is kept alive with the hub, so the hot path reads one atomic pointer and
   // takes no lock and no reference count.
   void set_tap(std::shared_ptr<EventTap> tap);
+  // Someone listens: the public subscriber, the tap or both.
   bool active() const { return active_.load(std::memory_order_relaxed); }
-  bool started_active() const { return started_active_.load(std::memory_order_relaxed); }
+  bool has_subscriber() const { return has_subscriber_.load(std::memory_order_relaxed); }
+  EventTap *tap() const { return tap_.load(std::memory_order_acquire); }
   double now_s() const { return seconds_between(epoch_, Clock::now()); }
   double time_s(Clock::time_point t) const { return seconds_between(epoch_, t); }
-  // Fills struct_size and delivers the event when someone listens.
+  // Fills struct_size and delivers the event to the public subscriber, if there is one.
   void emit(gf_event &event) const;
-  // The same for several events of one worker, none of them GF_EVENT_TASK_STARTED.
+  // The same for several events of one worker.
   void emit_batch(gf_event *events, size_t count) const;
 
  private:
@@ -51,7 +64,6 @@ class EventHub {
   };
   Clock::time_point epoch_ = Clock::now();
   std::atomic<bool> active_{false};
-  std::atomic<bool> started_active_{false};
   mutable std::mutex mu_;
   std::shared_ptr<const Subscriber> subscriber_;
   std::atomic<bool> has_subscriber_{false};

@@ -31,76 +31,80 @@ void NameStats::merge(const NameStats &other) {
   wait.merge(other.wait);
 }
 
-Collector::Collector(size_t workers) : shards_(workers) {
+Collector::Collector(size_t workers, std::function<std::string(uint32_t)> key_name)
+    : shards_(workers), key_name_(std::move(key_name)) {
   names_.push_back("other");
   for (Shard &s : shards_) s.bars.resize(kBarsPerWorker);
 }
 
+uint16_t Collector::label_of(Shard &shard, uint32_t cost_id) {
+  if (cost_id < shard.label_by_cost.size() && shard.label_by_cost[cost_id] != kUnknownLabel)
+    return shard.label_by_cost[cost_id];
+  const uint16_t label = intern(key_name_ ? key_name_(cost_id) : std::string());
+  if (shard.label_by_cost.size() <= cost_id) shard.label_by_cost.resize(cost_id + 1, kUnknownLabel);
+  shard.label_by_cost[cost_id] = label;
+  return label;
+}
+
 uint16_t Collector::label_of(Shard &shard, std::string_view prefix) {
-  if (prefix.empty()) prefix = "unnamed";
-  if (shard.last_hit < shard.cache.size() && shard.cache[shard.last_hit].first == prefix)
-    return shard.cache[shard.last_hit].second;
-  for (size_t i = 0; i < shard.cache.size(); ++i) {
-    if (shard.cache[i].first == prefix) {
+  auto &seen = shard.by_prefix;
+  if (shard.last_hit < seen.size() && seen[shard.last_hit].first == prefix)
+    return seen[shard.last_hit].second;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i].first == prefix) {
       shard.last_hit = i;
-      return shard.cache[i].second;
+      return seen[i].second;
     }
   }
-  uint16_t index = 0;
-  {
-    std::lock_guard lock(names_mu_);
-    auto found = by_label_.find(std::string(prefix));
-    if (found != by_label_.end()) {
-      index = found->second;
-    } else if (names_.size() <= kMaxNames) {
-      index = static_cast<uint16_t>(names_.size());
-      names_.emplace_back(prefix);
-      by_label_.emplace(std::string(prefix), index);
-    }
+  const uint16_t label = intern(prefix);
+  // Bounded too: past it, a stream of distinct prefixes goes through intern's map.
+  if (seen.size() < 2 * kMaxNames) {
+    seen.emplace_back(std::string(prefix), label);
+    shard.last_hit = seen.size() - 1;
   }
-  // Bounded too: past it, a stream of distinct prefixes goes through the lookup above.
-  if (shard.cache.size() < 2 * kMaxNames) {
-    shard.cache.emplace_back(std::string(prefix), index);
-    shard.last_hit = shard.cache.size() - 1;
-  }
+  return label;
+}
+
+uint16_t Collector::intern(std::string_view name) {
+  if (name.empty()) name = "unnamed";  // a key made from the body alone
+  std::lock_guard lock(names_mu_);
+  auto found = by_label_.find(std::string(name));
+  if (found != by_label_.end()) return found->second;
+  if (names_.size() > kMaxNames) return 0;  // "other"
+  const auto index = static_cast<uint16_t>(names_.size());
+  names_.emplace_back(name);
+  by_label_.emplace(std::string(name), index);
   return index;
 }
 
-void Collector::on_event(const gf_event &event) {
-  if (event.worker >= shards_.size() || event.kind != GF_EVENT_TASK_FINISHED) return;
-  Shard &shard = shards_[event.worker];
-  std::lock_guard lock(shard.mu);
-  record(shard, event);
-}
-
-void Collector::on_events(const gf_event *events, size_t count) {
+void Collector::on_finished(const FinishedTask *tasks, size_t count) {
   size_t i = 0;
   while (i < count) {
-    const uint32_t worker = events[i].worker;
+    const uint32_t worker = tasks[i].worker;
     if (worker >= shards_.size()) {
       ++i;
       continue;
     }
     Shard &shard = shards_[worker];
     std::lock_guard lock(shard.mu);
-    for (; i < count && events[i].worker == worker; ++i) {
-      if (events[i].kind == GF_EVENT_TASK_FINISHED) record(shard, events[i]);
-    }
+    for (; i < count && tasks[i].worker == worker; ++i) record(shard, tasks[i]);
   }
 }
 
-void Collector::record(Shard &shard, const gf_event &event) {
-  const uint16_t label = label_of(shard, cost_key_prefix(event.task_name ? event.task_name : ""));
+void Collector::record(Shard &shard, const FinishedTask &task) {
+  const uint16_t label = task.cost_id != FinishedTask::kNoCostId
+                             ? label_of(shard, task.cost_id)
+                             : label_of(shard, cost_key_prefix(task.name ? task.name : ""));
   if (shard.stats.size() <= label) shard.stats.resize(label + 1);
   NameStats &stats = shard.stats[label];
-  (event.ok ? stats.succeeded : stats.failed)++;
-  stats.duration.add(event.duration_s);
-  stats.wait.add(event.queue_wait_s);
+  (task.ok ? stats.succeeded : stats.failed)++;
+  stats.duration.add(task.duration_s);
+  stats.wait.add(task.queue_wait_s);
   Bar &bar = shard.bars[shard.next_bar++ % kBarsPerWorker];
-  bar.end = event.time_s;
-  bar.start = event.time_s - event.duration_s;
+  bar.end = task.end_s;
+  bar.start = task.end_s - task.duration_s;
   bar.name = label;
-  bar.ok = event.ok != 0;
+  bar.ok = task.ok;
 }
 
 Collector::Merged Collector::merged() const {

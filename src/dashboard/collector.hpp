@@ -1,15 +1,19 @@
-// What the dashboard learns from the pool's event stream (an EventTap): per task name, counts and
+// What the dashboard learns from the pool's event stream (an EventTap): per cost key, counts and
 // histograms of run time and queue wait; per worker, the latest finished attempts as bars for
-// the task stream. Events arrive on worker threads at up to hundreds of thousands a second, so
-// each worker has its own shard (its own small lock, no allocation once warm) and readers merge
-// the shards when they render. Task names become labels through their cost-key prefix
-// ("inc-123" -> "inc"); at most kMaxNames distinct labels are kept, later ones count as "other",
-// so a graph of a million distinct names cannot grow the metrics.
+// the task stream. Finishes arrive on worker threads at millions a second, so each worker has its
+// own shard (its own small lock, no allocation once warm) and readers merge the shards when they
+// render. Labels are task names' prefixes ("inc-123" -> "inc"), as Dask's task stream groups
+// keys. Where the scheduler derived the task's cost key from its name (or its kernel or command),
+// the key is that label, so a shard maps cost ids to labels with one vector lookup and asks for
+// a key's name once; for tasks that chose their own cost key the name is read. At most kMaxNames
+// distinct labels are kept, later ones count as "other", so a graph of a million distinct names
+// cannot grow the metrics.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -50,10 +54,9 @@ class Collector : public EventTap {
   static constexpr size_t kMaxNames = 64;  // labels kept; the rest are "other"
   static constexpr size_t kBarsPerWorker = 512;
 
-  explicit Collector(size_t workers);
-  void on_event(const gf_event &event) override;
-  void on_events(const gf_event *events, size_t count) override;
-  bool wants_started() const override { return false; }  // finishes carry all it needs
+  // key_name: the name of a cost id (Scheduler::cost_key_name); called once per id and worker.
+  Collector(size_t workers, std::function<std::string(uint32_t cost_id)> key_name);
+  void on_finished(const FinishedTask *tasks, size_t count) override;
 
   struct Merged {
     std::vector<std::string> names;  // label per index
@@ -67,17 +70,22 @@ class Collector : public EventTap {
  private:
   struct alignas(64) Shard {
     mutable std::mutex mu;
-    std::vector<NameStats> stats;  // by label index
+    std::vector<NameStats> stats;         // by label index
+    std::vector<uint16_t> label_by_cost;  // by cost id; kUnknownLabel: not asked yet
     // Prefix -> label index, for prefixes this worker has seen (bounded); the last hit first.
-    std::vector<std::pair<std::string, uint16_t>> cache;
+    std::vector<std::pair<std::string, uint16_t>> by_prefix;
     size_t last_hit = 0;
     std::vector<Bar> bars;  // ring
     size_t next_bar = 0;
   };
-  uint16_t label_of(Shard &shard, std::string_view prefix);
-  void record(Shard &shard, const gf_event &event);  // shard.mu held
+  static constexpr uint16_t kUnknownLabel = UINT16_MAX;
+  uint16_t label_of(Shard &shard, uint32_t cost_id);         // shard.mu held
+  uint16_t label_of(Shard &shard, std::string_view prefix);  // shard.mu held
+  uint16_t intern(std::string_view name);
+  void record(Shard &shard, const FinishedTask &task);  // shard.mu held
 
   std::vector<Shard> shards_;
+  std::function<std::string(uint32_t)> key_name_;
   mutable std::mutex names_mu_;
   std::vector<std::string> names_;  // index 0: "other"
   std::unordered_map<std::string, uint16_t> by_label_;

@@ -122,7 +122,9 @@ std::unique_ptr<Dashboard> Dashboard::for_pool(std::shared_ptr<PoolCore> pool,
                                                const std::string &address) {
   std::unique_ptr<Dashboard> d(new Dashboard());
   d->pool_ = std::move(pool);
-  d->collector_ = std::make_shared<Collector>(d->pool_->worker_count());
+  d->collector_ = std::make_shared<Collector>(
+      d->pool_->worker_count(),
+      [core = d->pool_.get()](uint32_t id) { return core->scheduler().cost_key_name(id); });
   d->pool_->scheduler().observe_waits(true);
   d->pool_->events().set_tap(d->collector_);
   try {

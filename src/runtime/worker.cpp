@@ -117,7 +117,7 @@ void Worker::execute(Dispatch &dispatch, void *stream) {
   auto start = Clock::now();
   if (dispatch.ready_at != Clock::time_point{})
     dispatch.queue_wait_s = seconds_between(dispatch.ready_at, start);
-  if (events.started_active()) emit_task_event(dispatch, GF_EVENT_TASK_STARTED, events, start);
+  if (events.has_subscriber()) emit_task_event(dispatch, GF_EVENT_TASK_STARTED, events, start);
   int rc;
   try {
     if (state_.kind == GF_WORKER_CPU) {
@@ -167,7 +167,11 @@ void Worker::execute(Dispatch &dispatch, void *stream) {
       state_.device, stream, [this, handed, start, &events](const std::string &device_error) {
         const auto done = Clock::now();
         handed->seconds = seconds_between(start, done);
-        if (events.active()) emit_task_event(*handed, GF_EVENT_TASK_FINISHED, events, done);
+        if (EventTap *tap = events.tap()) {
+          const FinishedTask record = finished_task(*handed, done);
+          tap->on_finished(&record, 1);
+        }
+        if (events.has_subscriber()) emit_task_event(*handed, GF_EVENT_TASK_FINISHED, events, done);
         scheduler_.finish_async(state_, *handed, device_error);
       });
 }
@@ -176,18 +180,39 @@ void Worker::emit_finished(const Batch &batch) {
   // A batch holds only cheap tasks (or one): reporting their finishes together costs the
   // listeners one call, and the dashboard one lock, per batch instead of per task.
   constexpr size_t kChunk = 16;
+  EventTap *tap = events_.tap();
+  const bool subscriber = events_.has_subscriber();
+  FinishedTask records[kChunk];
   gf_event events[kChunk];
   size_t n = 0;
+  auto deliver = [&] {
+    if (tap) tap->on_finished(records, n);
+    if (subscriber) events_.emit_batch(events, n);
+    n = 0;
+  };
   for (size_t i = 0; i < batch.count; ++i) {
     const Dispatch &d = batch.items[i];
     if (d.skipped || d.handed_off || d.ended_at == Clock::time_point{}) continue;
-    events[n++] = task_event(d, GF_EVENT_TASK_FINISHED, events_, d.ended_at);
-    if (n == kChunk) {
-      events_.emit_batch(events, n);
-      n = 0;
-    }
+    if (tap) records[n] = finished_task(d, d.ended_at);
+    if (subscriber) events[n] = task_event(d, GF_EVENT_TASK_FINISHED, events_, d.ended_at);
+    if (++n == kChunk) deliver();
   }
-  if (n) events_.emit_batch(events, n);
+  if (n) deliver();
+}
+
+FinishedTask Worker::finished_task(const Dispatch &dispatch, Clock::time_point at) const {
+  const RunState &run = *dispatch.run;
+  const TaskDesc &task = run.graph().task(dispatch.task);
+  FinishedTask record;
+  record.worker = state_.index;
+  // The name only where the label needs it: it lies on another cache line than the key.
+  record.cost_id = task.explicit_cost_key ? FinishedTask::kNoCostId : run.cost_ids[task.cost_key];
+  record.name = task.explicit_cost_key ? task.name.c_str() : nullptr;
+  record.ok = dispatch.ok;
+  record.end_s = events_.time_s(at);
+  record.duration_s = dispatch.seconds;
+  record.queue_wait_s = dispatch.queue_wait_s;
+  return record;
 }
 
 void Worker::emit_task_event(const Dispatch &dispatch, gf_event_kind kind, EventHub &events,

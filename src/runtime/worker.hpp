@@ -49,6 +49,7 @@ class Worker {
                       Clock::time_point at) const;
   // The finishes of a CPU worker's batch, after its last body returned.
   void emit_finished(const Batch &batch);
+  FinishedTask finished_task(const Dispatch &dispatch, Clock::time_point at) const;
   bool take_retirement();
 
   Scheduler &scheduler_;

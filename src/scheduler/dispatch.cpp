@@ -217,6 +217,13 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   victim->ready.pop();
   unqueue(*victim, run, entry.task);
   victim->backlog_s -= run.tasks[entry.task].estimate_s;
+  // The task has been ready since it entered the victim's queue: its queue wait goes on (and
+  // re-queueing it reads no clock).
+  struct Stamp {
+    Clock::time_point &stamp;
+    ~Stamp() { stamp = {}; }  // under the mutex, which the caller holds throughout
+  } stamp{enqueue_stamp_};
+  enqueue_stamp_ = entry.ready_at;
   place(run, entry.task, thief.index, estimate(run, entry.task, thief.kind), deferred);
   return true;
 }

@@ -245,11 +245,17 @@ std::vector<uint32_t> Scheduler::map_cost_keys(const Graph &graph) {
   std::vector<uint32_t> ids(keys.size());
   std::lock_guard<std::mutex> lock(cost_mu_);
   for (size_t k = 0; k < keys.size(); ++k) {
-    const auto next = static_cast<uint32_t>(cost_key_ids_.size() + cost_fn_ids_.size());
+    const auto next = static_cast<uint32_t>(cost_key_names_.size());
     ids[k] = keys[k].name.empty() ? cost_fn_ids_.emplace(keys[k].fn, next).first->second
                                   : cost_key_ids_.emplace(keys[k].name, next).first->second;
+    if (ids[k] == next) cost_key_names_.push_back(keys[k].name);
   }
   return ids;
+}
+
+std::string Scheduler::cost_key_name(uint32_t cost_id) {
+  std::lock_guard<std::mutex> lock(cost_mu_);
+  return cost_id < cost_key_names_.size() ? cost_key_names_[cost_id] : std::string();
 }
 
 void Scheduler::learn(const RunState &run, TaskIndex t, gf_worker_kind kind, double seconds) {

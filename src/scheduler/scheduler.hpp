@@ -121,6 +121,8 @@ class Scheduler {
   // While on, each dispatch measures how long its task waited in the ready queue
   // (Dispatch::queue_wait_s); off by default, as it costs two clock reads per task.
   void observe_waits(bool on) { observe_waits_.store(on, std::memory_order_relaxed); }
+  // The cost key a FinishedTask's cost_id stands for ("" for a key made from a body alone).
+  std::string cost_key_name(uint32_t cost_id);
 
   // ---- worker threads ----
   // Completes `batch` (if any), then fills it with the next tasks for `worker`, taking the mutex
@@ -292,11 +294,12 @@ class Scheduler {
     uint64_t succeeded = 0, failed = 0, cancelled = 0;
   } settled_totals_;
   uint64_t transfers_total_ = 0, bytes_transferred_total_ = 0;
-  uint64_t running_total_ = 0;
+  uint64_t running_total_ = 0;  // tasks dispatched to threads, all workers
   std::atomic<bool> observe_waits_{false};
-  Clock::time_point enqueue_stamp_{};  // set while start() queues a slice of roots             //
-                                       // tasks dispatched to threads, all workers
-  uint64_t idle_threads_total_ = 0;    // threads asleep, all workers
+  // The ready time of tasks being queued together (a slice of roots in start(), a stolen task's
+  // first queueing), so that they share one clock reading; zero otherwise. Under mu_.
+  Clock::time_point enqueue_stamp_{};
+  uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
   std::vector<double> estimates_;          // by cost slot; negative: never learnt
   double spill_threshold_;
@@ -306,6 +309,7 @@ class Scheduler {
   std::mutex cost_mu_;
   std::unordered_map<std::string, uint32_t> cost_key_ids_;
   std::unordered_map<gf_task_fn, uint32_t> cost_fn_ids_;
+  std::vector<std::string> cost_key_names_;  // by id
 };
 
 }  // namespace gf

@@ -337,4 +337,54 @@ TEST(Dashboard, AddressesAreCheckedAndLoopbackIsTheExample) {
   EXPECT_EQ(gf_pool_dashboard_url(&url, none.get()), GF_ERR_NOT_FOUND);
 }
 
+// Per-name metrics group tasks by their name's prefix, whether or not the task chose its own
+// cost key (the dashboard reads labels through cost ids where the key came from the name);
+// "unnamed" for tasks without a name; CPU and GPU finishes alike.
+TEST(Dashboard, TaskMetricsAreLabelledByNamePrefix) {
+  gf_pool_config c = host_config(2, 1);
+  c.dashboard = "127.0.0.1:0";
+  Pool pool = make_pool(c);
+  ASSERT_TRUE(pool);
+  Graph g = make_graph();
+  auto noop = [](gf_task_ctx *) { return 0; };
+  for (int i = 0; i < 7; ++i) {
+    TaskSpec t;
+    t.name = "load-" + std::to_string(i);
+    t.cost_key = "reader";
+    t.cpu = noop;
+    must_add_task(g.get(), t);
+  }
+  for (int i = 0; i < 5; ++i) {
+    TaskSpec t;
+    t.name = "inc-" + std::to_string(i);
+    t.cpu = noop;
+    must_add_task(g.get(), t);
+  }
+  for (int i = 0; i < 3; ++i) {
+    TaskSpec t;
+    t.name = "gpu-" + std::to_string(i);
+    t.gpu = noop;
+    t.resources = {{"GPU", 1}};
+    must_add_task(g.get(), t);
+  }
+  TaskSpec unnamed;
+  unnamed.cpu = noop;
+  must_add_task(g.get(), unnamed);
+  RunPtr r(submit(pool.get(), g.get()));
+  ASSERT_TRUE(r);
+  ASSERT_EQ(gf_run_wait(r.get(), 30000), GF_OK) << last_error();
+  const std::string body = get(port_of(pool.get()), "/metrics").body;
+  auto attempts = [&](const std::string &name) {
+    const std::string key =
+        "gpuflow_task_attempts_total{name=\"" + name + "\",outcome=\"succeeded\"} ";
+    const auto at = body.find(key);
+    return at == std::string::npos ? -1 : std::stol(body.substr(at + key.size()));
+  };
+  EXPECT_EQ(attempts("load"), 7) << body;
+  EXPECT_EQ(attempts("reader"), -1) << "a chosen cost key is not the label";
+  EXPECT_EQ(attempts("inc"), 5);
+  EXPECT_EQ(attempts("gpu"), 3);
+  EXPECT_EQ(attempts("unnamed"), 1);
+}
+
 }  // namespace
