@@ -26,6 +26,15 @@ const std::shared_ptr<client::Connection> &connection_of(gf_pool *pool) {
   return connection;
 }
 
+// The caller's copy of `text` (NUL-terminated; gf_bytes_free releases it).
+void give_text(gf_bytes *out, const std::string &text) {
+  void *data = std::malloc(text.size() + 1);
+  if (!data) throw std::bad_alloc();
+  std::memcpy(data, text.c_str(), text.size() + 1);
+  out->data = data;
+  out->size = text.size();
+}
+
 client::LeaseAsk ask_of(const gf_lease_request &r) {
   client::LeaseAsk ask;
   if (!std::isfinite(r.gpus) || r.gpus < 0 || (r.gpus > 1 && r.gpus != std::floor(r.gpus))) {
@@ -139,11 +148,7 @@ GF_API gf_status gf_pool_service_status(gf_bytes *out, gf_pool *pool, gf_status_
     std::vector<uint8_t> reply = connection_of(pool)->status();
     std::string text =
         format == GF_STATUS_JSON ? client::status_json(reply) : client::status_text(reply);
-    void *data = std::malloc(text.size() + 1);
-    if (!data) throw std::bad_alloc();
-    std::memcpy(data, text.c_str(), text.size() + 1);
-    out->data = data;
-    out->size = text.size();
+    give_text(out, text);
     return GF_OK;
   });
 }
@@ -159,11 +164,7 @@ GF_API gf_status gf_data_plane_check(gf_bytes *out, gf_pool *pool, double second
     }
     client::Connection *connection = pool ? connection_of(pool).get() : nullptr;
     std::string text = client::data_plane_check_json(connection, seconds);
-    void *data = std::malloc(text.size() + 1);
-    if (!data) throw std::bad_alloc();
-    std::memcpy(data, text.c_str(), text.size() + 1);
-    out->data = data;
-    out->size = text.size();
+    give_text(out, text);
     return GF_OK;
   });
 }

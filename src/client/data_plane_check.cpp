@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "client/connection.hpp"
-#include "client/json_text.hpp"
 #include "core/error.hpp"
+#include "core/json_text.hpp"
 #include "transport/inventory.hpp"
 
 namespace gf::client {

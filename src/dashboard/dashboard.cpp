@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/error.hpp"
+#include "core/json_text.hpp"
 #include "dashboard/assets.hpp"
 #include "pool/pool_core.hpp"
 #include "service/server.hpp"
@@ -45,23 +46,8 @@ std::string label(const std::string &s) {
   return out;
 }
 
-// A JSON string, quoted. Control characters escaped; other bytes passed as they are (names are
-// checked UTF-8 where the pool takes them).
 std::string js(const std::string &s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
+  return json_quoted(s);
 }
 std::string jnum(double v) {
   return std::isfinite(v) ? num(v) : "null";
