@@ -34,7 +34,7 @@ ClientPlane::~ClientPlane() {
 
 void ClientPlane::connect(const std::vector<uint8_t> &service_address) {
   thread_->run([&] {
-    ep_ = std::make_unique<Endpoint>(thread_->worker().get(), service_address, peer_,
+    ep_ = std::make_unique<Endpoint>(thread_->worker(), service_address, peer_,
                                      [this](const std::string &why) { fail_on_thread(why); });
   });
 }

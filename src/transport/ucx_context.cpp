@@ -49,6 +49,7 @@ std::unique_ptr<Worker> Worker::create(const std::string &name) {
 Worker::~Worker() {
   if (worker_) ucx().ucp_worker_destroy(worker_);
   if (context_) ucx().ucp_cleanup(context_);
+  kept_.clear();
 }
 
 bool Worker::drain() {
