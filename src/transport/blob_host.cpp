@@ -1,8 +1,8 @@
 #include "transport/blob_host.hpp"
-#include "transport/ucx_api.hpp"
 
 #include "core/error.hpp"
 #include "transport/request.hpp"
+#include "transport/ucx_api.hpp"
 
 namespace gf::transport {
 

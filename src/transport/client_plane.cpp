@@ -1,8 +1,8 @@
 #include "transport/client_plane.hpp"
-#include "transport/ucx_api.hpp"
 
 #include "core/error.hpp"
 #include "transport/request.hpp"
+#include "transport/ucx_api.hpp"
 
 namespace gf::transport {
 

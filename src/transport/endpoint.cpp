@@ -1,10 +1,10 @@
 #include "transport/endpoint.hpp"
-#include "transport/ucx_api.hpp"
 
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
+#include "transport/ucx_api.hpp"
 #include "transport/ucx_context.hpp"
 
 namespace gf::transport {

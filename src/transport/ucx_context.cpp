@@ -1,7 +1,7 @@
 #include "transport/ucx_context.hpp"
-#include "transport/ucx_api.hpp"
 
 #include "core/error.hpp"
+#include "transport/ucx_api.hpp"
 
 namespace gf::transport {
 
