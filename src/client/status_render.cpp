@@ -129,8 +129,8 @@ std::string status_text(const std::vector<uint8_t> &payload) {
     out += "\nDATA PLANE (UCX)\nCLIENT  BLOBS        TRANSPORTS\n";
     for (const wire::ClientStatus *c : items(s.clients())) {
       if (!c->data_plane()) continue;
-      out += format("%-7" PRIu64 " %-12s %s\n", c->client_id(),
-                    bytes_text(c->blob_bytes()).c_str(), str(c->data_plane()).c_str());
+      out += format("%-7" PRIu64 " %-12s %s\n", c->client_id(), bytes_text(c->blob_bytes()).c_str(),
+                    str(c->data_plane()).c_str());
     }
   }
   return out;
