@@ -1,6 +1,8 @@
 // Connection's data-plane calls (declared in client/connection.hpp): the control messages that
 // say what moves, and the UCX transfers (transport/client_plane) that move it.
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 
 #include "client/connection.hpp"
 #include "core/error.hpp"
@@ -146,17 +148,141 @@ void Connection::finish_put(const PutTicket &t, const void *data) {
   }
 }
 
+// The one-step calls below let the connection's reader thread begin the transfer the moment
+// the service's answer comes, so the caller sleeps once per call rather than once per message
+// (each wake-up is ~20 µs on an idle VM: docs/benchmarks.md, "UCX data plane").
+
+void Connection::send_answered(uint64_t id, const std::vector<uint8_t> &frame) {
+  try {
+    send(frame);
+  } catch (...) {
+    std::lock_guard lock(mu_);
+    auto it = waiting_.find(id);
+    if (it != waiting_.end() && it->second.callback) waiting_.erase(it);  // nobody will call it
+    throw;
+  }
+}
+
 void Connection::put(uint64_t blob_id, const void *data, size_t size) {
-  finish_put(announce_put(blob_id, size), data);
+  std::shared_ptr<transport::ClientPlane> plane = this->plane();
+  const uint64_t id = next_id_++;
+  const uint64_t tag = next_tag();
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool sent = false, answered = false;
+    gf_status status = GF_OK;
+    std::string error;
+  };
+  auto state = std::make_shared<State>();
+  auto answer = [state](gf_status status, const std::string &error) {
+    {
+      std::lock_guard lock(state->mu);
+      state->answered = true;
+      state->status = status;
+      state->error = error;
+    }
+    state->cv.notify_all();
+  };
+  transport::ClientPlane::OpHandle op = plane->prepare([state] {
+    {
+      std::lock_guard lock(state->mu);
+      state->sent = true;
+    }
+    state->cv.notify_all();
+  });
+  // BlobStored (or an Error) once the bytes are in.
+  auto stored = [this, answer, plane, op, blob_id](const std::vector<uint8_t> *payload,
+                                                   const std::string &why) {
+    if (!payload) return answer(GF_ERR_SYSTEM, why);
+    const wire::Message *m = wire::message_of(*payload);
+    if (const auto *e = m->body_as_Error()) {
+      // The service gave up on the bytes: a send still in flight would never end, so the data
+      // plane goes down with it (the caller waits for the send before `data` is its own again).
+      if (!plane->finished(op))
+        plane->fail("blob " + std::to_string(blob_id) + ": " + str(e->message()));
+      return answer(static_cast<gf_status>(e->status()), str(e->message()));
+    }
+    if (!m->body_as_BlobStored()) {
+      return answer(GF_ERR_SYSTEM,
+                    endpoint_ + " answered a put with " + wire::body_name(m->body_type()));
+    }
+    answer(GF_OK, {});
+  };
+  // BlobPutReady: the service's receive is posted, send now (on the reader thread).
+  auto ready = [this, plane, op, answer, stored, id, tag, data, size](
+                   const std::vector<uint8_t> *payload, const std::string &why) {
+    gf_status status = GF_ERR_SYSTEM;
+    std::string error = why;
+    if (payload) {
+      const wire::Message *m = wire::message_of(*payload);
+      if (const auto *e = m->body_as_Error()) {
+        status = static_cast<gf_status>(e->status());
+        error = str(e->message());
+      } else if (!m->body_as_BlobPutReady()) {
+        error = endpoint_ + " answered BlobPut with " + wire::body_name(m->body_type());
+      } else {
+        std::lock_guard lock(mu_);
+        if (closed_) {
+          error = "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_;
+        } else {
+          waiting_[id].callback = stored;
+        }
+      }
+      if (error.empty()) return plane->begin(op, false, tag, const_cast<void *>(data), size);
+    }
+    plane->abandon(op, status, error);
+    answer(status, error);
+  };
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) {
+      fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_);
+    }
+    waiting_[id].callback = ready;
+  }
+  fb::FlatBufferBuilder b;
+  send_answered(id, wire::frame_of(b, wire::CreateBlobPut(b, id, blob_id, size, tag)));
+  {
+    std::unique_lock lock(state->mu);
+    state->cv.wait(lock, [&] { return state->sent && state->answered; });
+  }
+  if (!state->error.empty()) {
+    // Refused before the send began (abandoned, so `sent`), or after it ended.
+    fail(state->status, state->error);
+  }
+  plane->wait(op);
 }
 
 std::vector<uint8_t> Connection::get(uint64_t blob_id) {
   std::shared_ptr<transport::ClientPlane> plane = this->plane();
   const uint64_t id = next_id_++;
   const uint64_t tag = next_tag();
+  auto bytes = std::make_shared<std::vector<uint8_t>>();
+  transport::ClientPlane::OpHandle op = plane->prepare();
   {
-    // An Error after BlobSending means the service's send failed: the receive would wait forever.
     std::lock_guard lock(mu_);
+    if (closed_) {
+      fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_);
+    }
+    // BlobSending: the receive is posted here, on the reader thread.
+    waiting_[id].callback = [this, plane, op, bytes, tag](const std::vector<uint8_t> *payload,
+                                                          const std::string &why) {
+      if (!payload) return plane->abandon(op, GF_ERR_SYSTEM, why);
+      const wire::Message *m = wire::message_of(*payload);
+      if (const auto *e = m->body_as_Error()) {
+        return plane->abandon(op, static_cast<gf_status>(e->status()), str(e->message()));
+      }
+      const auto *sending = m->body_as_BlobSending();
+      if (!sending) {
+        return plane->abandon(
+            op, GF_ERR_SYSTEM,
+            endpoint_ + " answered BlobGet with " + wire::body_name(m->body_type()));
+      }
+      bytes->resize(sending->size());
+      plane->begin(op, true, tag, bytes->data(), bytes->size());
+    };
+    // An Error after BlobSending means the service's send failed: the receive would wait forever.
     watchers_[id] = [plane, blob_id](const std::string &why) {
       plane->fail("blob " + std::to_string(blob_id) + ": " + why);
     };
@@ -170,17 +296,21 @@ std::vector<uint8_t> Connection::get(uint64_t blob_id) {
     }
   } unwatch{this, id};
   fb::FlatBufferBuilder b;
-  std::vector<uint8_t> payload =
-      call(id, wire::frame_of(b, wire::CreateBlobGet(b, id, blob_id, tag)), deadline_in(kAnswerMs));
-  const wire::Message *m = wire::message_of(payload);
-  throw_if_error(*m);
-  const auto *sending = m->body_as_BlobSending();
-  if (!sending) {
-    fail(GF_ERR_SYSTEM, endpoint_ + " answered BlobGet with " + wire::body_name(m->body_type()));
+  send_answered(id, wire::frame_of(b, wire::CreateBlobGet(b, id, blob_id, tag)));
+  if (!plane->wait_begun(op, deadline_in(kAnswerMs))) {
+    bool mine = false;
+    {
+      std::lock_guard lock(mu_);
+      auto it = waiting_.find(id);
+      if (it != waiting_.end() && it->second.callback) {
+        waiting_.erase(it);
+        mine = true;
+      }
+    }
+    if (mine) fail(GF_TIMEOUT, "the gpuflow service at " + endpoint_ + " did not answer in time");
   }
-  std::vector<uint8_t> bytes(sending->size());
-  plane->recv(tag, bytes.data(), bytes.size());
-  return bytes;
+  plane->wait(op);
+  return std::move(*bytes);
 }
 
 void Connection::drop_blob(uint64_t blob_id) {

@@ -143,6 +143,9 @@ class Connection {
   std::vector<uint8_t> call(uint64_t id, const std::vector<uint8_t> &frame, int64_t deadline_ms);
   // Waits for the answer to `id`, registered in waiting_ beforehand (deadline_ms < 0: none).
   std::vector<uint8_t> await(uint64_t id, int64_t deadline_ms);
+  // Sends a request whose answer goes to its waiting_ callback; forgets the callback if sending
+  // fails (then throws).
+  void send_answered(uint64_t id, const std::vector<uint8_t> &frame);
   std::shared_ptr<transport::ClientPlane> plane();
   void read_loop();
   std::vector<uint8_t> lease_request_frame(uint64_t id, const LeaseAsk &ask, int64_t timeout_ms);

@@ -1,8 +1,8 @@
 #include "transport/blob_host.hpp"
-#include "transport/ucx_api.hpp"
 
 #include "core/error.hpp"
 #include "transport/request.hpp"
+#include "transport/ucx_api.hpp"
 
 namespace gf::transport {
 
@@ -42,7 +42,7 @@ BlobHost::BlobHost(LoopPlane &plane, uint64_t client_id, std::string who,
       client_id_(client_id),
       put_timeout_s_(put_timeout_s),
       state_(std::make_shared<State>(who, cap, plane.tally())) {
-  ep_ = std::make_unique<Endpoint>(plane.worker().get(), client_address, std::move(who),
+  ep_ = std::make_unique<Endpoint>(plane.worker(), client_address, std::move(who),
                                    std::move(on_error));
 }
 

@@ -1,8 +1,10 @@
 #include "transport/client_plane.hpp"
-#include "transport/ucx_api.hpp"
+
+#include <chrono>
 
 #include "core/error.hpp"
 #include "transport/request.hpp"
+#include "transport/ucx_api.hpp"
 
 namespace gf::transport {
 
@@ -10,8 +12,11 @@ struct ClientPlane::Op {
   void *request = nullptr;  // progress thread only
   bool receive = false;
   size_t size = 0;
-  bool done = false;  // under mu_
+  bool begun = false;  // under mu_
+  bool done = false;   // under mu_
+  gf_status status = GF_ERR_SYSTEM;
   std::string error;  // under mu_
+  std::function<void()> on_done;
 };
 
 ClientPlane::ClientPlane(std::unique_ptr<ProgressThread> thread, std::string peer)
@@ -34,41 +39,73 @@ ClientPlane::~ClientPlane() {
 
 void ClientPlane::connect(const std::vector<uint8_t> &service_address) {
   thread_->run([&] {
-    ep_ = std::make_unique<Endpoint>(thread_->worker().get(), service_address, peer_,
+    ep_ = std::make_unique<Endpoint>(thread_->worker(), service_address, peer_,
                                      [this](const std::string &why) { fail_on_thread(why); });
   });
 }
 
-void ClientPlane::start(const std::shared_ptr<Op> &op, bool receive, uint64_t tag, void *data,
-                        size_t size) {
+ClientPlane::OpHandle ClientPlane::prepare(std::function<void()> on_done) {
+  auto op = std::make_shared<Op>();
+  op->on_done = std::move(on_done);
+  return op;
+}
+
+void ClientPlane::end(const OpHandle &op, gf_status status, const std::string &error) {
+  {
+    std::lock_guard lock(mu_);
+    if (op->done) return;
+    op->done = true;
+    op->status = status;
+    op->error = error;
+  }
+  changed_.notify_all();
+  if (op->on_done) op->on_done();
+}
+
+void ClientPlane::abandon(const OpHandle &op, gf_status status, const std::string &why) {
+  {
+    std::lock_guard lock(mu_);
+    if (op->begun) return;
+    op->begun = true;
+  }
+  end(op, status, why);
+}
+
+void ClientPlane::begin(const OpHandle &op, bool receive, uint64_t tag, void *data, size_t size) {
+  {
+    std::lock_guard lock(mu_);
+    if (op->begun) return;
+    op->begun = true;
+  }
+  changed_.notify_all();
   op->receive = receive;
   op->size = size;
+  if (!receive && !ep_) {
+    return end(op, GF_ERR_INVALID_ARGUMENT, "the data plane to " + peer_ + " is not connected");
+  }
   auto body = [this, op, receive, tag, data, size] {
+    std::string failed;
     {
       std::lock_guard lock(mu_);
-      if (!failed_.empty()) {
-        op->done = true;
-        op->error = failed_;
-        changed_.notify_all();
-        return;
-      }
+      failed = failed_;
     }
+    if (!failed.empty()) return end(op, GF_ERR_SYSTEM, failed);
     Done done = [this, op](ucs_status_t status, size_t length) {
       op->request = nullptr;
       in_flight_.erase(op);
       thread_->ended();
-      std::lock_guard lock(mu_);
-      op->done = true;
+      std::string error;
       if (status != UCS_OK) {
-        op->error = !failed_.empty() ? failed_
-                                     : "the UCX data plane to " + peer_ + ": " +
-                                           (op->receive ? "a receive" : "a send") +
-                                           " failed: " + ucx().ucs_status_string(status);
+        std::lock_guard lock(mu_);
+        error = !failed_.empty() ? failed_
+                                 : "the UCX data plane to " + peer_ + ": " +
+                                       (op->receive ? "a receive" : "a send") +
+                                       " failed: " + ucx().ucs_status_string(status);
       } else if (op->receive && length != op->size) {
-        op->error = peer_ + " sent " + std::to_string(length) + " bytes where " +
-                    std::to_string(op->size) + " were announced";
+        error = peer_ + " sent " + std::to_string(length) + " bytes where " +
+                std::to_string(op->size) + " were announced";
       }
-      changed_.notify_all();
+      end(op, GF_ERR_SYSTEM, error);
     };
     thread_->started();
     in_flight_.insert(op);
@@ -76,16 +113,21 @@ void ClientPlane::start(const std::shared_ptr<Op> &op, bool receive, uint64_t ta
                           : tag_send(ep_->get(), data, size, tag, done);
   };
   if (!thread_->post(std::move(body))) {
-    std::lock_guard lock(mu_);
-    op->done = true;
-    op->error = "the data plane to " + peer_ + " is closed";
+    end(op, GF_ERR_SYSTEM, "the data plane to " + peer_ + " is closed");
   }
+}
+
+bool ClientPlane::wait_begun(const OpHandle &op, int64_t deadline_ms) {
+  std::unique_lock lock(mu_);
+  return changed_.wait_until(
+      lock, std::chrono::steady_clock::time_point(std::chrono::milliseconds(deadline_ms)),
+      [&] { return op->begun || op->done; });
 }
 
 void ClientPlane::wait(const OpHandle &op) {
   std::unique_lock lock(mu_);
   changed_.wait(lock, [&] { return op->done; });
-  if (!op->error.empty()) gf::fail(GF_ERR_SYSTEM, op->error);
+  if (!op->error.empty()) gf::fail(op->status, op->error);
 }
 
 bool ClientPlane::finished(const OpHandle &op) {
@@ -95,14 +137,14 @@ bool ClientPlane::finished(const OpHandle &op) {
 
 ClientPlane::OpHandle ClientPlane::start_send(uint64_t tag, const void *data, size_t size) {
   if (!ep_) gf::fail(GF_ERR_INVALID_ARGUMENT, "the data plane to " + peer_ + " is not connected");
-  auto op = std::make_shared<Op>();
-  start(op, false, tag, const_cast<void *>(data), size);
+  OpHandle op = prepare();
+  begin(op, false, tag, const_cast<void *>(data), size);
   return op;
 }
 
 ClientPlane::OpHandle ClientPlane::start_recv(uint64_t tag, void *data, size_t size) {
-  auto op = std::make_shared<Op>();
-  start(op, true, tag, data, size);
+  OpHandle op = prepare();
+  begin(op, true, tag, data, size);
   return op;
 }
 

@@ -6,12 +6,14 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "gpuflow.h"
 #include "transport/endpoint.hpp"
 #include "transport/progress_thread.hpp"
 
@@ -35,7 +37,17 @@ class ClientPlane {
   using OpHandle = std::shared_ptr<Op>;
   OpHandle start_send(uint64_t tag, const void *data, size_t size);
   OpHandle start_recv(uint64_t tag, void *data, size_t size);
+  // An operation made first and begun later, from whichever thread learns what to move (the
+  // connection's reader thread, on the service's answer): the caller sleeps once, in wait().
+  // `on_done` runs (on any thread, no lock held) once it ended, begun or abandoned.
+  OpHandle prepare(std::function<void()> on_done = {});
+  void begin(const OpHandle &op, bool receive, uint64_t tag, void *data, size_t size);
+  // Ends an operation never begun, with the status and text wait() throws.
+  void abandon(const OpHandle &op, gf_status status, const std::string &why);
+  // Throws gf::Error (the abandoning status, else GF_ERR_SYSTEM) when it failed.
   void wait(const OpHandle &op);
+  // Waits until it was begun or ended, at most until deadline_ms (steady clock); false if not.
+  bool wait_begun(const OpHandle &op, int64_t deadline_ms);
   bool finished(const OpHandle &op);
   // The data plane is gone: waiting operations end with `why`, as will later ones.
   void fail(const std::string &why);
@@ -43,7 +55,7 @@ class ClientPlane {
 
  private:
   ClientPlane(std::unique_ptr<ProgressThread> thread, std::string peer);
-  void start(const std::shared_ptr<Op> &op, bool receive, uint64_t tag, void *data, size_t size);
+  void end(const OpHandle &op, gf_status status, const std::string &error);
   void fail_on_thread(const std::string &why);  // progress thread
 
   std::string peer_;

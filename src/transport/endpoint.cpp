@@ -1,16 +1,14 @@
 #include "transport/endpoint.hpp"
-#include "transport/ucx_api.hpp"
 
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
+#include "transport/ucx_api.hpp"
 #include "transport/ucx_context.hpp"
 
 namespace gf::transport {
 
-// UCX keeps the error callback's argument beyond close (a failure can be reported during the
-// forced close's own progress): a shared sink that close() disarms rather than a raw `this`.
 struct Endpoint::ErrorSink {
   std::string peer;
   OnError on_error;
@@ -20,22 +18,21 @@ struct Endpoint::ErrorSink {
 namespace {
 
 void on_ep_error(void *arg, ucp_ep_h, ucs_status_t status) {
-  auto *sink = static_cast<std::shared_ptr<Endpoint::ErrorSink> *>(arg);
-  if (!(*sink)->armed || !(*sink)->on_error) return;
-  (*sink)->armed = false;
-  (*sink)->on_error("the UCX data plane to " + (*sink)->peer +
-                    " failed: " + ucx().ucs_status_string(status));
+  auto *sink = static_cast<Endpoint::ErrorSink *>(arg);
+  if (!sink->armed || !sink->on_error) return;
+  sink->armed = false;
+  sink->on_error("the UCX data plane to " + sink->peer +
+                 " failed: " + ucx().ucs_status_string(status));
 }
 
 }  // namespace
 
-Endpoint::Endpoint(ucp_worker_h worker, const std::vector<uint8_t> &peer_address, std::string peer,
+Endpoint::Endpoint(Worker &worker, const std::vector<uint8_t> &peer_address, std::string peer,
                    OnError on_error)
-    : worker_(worker), peer_(std::move(peer)), sink_(std::make_shared<ErrorSink>()) {
+    : peer_(std::move(peer)), sink_(std::make_shared<ErrorSink>()) {
   sink_->peer = peer_;
   sink_->on_error = std::move(on_error);
-  // The callback argument is a heap copy of the shared pointer, released after UCX is done with
-  // the endpoint (see close()).
+  worker.keep(sink_);
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -44,14 +41,14 @@ Endpoint::Endpoint(ucp_worker_h worker, const std::vector<uint8_t> &peer_address
   // unreachable"): asked for only where it can be had.
   params.err_mode = kPeerFailureHandled ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
   params.err_handler.cb = on_ep_error;
-  params.err_handler.arg = new std::shared_ptr<ErrorSink>(sink_);
-  ucs_status_t status = ucx().ucp_ep_create(worker_, &params, &ep_);
+  params.err_handler.arg = sink_.get();
+  ucs_status_t status = ucx().ucp_ep_create(worker.get(), &params, &ep_);
   if (status != UCS_OK) {
-    delete static_cast<std::shared_ptr<ErrorSink> *>(params.err_handler.arg);
     ep_ = nullptr;
+    sink_->armed = false;
+    sink_->on_error = nullptr;
     check(status, "connecting to " + peer_);
   }
-  arg_ = params.err_handler.arg;
 }
 
 Endpoint::~Endpoint() {
@@ -61,20 +58,13 @@ Endpoint::~Endpoint() {
 void Endpoint::close() {
   if (!ep_) return;
   sink_->armed = false;
+  // What the callback holds (its owner's `this`, closures) goes now; the sink itself stays.
+  sink_->on_error = nullptr;
   ucp_request_param_t param{};
-  param.op_attr_mask =
-      UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK;
   param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-  param.cb.send = [](void *request, ucs_status_t, void *user_data) {
-    ucx().ucp_request_free(request);
-    delete static_cast<std::shared_ptr<ErrorSink> *>(user_data);
-  };
-  param.user_data = arg_;
-  ucs_status_ptr_t request = ucx().ucp_ep_close_nbx(ep_, &param);
-  if (request == nullptr || UCS_PTR_IS_ERR(request)) {
-    delete static_cast<std::shared_ptr<ErrorSink> *>(arg_);
-  }
-  arg_ = nullptr;
+  param.cb.send = [](void *request, ucs_status_t, void *) { ucx().ucp_request_free(request); };
+  ucx().ucp_ep_close_nbx(ep_, &param);  // a request frees itself; NULL or an error: done
   ep_ = nullptr;
 }
 

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "transport/ucx_context.hpp"
+
 namespace gf::transport {
 
 class Endpoint {
@@ -20,7 +22,7 @@ class Endpoint {
   using OnError = std::function<void(const std::string &why)>;
   // `peer` names the other side in errors ("client 3 (pid 42, ann)", "the gpuflow service at
   // unix:///…"). Throws gf::Error when UCX cannot make the endpoint.
-  Endpoint(ucp_worker_h worker, const std::vector<uint8_t> &peer_address, std::string peer,
+  Endpoint(Worker &worker, const std::vector<uint8_t> &peer_address, std::string peer,
            OnError on_error);
   ~Endpoint();  // close()
   Endpoint(const Endpoint &) = delete;
@@ -29,20 +31,21 @@ class Endpoint {
   ucp_ep_h get() const { return ep_; }
   const std::string &peer() const { return peer_; }
   // The endpoint is closed with UCP_EP_CLOSE_FLAG_FORCE; its close request frees itself on a
-  // later progress. Idempotent.
+  // later progress, and the error callback is disarmed. Idempotent.
   void close();
   // What UCX chose for this endpoint, e.g. "posix/memory, cma/memory" (from ucp_ep_print_info:
   // UCX 1.13's ucp_ep_query has no transport field). Empty when closed.
   std::string transports() const;
 
-  struct ErrorSink;  // outlives the endpoint while UCX may still call it
+  // The error callback's argument. UCX 1.13 may call the callback after a forced close has
+  // completed (a cma transfer of the closed endpoint still queued; AddressSanitizer caught it),
+  // so the worker keeps it until the worker goes; close() only disarms it.
+  struct ErrorSink;
 
- private:  // outlives the endpoint while UCX may still call it
-  ucp_worker_h worker_;
+ private:
   ucp_ep_h ep_ = nullptr;
   std::string peer_;
   std::shared_ptr<ErrorSink> sink_;
-  void *arg_ = nullptr;  // the error callback's argument, freed once the close completes
 };
 
 // Parses ucp_ep_print_info's text: the distinct "transport/device" of its lanes, in lane order.

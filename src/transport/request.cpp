@@ -1,4 +1,5 @@
 #include "transport/request.hpp"
+
 #include "transport/ucx_api.hpp"
 
 #include <memory>

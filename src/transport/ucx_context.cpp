@@ -1,7 +1,7 @@
 #include "transport/ucx_context.hpp"
-#include "transport/ucx_api.hpp"
 
 #include "core/error.hpp"
+#include "transport/ucx_api.hpp"
 
 namespace gf::transport {
 
@@ -49,6 +49,7 @@ std::unique_ptr<Worker> Worker::create(const std::string &name) {
 Worker::~Worker() {
   if (worker_) ucx().ucp_worker_destroy(worker_);
   if (context_) ucx().ucp_cleanup(context_);
+  kept_.clear();
 }
 
 bool Worker::drain() {

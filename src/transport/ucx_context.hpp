@@ -46,6 +46,9 @@ class Worker {
   bool progress_and_arm();
   // Progresses until there is nothing left to do; returns whether anything was done.
   bool drain();
+  // Keeps `object` alive until the worker is destroyed: for what UCX may still use after an
+  // endpoint is gone (an error callback's argument, called from a transfer still queued).
+  void keep(std::shared_ptr<void> object) { kept_.push_back(std::move(object)); }
 
  private:
   Worker() = default;
@@ -53,6 +56,7 @@ class Worker {
   ucp_worker_h worker_ = nullptr;
   int efd_ = -1;
   std::vector<uint8_t> address_;
+  std::vector<std::shared_ptr<void>> kept_;  // released after the worker
 };
 
 }  // namespace gf::transport

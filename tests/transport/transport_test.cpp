@@ -452,7 +452,7 @@ TEST(BlobStore, CapReservationsAndKeptBuffers) {
   b.reset();
   EXPECT_EQ(tally->bytes.load(), uint64_t{8} << 20);
   EXPECT_EQ(tally->kept(), uint64_t{4} << 20);  // blob 1's first buffer, for the next 4 MiB put
-  auto c = store.reserve(2, 1, why);  // alive while blob 1 goes: buffers stay kept
+  auto c = store.reserve(2, 1, why);            // alive while blob 1 goes: buffers stay kept
   EXPECT_TRUE(c) << why;
   store.abandon(1);
   store.drop(1);
