@@ -3,7 +3,10 @@
 // small-message round trip (get of an 8-byte blob: one control round trip plus one UCX eager
 // message) and a plain memcpy ceiling. One JSON line per measurement on standard output.
 //
-//   ucx_bandwidth put ENDPOINT SIZE ITERS      {"what":"put","size":…,"mib_per_s":…}
+//   ucx_bandwidth put ENDPOINT SIZE ITERS [IN_FLIGHT]
+//                                              {"what":"put","size":…,"mib_per_s":…}
+// IN_FLIGHT (default 1) threads put their own blobs at once, as ucx_perftest keeps a window of
+// messages in flight: control round trips then overlap with other puts' bytes.
 //   ucx_bandwidth rtt ENDPOINT ITERS           {"what":"rtt","usec_median":…}
 //   ucx_bandwidth memcpy SIZE ITERS            {"what":"memcpy","size":…,"mib_per_s":…}
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "client/connection.hpp"
@@ -59,15 +63,33 @@ int main(int argc, char **argv) {
     if (what == "put" && argc >= 5) {
       const size_t size = std::strtoull(argv[3], nullptr, 10);
       const int iters = std::atoi(argv[4]);
-      std::vector<uint8_t> bytes(size, 7);
-      c->put(1, bytes.data(), size);  // wire-up and first touch outside the timing
+      const int in_flight = std::max(1, argc >= 6 ? std::atoi(argv[5]) : 1);
+      const int each = std::max(1, iters / in_flight);
+      std::vector<std::vector<uint8_t>> buffers(in_flight, std::vector<uint8_t>(size, 7));
+      for (int k = 0; k < in_flight; ++k)  // wire-up and first touch outside the timing
+        c->put(1 + k, buffers[k].data(), size);
+      std::vector<std::string> errors(in_flight);
       auto t = std::chrono::steady_clock::now();
-      for (int i = 0; i < iters; ++i) c->put(1, bytes.data(), size);
+      std::vector<std::thread> threads;
+      for (int k = 0; k < in_flight; ++k) {
+        threads.emplace_back([&, k] {
+          try {
+            for (int i = 0; i < each; ++i) c->put(1 + k, buffers[k].data(), size);
+          } catch (const gf::Error &e) {
+            errors[k] = e.what();
+          }
+        });
+      }
+      for (auto &th : threads) th.join();
       const double s = seconds_since(t);
+      for (const auto &e : errors) {
+        if (!e.empty()) throw gf::Error(GF_ERR_SYSTEM, e);
+      }
+      const double puts = static_cast<double>(each) * in_flight;
       std::printf(
-          "{\"what\":\"put\",\"size\":%zu,\"iters\":%d,\"mib_per_s\":%.1f,\"usec_per_put\":"
-          "%.1f,\"transports\":\"%s\"}\n",
-          size, iters, static_cast<double>(size) * iters / s / (1 << 20), s / iters * 1e6,
+          "{\"what\":\"put\",\"size\":%zu,\"iters\":%.0f,\"in_flight\":%d,\"mib_per_s\":%.1f,"
+          "\"usec_per_put\":%.1f,\"transports\":\"%s\"}\n",
+          size, puts, in_flight, static_cast<double>(size) * puts / s / (1 << 20), s / puts * 1e6,
           c->data_plane_transports().c_str());
       return 0;
     }
