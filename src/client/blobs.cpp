@@ -83,10 +83,6 @@ uint64_t Connection::blob_cap() {
   return blob_cap_;
 }
 
-transport::ClientPlane &Connection::data_plane() {
-  return *plane();
-}
-
 std::string Connection::data_plane_transports() {
   return plane()->transports();
 }

@@ -125,7 +125,6 @@ class Connection {
   // What UCX picked for the endpoint to the service ("posix/memory,cma/memory").
   std::string data_plane_transports();
   uint64_t blob_cap();
-  transport::ClientPlane &data_plane();  // for tests: raw tagged sends
   uint64_t next_tag() { return (welcome_.client_id << 32) | (next_tag_++ & 0xffffffffu); }
 
  private:

@@ -28,14 +28,6 @@ std::string format(const char *fmt, ...) {
   return buffer;
 }
 
-std::string quoted(const std::string &s) {
-  return json_quoted(s);
-}
-
-std::string number(double v) {
-  return json_number(v);
-}
-
 std::string bytes_text(uint64_t bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);
@@ -133,23 +125,23 @@ std::string status_json(const std::vector<uint8_t> &payload) {
     for (const wire::DeviceGrant *g : items(grants)) {
       if (out.size() > 1) out += ",";
       out += "{\"ordinal\":" + std::to_string(g->ordinal()) +
-             ",\"uuid\":" + quoted(str(g->uuid())) + ",\"share\":" + number(g->share()) +
+             ",\"uuid\":" + json_quoted(str(g->uuid())) + ",\"share\":" + json_number(g->share()) +
              ",\"memory\":" + std::to_string(g->memory()) + "}";
     }
     return out + "]";
   };
-  std::string out = "{\"endpoint\":" + quoted(str(s.endpoint())) +
+  std::string out = "{\"endpoint\":" + json_quoted(str(s.endpoint())) +
                     ",\"service_pid\":" + std::to_string(s.service_pid()) +
                     ",\"started_ms\":" + std::to_string(s.started_ms()) +
-                    ",\"cpus\":" + number(s.cpus()) +
-                    ",\"cpus_in_use\":" + number(s.cpus_in_use()) +
+                    ",\"cpus\":" + json_number(s.cpus()) +
+                    ",\"cpus_in_use\":" + json_number(s.cpus_in_use()) +
                     ",\"blob_bytes\":" + std::to_string(s.blob_bytes()) + ",\"devices\":[";
   bool first = true;
   for (const wire::DeviceStatus *d : items(s.devices())) {
     out += std::string(first ? "" : ",") + "{\"ordinal\":" + std::to_string(d->ordinal()) +
-           ",\"uuid\":" + quoted(str(d->uuid())) + ",\"name\":" + quoted(str(d->name())) +
+           ",\"uuid\":" + json_quoted(str(d->uuid())) + ",\"name\":" + json_quoted(str(d->name())) +
            ",\"memory\":" + std::to_string(d->memory()) +
-           ",\"share_in_use\":" + number(d->share_in_use()) +
+           ",\"share_in_use\":" + json_number(d->share_in_use()) +
            ",\"memory_in_use\":" + std::to_string(d->memory_in_use()) +
            ",\"emulated\":" + (d->emulated() ? "true" : "false") + "}";
     first = false;
@@ -157,17 +149,17 @@ std::string status_json(const std::vector<uint8_t> &payload) {
   auto leases_json = [&](const auto *leases, bool ended) {
     std::string list;
     for (const wire::LeaseStatus *l : items(leases)) {
-      list += std::string(list.empty() ? "" : ",") +
-              "{\"lease_id\":" + std::to_string(l->lease_id()) +
-              ",\"client_id\":" + std::to_string(l->client_id()) +
-              ",\"pid\":" + std::to_string(l->pid()) + ",\"uid\":" + std::to_string(l->uid()) +
-              ",\"user\":" + quoted(str(l->user())) + ",\"name\":" + quoted(str(l->name())) +
-              ",\"since_ms\":" + std::to_string(l->since_ms()) +
-              (ended ? ",\"until_ms\":" + std::to_string(l->until_ms()) : std::string()) +
-              ",\"devices\":" + grants_json(l->devices()) + ",\"cpus\":" + number(l->cpus()) +
-              (ended ? std::string()
-                     : std::string(",\"revoking\":") + (l->revoking() ? "true" : "false")) +
-              "}";
+      list +=
+          std::string(list.empty() ? "" : ",") + "{\"lease_id\":" + std::to_string(l->lease_id()) +
+          ",\"client_id\":" + std::to_string(l->client_id()) +
+          ",\"pid\":" + std::to_string(l->pid()) + ",\"uid\":" + std::to_string(l->uid()) +
+          ",\"user\":" + json_quoted(str(l->user())) + ",\"name\":" + json_quoted(str(l->name())) +
+          ",\"since_ms\":" + std::to_string(l->since_ms()) +
+          (ended ? ",\"until_ms\":" + std::to_string(l->until_ms()) : std::string()) +
+          ",\"devices\":" + grants_json(l->devices()) + ",\"cpus\":" + json_number(l->cpus()) +
+          (ended ? std::string()
+                 : std::string(",\"revoking\":") + (l->revoking() ? "true" : "false")) +
+          "}";
     }
     return list;
   };
@@ -180,9 +172,11 @@ std::string status_json(const std::vector<uint8_t> &payload) {
            ",\"client_id\":" + std::to_string(q->client_id()) +
            ",\"position\":" + std::to_string(q->position()) +
            ",\"pid\":" + std::to_string(q->pid()) + ",\"uid\":" + std::to_string(q->uid()) +
-           ",\"user\":" + quoted(str(q->user())) + ",\"name\":" + quoted(str(q->name())) +
-           ",\"since_ms\":" + std::to_string(q->since_ms()) + ",\"gpus\":" + number(q->gpus()) +
-           ",\"gpu_memory\":" + std::to_string(q->gpu_memory()) + ",\"cpus\":" + number(q->cpus()) +
+           ",\"user\":" + json_quoted(str(q->user())) + ",\"name\":" + json_quoted(str(q->name())) +
+           ",\"since_ms\":" + std::to_string(q->since_ms()) +
+           ",\"gpus\":" + json_number(q->gpus()) +
+           ",\"gpu_memory\":" + std::to_string(q->gpu_memory()) +
+           ",\"cpus\":" + json_number(q->cpus()) +
            ",\"reserved\":" + (q->reserved() ? "true" : "false") + "}";
     first = false;
   }
@@ -191,13 +185,15 @@ std::string status_json(const std::vector<uint8_t> &payload) {
   for (const wire::ClientStatus *c : items(s.clients())) {
     out += std::string(first ? "" : ",") + "{\"client_id\":" + std::to_string(c->client_id()) +
            ",\"pid\":" + std::to_string(c->pid()) + ",\"uid\":" + std::to_string(c->uid()) +
-           ",\"user\":" + quoted(str(c->user())) + ",\"name\":" + quoted(str(c->name())) +
-           ",\"weight\":" + number(c->weight()) + ",\"since_ms\":" + std::to_string(c->since_ms()) +
+           ",\"user\":" + json_quoted(str(c->user())) + ",\"name\":" + json_quoted(str(c->name())) +
+           ",\"weight\":" + json_number(c->weight()) +
+           ",\"since_ms\":" + std::to_string(c->since_ms()) +
            ",\"leases\":" + std::to_string(c->leases()) +
            ",\"queued\":" + std::to_string(c->queued()) +
-           ",\"gpus_in_use\":" + number(c->gpus_in_use()) +
-           ",\"dominant_share\":" + number(c->dominant_share()) +
-           ",\"usage\":" + number(c->usage()) + ",\"data_plane\":" + quoted(str(c->data_plane())) +
+           ",\"gpus_in_use\":" + json_number(c->gpus_in_use()) +
+           ",\"dominant_share\":" + json_number(c->dominant_share()) +
+           ",\"usage\":" + json_number(c->usage()) +
+           ",\"data_plane\":" + json_quoted(str(c->data_plane())) +
            ",\"blob_bytes\":" + std::to_string(c->blob_bytes()) + "}";
     first = false;
   }

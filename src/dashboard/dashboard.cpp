@@ -46,9 +46,6 @@ std::string label(const std::string &s) {
   return out;
 }
 
-std::string js(const std::string &s) {
-  return json_quoted(s);
-}
 std::string jnum(double v) {
   return std::isfinite(v) ? num(v) : "null";
 }
@@ -300,7 +297,7 @@ std::string Dashboard::pool_json(double bars_since) const {
   std::string j = "{\"kind\":\"pool\",\"t\":" + jnum(core.events().now_s());
   j += ",\"connected\":" + std::string(core.connection() ? "true" : "false");
   j += ",\"names\":[";
-  for (size_t i = 0; i < m.names.size(); ++i) j += (i ? "," : "") + js(m.names[i]);
+  for (size_t i = 0; i < m.names.size(); ++i) j += (i ? "," : "") + json_quoted(m.names[i]);
   j += "],\"per_name\":[";
   for (size_t i = 0; i < m.names.size(); ++i) {
     const NameStats &s = m.stats[i];
@@ -329,7 +326,7 @@ std::string Dashboard::pool_json(double bars_since) const {
   for (size_t w = 0; w < core.worker_count(); ++w) {
     const WorkerState &ws = core.worker(w);
     const auto &load = snap.workers[w];
-    j += (w ? "," : "") + std::string("{\"name\":") + js(ws.name) +
+    j += (w ? "," : "") + std::string("{\"name\":") + json_quoted(ws.name) +
          ",\"kind\":" + (ws.kind == GF_WORKER_GPU ? "\"gpu\"" : "\"cpu\"") +
          ",\"device\":" + std::to_string(ws.device) + ",\"threads\":" + num(uint64_t{ws.threads}) +
          ",\"ready\":" + num(load.ready) + ",\"fetching\":" + num(load.fetching) +
@@ -338,7 +335,7 @@ std::string Dashboard::pool_json(double bars_since) const {
     bool first = true;
     for (const Ledger::Line &line : sched.ledger_lines(static_cast<uint32_t>(w))) {
       j += (first ? "" : ",") + std::string("{\"resource\":") +
-           js(sched.registry().name(line.resource)) +
+           json_quoted(sched.registry().name(line.resource)) +
            ",\"capacity\":" + jnum(line.capacity.to_double()) +
            ",\"in_use\":" + jnum(line.in_use.to_double()) +
            ",\"peak\":" + jnum(line.peak.to_double()) + "}";
@@ -357,7 +354,7 @@ std::string Dashboard::pool_json(double bars_since) const {
   for (size_t d = 0; d < core.devices().size(); ++d) {
     const gf_device_memory mem = sched.device_memory(static_cast<int>(d));
     j += (d ? "," : "") + std::string("{\"device\":") + std::to_string(d) +
-         ",\"name\":" + js(core.devices()[d].name) + ",\"capacity\":" + num(mem.capacity) +
+         ",\"name\":" + json_quoted(core.devices()[d].name) + ",\"capacity\":" + num(mem.capacity) +
          ",\"resident\":" + num(mem.resident) + ",\"reserved\":" + num(mem.reserved) +
          ",\"spilled\":" + num(mem.spilled) + ",\"spilled_total\":" + num(mem.spilled_total) +
          ",\"unspilled_total\":" + num(mem.unspilled_total) + "}";
@@ -416,14 +413,14 @@ std::string Dashboard::service_json() const {
   auto book = server_->book_snapshot();
   std::map<uint64_t, const service::ClientView *> by_id;
   for (const auto &c : book->clients) by_id[c.client] = &c;
-  std::string j =
-      "{\"kind\":\"service\",\"t\":" + jnum(book->now) + ",\"backend\":" + js(book->backend);
+  std::string j = "{\"kind\":\"service\",\"t\":" + jnum(book->now) +
+                  ",\"backend\":" + json_quoted(book->backend);
   j += ",\"cpus\":" + jnum(book->cpus) + ",\"cpus_in_use\":" + jnum(book->cpus_in_use);
   j += ",\"devices\":[";
   for (size_t i = 0; i < book->devices.size(); ++i) {
     const auto &d = book->devices[i];
     j += (i ? "," : "") + std::string("{\"device\":") + std::to_string(d.slot.ordinal) +
-         ",\"name\":" + js(d.slot.name) + ",\"capacity\":" + num(d.slot.memory) +
+         ",\"name\":" + json_quoted(d.slot.name) + ",\"capacity\":" + num(d.slot.memory) +
          ",\"share_in_use\":" + jnum(d.share_in_use.to_double()) +
          ",\"memory_in_use\":" + num(d.memory_in_use) + "}";
   }
@@ -437,7 +434,7 @@ std::string Dashboard::service_json() const {
             : it->second->info.user + " pid " + std::to_string(it->second->info.pid) +
                   (it->second->info.name.empty() ? "" : " (" + it->second->info.name + ")");
     j += (i ? "," : "") + std::string("{\"id\":") + num(l.id) + ",\"client\":" + num(l.client) +
-         ",\"holder\":" + js(holder) + ",\"name\":" + js(l.name) +
+         ",\"holder\":" + json_quoted(holder) + ",\"name\":" + json_quoted(l.name) +
          ",\"cpus\":" + jnum(l.cpus.to_double()) + ",\"age_s\":" + jnum(book->now - l.since) +
          ",\"revoking\":" + (l.revoking ? "true" : "false") + ",\"devices\":[";
     for (size_t k = 0; k < l.devices.size(); ++k) {
@@ -451,7 +448,7 @@ std::string Dashboard::service_json() const {
     const auto &q = book->queued[i];
     j += (i ? "," : "") + std::string("{\"client\":") + num(q.client) +
          ",\"request\":" + num(q.request) + ",\"gpus\":" + jnum(q.ask.gpus) +
-         ",\"cpus\":" + jnum(q.ask.cpus) + ",\"name\":" + js(q.ask.name) +
+         ",\"cpus\":" + jnum(q.ask.cpus) + ",\"name\":" + json_quoted(q.ask.name) +
          ",\"wait_s\":" + jnum(book->now - q.since) +
          ",\"reserved\":" + (q.reserved ? "true" : "false") + "}";
   }
@@ -459,8 +456,8 @@ std::string Dashboard::service_json() const {
   for (size_t i = 0; i < book->clients.size(); ++i) {
     const auto &c = book->clients[i];
     j += (i ? "," : "") + std::string("{\"client\":") + num(c.client) +
-         ",\"user\":" + js(c.info.user) + ",\"pid\":" + num(uint64_t{c.info.pid}) +
-         ",\"name\":" + js(c.info.name) + ",\"leases\":" + num(uint64_t{c.leases}) +
+         ",\"user\":" + json_quoted(c.info.user) + ",\"pid\":" + num(uint64_t{c.info.pid}) +
+         ",\"name\":" + json_quoted(c.info.name) + ",\"leases\":" + num(uint64_t{c.leases}) +
          ",\"queued\":" + num(uint64_t{c.queued}) + ",\"gpus_in_use\":" + jnum(c.gpus_in_use) +
          ",\"usage\":" + jnum(c.usage) + ",\"dominant_share\":" + jnum(c.dominant_share) + "}";
   }

@@ -54,10 +54,6 @@ uint64_t BlobHost::bytes() const {
   return state_->store.bytes();
 }
 
-uint64_t BlobHost::cap() const {
-  return state_->store.cap();
-}
-
 std::string BlobHost::check_tag(uint64_t tag) const {
   if ((tag >> 32) != client_id_) {
     return "tag " + std::to_string(tag) + " is not in this client's tag space (" +
@@ -72,6 +68,12 @@ std::string BlobHost::check_tag(uint64_t tag) const {
 std::string BlobHost::put(uint64_t blob, uint64_t size, uint64_t tag, double now, Reply done) {
   if (state_->closed) return "the data plane to this client is closed";
   if (std::string why = check_tag(tag); !why.empty()) return why;
+  // Each pending put holds a receive and a buffer until its bytes come or it expires: even
+  // empty ones must not pile up without bound.
+  if (state_->puts.size() >= kMaxPutsInFlight) {
+    return "too many puts in flight (" + std::to_string(kMaxPutsInFlight) +
+           "): wait for some to be stored";
+  }
   std::string why;
   std::shared_ptr<Blob> buffer = state_->store.reserve(blob, size, why);
   if (!buffer) return why;

@@ -41,6 +41,7 @@ inline uint64_t tag_space_of(uint64_t client_id) {
 
 class BlobHost {
  public:
+  static constexpr size_t kMaxPutsInFlight = 1024;              // per client
   using Reply = std::function<void(const std::string &error)>;  // "" when it went well
 
   // Connects to the client's worker. `who` names the client in errors; `on_error` runs when
@@ -63,7 +64,6 @@ class BlobHost {
   void close(const std::string &why);
   uint64_t bytes() const;
   std::string transports() const { return ep_ ? ep_->transports() : std::string(); }
-  uint64_t cap() const;
 
  private:
   struct State;

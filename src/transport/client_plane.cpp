@@ -142,20 +142,6 @@ ClientPlane::OpHandle ClientPlane::start_send(uint64_t tag, const void *data, si
   return op;
 }
 
-ClientPlane::OpHandle ClientPlane::start_recv(uint64_t tag, void *data, size_t size) {
-  OpHandle op = prepare();
-  begin(op, true, tag, data, size);
-  return op;
-}
-
-void ClientPlane::send(uint64_t tag, const void *data, size_t size) {
-  wait(start_send(tag, data, size));
-}
-
-void ClientPlane::recv(uint64_t tag, void *data, size_t size) {
-  wait(start_recv(tag, data, size));
-}
-
 void ClientPlane::fail(const std::string &why) {
   {
     std::lock_guard lock(mu_);

@@ -28,15 +28,12 @@ class ClientPlane {
   const std::vector<uint8_t> &address() const { return address_; }
   // Makes the endpoint to the service's worker. Throws gf::Error.
   void connect(const std::vector<uint8_t> &service_address);
-  // Blocking: return when UCX is done with `data`, or throw gf::Error (GF_ERR_SYSTEM) naming
-  // the service. A receive of anything but exactly `size` bytes is an error.
-  void send(uint64_t tag, const void *data, size_t size);
-  void recv(uint64_t tag, void *data, size_t size);
-  // The same, started now and waited for later: `data` must stay put until wait() returns.
+  // A send started now; wait() returns when UCX is done with `data` (which must stay put until
+  // then), or throws gf::Error (GF_ERR_SYSTEM) naming the service. A receive (begin) of
+  // anything but exactly `size` bytes is an error.
   struct Op;
   using OpHandle = std::shared_ptr<Op>;
   OpHandle start_send(uint64_t tag, const void *data, size_t size);
-  OpHandle start_recv(uint64_t tag, void *data, size_t size);
   // An operation made first and begun later, from whichever thread learns what to move (the
   // connection's reader thread, on the service's answer): the caller sleeps once, in wait().
   // `on_done` runs (on any thread, no lock held) once it ended, begun or abandoned.

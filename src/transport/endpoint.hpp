@@ -29,7 +29,6 @@ class Endpoint {
   Endpoint &operator=(const Endpoint &) = delete;
 
   ucp_ep_h get() const { return ep_; }
-  const std::string &peer() const { return peer_; }
   // The endpoint is closed with UCP_EP_CLOSE_FLAG_FORCE; its close request frees itself on a
   // later progress, and the error callback is disarmed. Idempotent.
   void close();

@@ -1,8 +1,9 @@
 #include "transport/request.hpp"
 
-#include "transport/ucx_api.hpp"
-
 #include <memory>
+#include <new>
+
+#include "transport/ucx_api.hpp"
 
 namespace gf::transport {
 
@@ -55,7 +56,14 @@ size_t discard_unexpected(ucp_worker_h worker, uint64_t tag, uint64_t mask, size
     ucp_tag_recv_info_t info{};
     ucp_tag_message_h message = ucx().ucp_tag_probe_nb(worker, tag, mask, 1, &info);
     if (!message) break;
-    auto *sink = new std::unique_ptr<uint8_t[]>(new uint8_t[info.length == 0 ? 1 : info.length]);
+    // The length is the peer's word: an allocation that fails leaves the rest where it is (the
+    // loop thread must not throw), to go with the worker.
+    auto *sink = new (std::nothrow)
+        std::unique_ptr<uint8_t[]>(new (std::nothrow) uint8_t[info.length == 0 ? 1 : info.length]);
+    if (!sink || !*sink) {
+      delete sink;
+      break;
+    }
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.recv = [](void *request, ucs_status_t, const ucp_tag_recv_info_t *, void *user_data) {

@@ -15,20 +15,9 @@
 
 #include "client/connection.hpp"
 #include "core/error.hpp"
+#include "pattern.hpp"
 
 namespace {
-
-std::vector<uint8_t> pattern(size_t size, uint64_t seed) {
-  std::vector<uint8_t> out(size);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (size_t i = 0; i < size; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    out[i] = static_cast<uint8_t>(x);
-  }
-  return out;
-}
 
 void say(const std::string &line) {
   std::printf("%s\n", line.c_str());

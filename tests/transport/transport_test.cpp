@@ -20,7 +20,9 @@
 #include "../service/processes.hpp"
 #include "client/connection.hpp"
 #include "core/error.hpp"
+#include "pattern.hpp"
 #include "service/server.hpp"
+#include "transport/blob_host.hpp"
 #include "transport/blob_store.hpp"
 #include "transport/endpoint.hpp"
 #include "wire/framing.hpp"
@@ -28,18 +30,6 @@
 using namespace gfsvc;
 
 namespace {
-
-std::vector<uint8_t> pattern(size_t size, uint64_t seed) {
-  std::vector<uint8_t> out(size);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (size_t i = 0; i < size; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    out[i] = static_cast<uint8_t>(x);
-  }
-  return out;
-}
 
 // The first offset where two buffers differ, for a readable failure (gtest would print 256 MiB).
 std::string first_difference(const std::vector<uint8_t> &a, const std::vector<uint8_t> &b) {
@@ -351,6 +341,31 @@ class RawClient {
   int fd_ = -1;
   gf::wire::FrameReader reader_;
 };
+
+// Announced puts whose bytes never come each hold a receive until they expire: a client cannot
+// pile up more than BlobHost::kMaxPutsInFlight of them, even of 0 bytes, and the service frees
+// them all when it goes.
+TEST_F(TransportTest, PutsInFlightAreBounded) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  {
+    auto c = gf::client::Connection::open(service.endpoint(), "transport_test", 1);
+    const size_t limit = gf::transport::BlobHost::kMaxPutsInFlight;
+    for (size_t i = 0; i < limit; ++i) ASSERT_NO_THROW(c->announce_put(1000 + i, i % 2 ? 0 : 16));
+    try {
+      c->announce_put(1, 0);
+      ADD_FAILURE() << "put " << limit + 1 << " in flight was accepted";
+    } catch (const gf::Error &e) {
+      EXPECT_TRUE(contains(e.what(), "too many puts in flight")) << e.what();
+    }
+    EXPECT_GT(plane_status(*c).blob_bytes, 0u) << "the announced puts hold their bytes";
+  }
+  // Their client gone, nothing is left: another client sees no blob bytes and works.
+  auto other = gf::client::Connection::open(service.endpoint(), "transport_test other", 1);
+  uint64_t left = 0;
+  EXPECT_TRUE(wait_no_blob_bytes(*other, left)) << left << " byte(s) left";
+  round_trip(*other, 1, 4096);
+}
 
 TEST_F(TransportTest, RawFramesAreRefused) {
   Service service(dir, 1);
