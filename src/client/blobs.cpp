@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "client/connection.hpp"
+#include "client/message_support.hpp"
 #include "core/error.hpp"
 #include "wire/framing.hpp"
 
@@ -13,17 +14,6 @@ namespace gf::client {
 namespace fb = flatbuffers;
 
 namespace {
-
-int64_t deadline_in(int64_t ms) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-             .count() +
-         ms;
-}
-
-std::string str(const fb::String *s) {
-  return s ? s->str() : std::string();
-}
 
 // The service's Error as an exception, or nothing.
 void throw_if_error(const wire::Message &m) {
@@ -110,8 +100,7 @@ void Connection::finish_put(const PutTicket &t, const void *data) {
   std::shared_ptr<transport::ClientPlane> plane = this->plane();
   {
     std::lock_guard lock(mu_);
-    if (closed_)
-      fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_);
+    if (closed_) fail(GF_ERR_SYSTEM, gone());
     waiting_[t.request_id];  // BlobStored, or an Error, answers once the bytes are in
   }
   transport::ClientPlane::OpHandle op = plane->start_send(t.tag, data, t.size);
@@ -220,7 +209,7 @@ void Connection::put(uint64_t blob_id, const void *data, size_t size) {
       } else {
         std::lock_guard lock(mu_);
         if (closed_) {
-          error = "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_;
+          error = gone();
         } else {
           waiting_[id].callback = stored;
         }
@@ -233,7 +222,7 @@ void Connection::put(uint64_t blob_id, const void *data, size_t size) {
   {
     std::lock_guard lock(mu_);
     if (closed_) {
-      fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_);
+      fail(GF_ERR_SYSTEM, gone());
     }
     waiting_[id].callback = ready;
   }
@@ -259,7 +248,7 @@ std::vector<uint8_t> Connection::get(uint64_t blob_id) {
   {
     std::lock_guard lock(mu_);
     if (closed_) {
-      fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_);
+      fail(GF_ERR_SYSTEM, gone());
     }
     // BlobSending: the receive is posted here, on the reader thread.
     waiting_[id].callback = [this, plane, op, bytes, tag](const std::vector<uint8_t> *payload,

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "client/message_support.hpp"
 #include "core/error.hpp"
 #include "wire/framing.hpp"
 
@@ -48,20 +49,6 @@ std::string resolve_endpoint(const char *configured) {
   if (endpoint == "embedded") return {};
   return endpoint;
 }
-
-namespace {
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-std::string str(const fb::String *s) {
-  return s ? s->str() : std::string();
-}
-
-}  // namespace
 
 Connection::Connection(std::string endpoint, int fd) : endpoint_(std::move(endpoint)), fd_(fd) {}
 
@@ -160,15 +147,14 @@ void Connection::send(const std::vector<uint8_t> &frame) {
 
 void Connection::fail_gone() const {
   std::lock_guard lock(mu_);
-  fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_);
+  fail(GF_ERR_SYSTEM, gone());
 }
 
 std::vector<uint8_t> Connection::call(uint64_t id, const std::vector<uint8_t> &frame,
                                       int64_t deadline_ms) {
   {
     std::lock_guard lock(mu_);
-    if (closed_)
-      fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_);
+    if (closed_) fail(GF_ERR_SYSTEM, gone());
     waiting_[id];
   }
   try {
@@ -197,7 +183,7 @@ std::vector<uint8_t> Connection::await(uint64_t id, int64_t deadline_ms) {
   Reply reply = std::move(waiting_[id]);
   waiting_.erase(id);
   if (!reply.done) {
-    fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_);
+    fail(GF_ERR_SYSTEM, gone());
   }
   return std::move(reply.payload);
 }
@@ -253,15 +239,15 @@ std::vector<uint8_t> Connection::lease_request_frame(uint64_t id, const LeaseAsk
 
 void Connection::acquire_async(const LeaseAsk &ask, GrantDone done) {
   const uint64_t id = next_id_++;
-  std::string gone;
+  std::string why_gone;
   {
     std::lock_guard lock(mu_);
     if (closed_) {
-      gone = "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_;
+      why_gone = gone();
     } else {
       waiting_[id].callback = [this, done](const std::vector<uint8_t> *payload,
-                                           const std::string &why_gone) {
-        if (!payload) return done(nullptr, GF_ERR_SYSTEM, why_gone);
+                                           const std::string &reason) {
+        if (!payload) return done(nullptr, GF_ERR_SYSTEM, reason);
         Grant grant;
         gf_status status = GF_OK;
         std::string why;
@@ -270,7 +256,8 @@ void Connection::acquire_async(const LeaseAsk &ask, GrantDone done) {
       };
     }
   }
-  if (!gone.empty()) return done(nullptr, GF_ERR_SYSTEM, gone);  // unlocked: `done` may call in
+  if (!why_gone.empty())
+    return done(nullptr, GF_ERR_SYSTEM, why_gone);  // unlocked: `done` may call in
   try {
     send(lease_request_frame(id, ask, -1));
   } catch (const Error &e) {

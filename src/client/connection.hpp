@@ -167,6 +167,10 @@ class Connection {
   std::function<void(uint64_t)> on_revoke_;
   std::atomic<bool> closed_{false};
   std::string close_reason_;
+  // "the gpuflow service at … is gone: <close_reason_>"; mu_ held.
+  std::string gone() const {
+    return "the gpuflow service at " + endpoint_ + " is gone: " + close_reason_;
+  }
   // Errors that come for a request after its first answer (a get whose send failed later).
   std::map<uint64_t, std::function<void(const std::string &why)>> watchers_;  // under mu_
   std::mutex plane_mu_;                            // serialises open_data_plane

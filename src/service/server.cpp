@@ -400,14 +400,14 @@ struct Server::Impl {
   void blob_put(Client &c, const wire::BlobPut &m) {
     if (!has_plane(c, m.request_id())) return;
     const uint64_t request = m.request_id(), blob = m.blob_id(), size = m.size();
-    std::string why =
+    const transport::Refusal refused =
         c.blobs->put(blob, size, m.tag(), now(), later(c, request, [=, this](Client &k) {
                        fb::FlatBufferBuilder b;
                        write(k, wire::frame_of(b, wire::CreateBlobStored(b, request, blob, size)));
                      }));
-    if (!why.empty()) {
-      log(who(c) + ": put refused: " + why);
-      return send_error(c, request, GF_ERR_INVALID_ARGUMENT, why);
+    if (refused) {
+      log(who(c) + ": put refused: " + refused.why);
+      return send_error(c, request, refused.status, refused.why);
     }
     fb::FlatBufferBuilder b;
     write(c, wire::frame_of(b, wire::CreateBlobPutReady(b, request)));
@@ -418,12 +418,9 @@ struct Server::Impl {
     if (!has_plane(c, m.request_id())) return;
     const uint64_t request = m.request_id();
     uint64_t size = 0;
-    std::string why = c.blobs->get(m.blob_id(), m.tag(), size, later(c, request, [](Client &) {}));
-    if (!why.empty()) {
-      return send_error(c, request,
-                        why.rfind("no blob", 0) == 0 ? GF_ERR_NOT_FOUND : GF_ERR_INVALID_ARGUMENT,
-                        why);
-    }
+    const transport::Refusal refused =
+        c.blobs->get(m.blob_id(), m.tag(), size, later(c, request, [](Client &) {}));
+    if (refused) return send_error(c, request, refused.status, refused.why);
     fb::FlatBufferBuilder b;
     write(c, wire::frame_of(b, wire::CreateBlobSending(b, request, m.blob_id(), size)));
     plane->progress().kick();

@@ -54,29 +54,32 @@ uint64_t BlobHost::bytes() const {
   return state_->store.bytes();
 }
 
-std::string BlobHost::check_tag(uint64_t tag) const {
+Refusal BlobHost::check(uint64_t tag) const {
+  if (state_->closed || !ep_) return {GF_ERR_SYSTEM, "the data plane to this client is closed"};
   if ((tag >> 32) != client_id_) {
-    return "tag " + std::to_string(tag) + " is not in this client's tag space (" +
-           std::to_string(client_id_) + " << 32)";
+    return {GF_ERR_INVALID_ARGUMENT, "tag " + std::to_string(tag) +
+                                         " is not in this client's tag space (" +
+                                         std::to_string(client_id_) + " << 32)"};
   }
   if (state_->puts.count(tag) || state_->gets.count(tag)) {
-    return "tag " + std::to_string(tag) + " is already in use by a transfer in flight";
+    return {GF_ERR_INVALID_ARGUMENT,
+            "tag " + std::to_string(tag) + " is already in use by a transfer in flight"};
   }
   return {};
 }
 
-std::string BlobHost::put(uint64_t blob, uint64_t size, uint64_t tag, double now, Reply done) {
-  if (state_->closed) return "the data plane to this client is closed";
-  if (std::string why = check_tag(tag); !why.empty()) return why;
+Refusal BlobHost::put(uint64_t blob, uint64_t size, uint64_t tag, double now, Reply done) {
+  if (Refusal refused = check(tag)) return refused;
   // Each pending put holds a receive and a buffer until its bytes come or it expires: even
   // empty ones must not pile up without bound.
   if (state_->puts.size() >= kMaxPutsInFlight) {
-    return "too many puts in flight (" + std::to_string(kMaxPutsInFlight) +
-           "): wait for some to be stored";
+    return {GF_ERR_INVALID_ARGUMENT, "too many puts in flight (" +
+                                         std::to_string(kMaxPutsInFlight) +
+                                         "): wait for some to be stored"};
   }
-  std::string why;
-  std::shared_ptr<Blob> buffer = state_->store.reserve(blob, size, why);
-  if (!buffer) return why;
+  Refusal refused;
+  std::shared_ptr<Blob> buffer = state_->store.reserve(blob, size, refused);
+  if (!buffer) return refused;
   State::Put &p = state_->puts[tag];  // only until tag_recv: its completion may erase it
   p.blob = blob;
   p.buffer = buffer;
@@ -114,11 +117,10 @@ std::string BlobHost::put(uint64_t blob, uint64_t size, uint64_t tag, double now
   return {};
 }
 
-std::string BlobHost::get(uint64_t blob, uint64_t tag, uint64_t &size, Reply done) {
-  if (state_->closed || !ep_) return "the data plane to this client is closed";
-  if (std::string why = check_tag(tag); !why.empty()) return why;
+Refusal BlobHost::get(uint64_t blob, uint64_t tag, uint64_t &size, Reply done) {
+  if (Refusal refused = check(tag)) return refused;
   std::shared_ptr<Blob> found = state_->store.find(blob);
-  if (!found) return "no blob " + std::to_string(blob);
+  if (!found) return {GF_ERR_NOT_FOUND, "no blob " + std::to_string(blob)};
   size = found->size();
   UvProgress &progress = plane_.progress();
   progress.started();

@@ -51,11 +51,11 @@ class BlobHost {
            Endpoint::OnError on_error);
   ~BlobHost();  // close()
 
-  // "" and the receive posted (`done` runs once the bytes are in, or with why not), or why the
-  // put is refused (then `done` never runs).
-  std::string put(uint64_t blob, uint64_t size, uint64_t tag, double now, Reply done);
-  // "" and `size` set, the send posted (`done` runs when it ends), or why not.
-  std::string get(uint64_t blob, uint64_t tag, uint64_t &size, Reply done);
+  // No refusal and the receive posted (`done` runs once the bytes are in, or with why not), or
+  // why the put is refused (then `done` never runs).
+  Refusal put(uint64_t blob, uint64_t size, uint64_t tag, double now, Reply done);
+  // No refusal, `size` set and the send posted (`done` runs when it ends), or why not.
+  Refusal get(uint64_t blob, uint64_t tag, uint64_t &size, Reply done);
   bool drop(uint64_t blob);
   // Fails puts whose bytes did not come by their deadline (a client announcing and not sending,
   // or sending with another tag).
@@ -67,7 +67,7 @@ class BlobHost {
 
  private:
   struct State;
-  std::string check_tag(uint64_t tag) const;
+  Refusal check(uint64_t tag) const;  // the plane open, the tag this client's and free
   LoopPlane &plane_;
   uint64_t client_id_;
   double put_timeout_s_;

@@ -53,21 +53,22 @@ Blob::~Blob() {
   tally_->give(std::move(data_), size_, alive);
 }
 
-std::shared_ptr<Blob> BlobStore::reserve(uint64_t id, uint64_t size, std::string &why) {
+std::shared_ptr<Blob> BlobStore::reserve(uint64_t id, uint64_t size, Refusal &refused) {
   auto old = blobs_.find(id);
   const uint64_t replaced = old == blobs_.end() ? 0 : old->second->size();
   const uint64_t after = bytes() - replaced;
   if (size > cap_ || after > cap_ - size) {
-    why = "blob " + std::to_string(id) + " of " + std::to_string(size) +
-          " bytes would pass this client's cap of " + std::to_string(cap_) + " bytes (" +
-          std::to_string(after) + " held)";
+    refused.status = GF_ERR_INVALID_ARGUMENT;
+    refused.why = "blob " + std::to_string(id) + " of " + std::to_string(size) +
+                  " bytes would pass this client's cap of " + std::to_string(cap_) + " bytes (" +
+                  std::to_string(after) + " held)";
     return nullptr;
   }
   std::shared_ptr<Blob> blob;
   try {
     blob = std::make_shared<Blob>(size, tally_);
   } catch (const Error &e) {
-    why = e.what();
+    refused = Refusal{e.status(), e.what()};
     return nullptr;
   }
   reserved_ += size;

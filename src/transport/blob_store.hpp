@@ -13,6 +13,8 @@
 #include <string>
 #include <utility>
 
+#include "gpuflow.h"
+
 namespace gf::transport {
 
 // Bytes of blobs alive in a service (all clients, in-flight transfers included), and the large
@@ -53,13 +55,22 @@ class Blob {
   std::shared_ptr<BlobTally> tally_;
 };
 
+// Why a transfer was refused: the status the client gets (GF_OK: not refused), and words naming
+// the cause.
+struct Refusal {
+  gf_status status = GF_OK;
+  std::string why;
+  explicit operator bool() const { return status != GF_OK; }
+};
+
 class BlobStore {
  public:
   BlobStore(uint64_t cap, std::shared_ptr<BlobTally> tally) : cap_(cap), tally_(std::move(tally)) {}
 
   // A buffer for an incoming put of `size` bytes, charged to this client now; or nullptr and
-  // `why` when it would pass the cap (a blob it replaces is not counted against it).
-  std::shared_ptr<Blob> reserve(uint64_t id, uint64_t size, std::string &why);
+  // `refused` when it would pass the cap (GF_ERR_INVALID_ARGUMENT; a blob it replaces is not
+  // counted against it) or memory ran out (GF_ERR_OUT_OF_MEMORY).
+  std::shared_ptr<Blob> reserve(uint64_t id, uint64_t size, Refusal &refused);
   // The put finished: `blob` becomes blob `id` (replacing any older one). Its reservation ends.
   void commit(uint64_t id, std::shared_ptr<Blob> blob);
   // The put failed: its reservation ends and its buffer is dropped.

@@ -451,28 +451,29 @@ TEST_F(TransportTest, AnotherUserGetsNoDataPlane) {
 TEST(BlobStore, CapReservationsAndKeptBuffers) {
   auto tally = std::make_shared<gf::transport::BlobTally>();
   gf::transport::BlobStore store(uint64_t{16} << 20, tally);
-  std::string why;
+  gf::transport::Refusal why;
   auto a = store.reserve(1, uint64_t{4} << 20, why);
-  ASSERT_TRUE(a) << why;
+  ASSERT_TRUE(a) << why.why;
   EXPECT_FALSE(store.reserve(2, (uint64_t{12} << 20) + 1, why));  // 4 MiB reserved already
-  EXPECT_TRUE(contains(why, "cap of 16777216 bytes")) << why;
+  EXPECT_TRUE(contains(why.why, "cap of 16777216 bytes")) << why.why;
+  EXPECT_EQ(why.status, GF_ERR_INVALID_ARGUMENT);
   EXPECT_FALSE(store.reserve(2, ~uint64_t{0}, why));
   uint8_t *first = a->data();
   store.commit(1, a);
   a.reset();
   // Replacing blob 1 may use the whole cap: its old bytes go when the new ones are in.
   auto b = store.reserve(1, uint64_t{8} << 20, why);
-  ASSERT_TRUE(b) << why;
+  ASSERT_TRUE(b) << why.why;
   store.commit(1, b);
   b.reset();
   EXPECT_EQ(tally->bytes.load(), uint64_t{8} << 20);
   EXPECT_EQ(tally->kept(), uint64_t{4} << 20);  // blob 1's first buffer, for the next 4 MiB put
   auto c = store.reserve(2, 1, why);            // alive while blob 1 goes: buffers stay kept
-  EXPECT_TRUE(c) << why;
+  EXPECT_TRUE(c) << why.why;
   store.abandon(1);
   store.drop(1);
   auto d = store.reserve(3, uint64_t{4} << 20, why);
-  ASSERT_TRUE(d) << why;
+  ASSERT_TRUE(d) << why.why;
   EXPECT_EQ(d->data(), first);  // reused, not faulted in again
   store.abandon(d->size());
   d.reset();
