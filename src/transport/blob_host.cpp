@@ -10,10 +10,7 @@ LoopPlane::LoopPlane(uv_loop_t *loop, const std::string &name)
     : worker_(Worker::create(name)), progress_(std::make_unique<UvProgress>(loop, *worker_)) {}
 
 LoopPlane::~LoopPlane() {
-  // Forced closes and cancelled requests complete on progress: let them, briefly, so their
-  // requests go back to UCX before the worker does.
-  for (int i = 0; i < 100 && worker_->drain(); ++i) {
-  }
+  worker_->settle();
   progress_.reset();
   worker_.reset();
 }

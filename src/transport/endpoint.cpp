@@ -70,15 +70,16 @@ void Endpoint::close() {
 
 std::string Endpoint::transports() const {
   if (!ep_) return {};
+  if (!transports_.empty()) return transports_;  // printing the lanes is not cheap; they stay
   char *text = nullptr;
   size_t size = 0;
   FILE *stream = open_memstream(&text, &size);
   if (!stream) return {};
   ucx().ucp_ep_print_info(ep_, stream);
   std::fclose(stream);
-  std::string out = transports_of_ep_info(std::string(text, size));
+  transports_ = transports_of_ep_info(std::string(text, size));
   std::free(text);
-  return out;
+  return transports_;
 }
 
 std::string transports_of_ep_info(const std::string &text) {

@@ -44,6 +44,7 @@ class Endpoint {
  private:
   ucp_ep_h ep_ = nullptr;
   std::string peer_;
+  mutable std::string transports_;  // once known
   std::shared_ptr<ErrorSink> sink_;
 };
 

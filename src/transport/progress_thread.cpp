@@ -95,10 +95,7 @@ void ProgressThread::loop() {
     stop = std::move(on_stop_);
   }
   if (stop) stop();
-  // Forced closes complete on progress; give them a moment so their requests are freed.
-  for (int i = 0; i < 100 && worker_->drain(); ++i) {
-  }
-  worker_->drain();
+  worker_->settle();
 }
 
 }  // namespace gf::transport

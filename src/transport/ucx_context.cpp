@@ -58,6 +58,11 @@ bool Worker::drain() {
   return any;
 }
 
+void Worker::settle() {
+  for (int i = 0; i < 100 && drain(); ++i) {
+  }
+}
+
 bool Worker::progress_and_arm() {
   drain();
   return ucx().ucp_worker_arm(worker_) != UCS_ERR_BUSY;

@@ -46,6 +46,9 @@ class Worker {
   bool progress_and_arm();
   // Progresses until there is nothing left to do; returns whether anything was done.
   bool drain();
+  // Before the worker goes: lets forced closes and cancelled requests complete (they do on
+  // progress), briefly, so their requests go back to UCX first.
+  void settle();
   // Keeps `object` alive until the worker is destroyed: for what UCX may still use after an
   // endpoint is gone (an error callback's argument, called from a transfer still queued).
   void keep(std::shared_ptr<void> object) { kept_.push_back(std::move(object)); }
