@@ -1,8 +1,10 @@
 // The service's side of the data plane: one worker driven by the service's libuv loop
 // (LoopPlane), and per client a BlobHost: the endpoint to the client's worker, its blobs, and
 // the puts and gets in flight. Everything here runs on the loop thread. Tags are the client's:
-// a transfer's tag must carry the client's id in its upper 32 bits, so one client's announced
-// transfers never match another's (the worker's tag matching is worker-wide).
+// a transfer a client announces must carry its id in the tag's upper 32 bits, so two clients'
+// announced transfers never share a tag. The worker's tag matching is worker-wide and does not
+// check the sender, so a client sending under another's tag could still match it: only processes
+// of the service's own uid get a data plane (docs/transport.md, "Trust").
 #pragma once
 
 #include <uv.h>
