@@ -52,7 +52,7 @@ extern "C" {
 /* The version this header describes. A library of another major version refuses to create a
  * pool for code built against this header (GF_ERR_VERSION_MISMATCH). */
 #define GF_VERSION_MAJOR 0
-#define GF_VERSION_MINOR 4
+#define GF_VERSION_MINOR 5
 #define GF_VERSION_PATCH 0
 #define GF_VERSION_ENCODE(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
 #define GF_VERSION GF_VERSION_ENCODE(GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH)
@@ -577,17 +577,36 @@ typedef enum gf_task_state {
  * run itself. */
 typedef void (*gf_run_callback)(gf_run *run, gf_run_state state, void *user_data);
 
+/* Where a graph submitted to a connected pool runs (docs/transport.md, "Graphs in the service").
+ * In the service, the node's service runs the whole graph on a pool of its own that leases
+ * devices in this process's name: the graph document, literal inputs included, goes there over
+ * the data plane, and gf_run_fetch brings kept outputs back over it. Only graphs whose every body
+ * is a named kernel the service loaded (gpuflow serve --plugin) or a command can run there (their
+ * commands start in this process's working directory), only for processes of the service's own
+ * user, and gf_run_value, gf_graph_input_value and C callback bodies stay in-process only. */
+typedef enum gf_run_where {
+  /* In the service when the pool is connected, the service offers a data plane, and the graph
+   * names at least one kernel that the service has and this pool has not, with every other body
+   * one of those kernels or a command; in this process otherwise. */
+  GF_RUN_ANYWHERE = 0,
+  GF_RUN_IN_PROCESS = 1, /* this process's workers, under the service's leases when connected */
+  GF_RUN_IN_SERVICE = 2, /* the service, or GF_ERR_INFEASIBLE saying why it cannot */
+  GF_RUN_WHERE_FORCE32 = 0x7FFFFFFF
+} gf_run_where;
+
 typedef struct gf_submit_options {
   uint32_t struct_size;
   gf_run_callback on_complete; /* optional */
   void *user_data;             /* passed to on_complete */
+  gf_run_where where;          /* since 0.5; older sizes: GF_RUN_ANYWHERE */
 } gf_submit_options;
 
 #define GF_SUBMIT_OPTIONS_INIT                   \
   {                                              \
     sizeof(gf_submit_options), /* struct_size */ \
         NULL,                  /* on_complete */ \
-        NULL                   /* user_data */   \
+        NULL,                  /* user_data */   \
+        GF_RUN_ANYWHERE        /* where */       \
   }
 GF_API void gf_submit_options_init(gf_submit_options *options, uint32_t struct_size);
 
@@ -602,6 +621,9 @@ GF_API void gf_submit_options_init(gf_submit_options *options, uint32_t struct_s
  * must not be modified concurrently). */
 GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,
                                  const gf_submit_options *options);
+
+/* Where the run runs: GF_RUN_IN_PROCESS or GF_RUN_IN_SERVICE. Thread-safe. */
+GF_API gf_status gf_run_where_get(gf_run_where *out, gf_run *run);
 
 /* Waits for the run to finish, at most timeout_ms milliseconds (negative: no limit).
  * Returns GF_OK when every task succeeded, GF_TIMEOUT when still running, GF_ERR_TASK_FAILED
@@ -1071,6 +1093,10 @@ typedef struct gf_service_config {
   const char *user_weights;
   const char
       *dashboard; /* appended in 0.3: "HOST:PORT" for the live page and /metrics; NULL: none */
+  /* Appended in 0.5: kernel plugin libraries (paths) whose kernels graphs run inside the service
+   * may name (gf_run_where); each is loaded once at start to check it. */
+  const char *const *plugins;
+  uint32_t plugin_count;
 } gf_service_config;
 
 #define GF_SERVICE_CONFIG_INIT                         \
@@ -1085,7 +1111,9 @@ typedef struct gf_service_config {
         NULL,                  /* log */               \
         NULL,                  /* log_user_data */     \
         NULL,                  /* user_weights */      \
-        NULL                   /* dashboard */         \
+        NULL,                  /* dashboard */         \
+        NULL,                  /* plugins */           \
+        0                      /* plugin_count */      \
   }
 
 /* Starts a service on its own thread; returns once it accepts connections. Ownership of *out

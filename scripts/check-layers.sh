@@ -16,13 +16,13 @@ shopt -s nullglob
 LAYERS=(
   capi      # the C ABI shims
   dashboard # the live page and /metrics over HTTP (libmicrohttpd), for pools and the service
-  serialize # graphs as files (used by capi)
   service   # the node's shared pool: server, lease book (gpuflow serve)
   pool      # a pool: options, backend, scheduler, workers; connected pools
   runtime   # worker threads, task contexts, runs
   scheduler # placement, dispatch, completion, spilling
   commands  # the external-command executor (public task API only)
   kernels   # named kernels and plugins
+  serialize # graphs as documents: binary and JSON (capi; the service and pools send them)
   graph     # the graph as described: tasks, data, requests, body descriptions
   devices   # backends: host (emulated) and CUDA
   client    # a connection to a service: requests, leases, the reader thread

@@ -57,14 +57,16 @@ GF_LAYOUT(gf_device_info, GF_DEVICE_INFO_INIT, GF_LAYOUT_END(gf_device_info, pci
 GF_LAYOUT(gf_device_memory, GF_DEVICE_MEMORY_INIT,
           GF_LAYOUT_END(gf_device_memory, unspilled_total));
 GF_LAYOUT(gf_buffer_desc, GF_BUFFER_DESC_INIT, GF_LAYOUT_END(gf_buffer_desc, flags));
-GF_LAYOUT(gf_submit_options, GF_SUBMIT_OPTIONS_INIT, GF_LAYOUT_END(gf_submit_options, user_data));
+GF_LAYOUT(gf_submit_options, GF_SUBMIT_OPTIONS_INIT, GF_LAYOUT_END(gf_submit_options, user_data),
+          GF_LAYOUT_END(gf_submit_options, where));
 GF_LAYOUT(gf_run_stats, GF_RUN_STATS_INIT, GF_LAYOUT_END(gf_run_stats, elapsed_s));
 GF_LAYOUT(gf_task_env, GF_TASK_ENV_INIT, GF_LAYOUT_END(gf_task_env, task_name));
 GF_LAYOUT(gf_kernel_desc, GF_KERNEL_DESC_INIT, GF_LAYOUT_END(gf_kernel_desc, user_data_destroy));
 GF_LAYOUT(gf_command_desc, GF_COMMAND_DESC_INIT, GF_LAYOUT_END(gf_command_desc, log_dir));
 // Appended in 0.3: dashboard.
 GF_LAYOUT(gf_service_config, GF_SERVICE_CONFIG_INIT, GF_LAYOUT_END(gf_service_config, user_weights),
-          GF_LAYOUT_END(gf_service_config, dashboard));
+          GF_LAYOUT_END(gf_service_config, dashboard),
+          GF_LAYOUT_END(gf_service_config, plugin_count));
 GF_LAYOUT(gf_lease_request, GF_LEASE_REQUEST_INIT, GF_LAYOUT_END(gf_lease_request, name));
 GF_LAYOUT(gf_lease_device, GF_LEASE_DEVICE_INIT, GF_LAYOUT_END(gf_lease_device, memory));
 // Published in 0.2.

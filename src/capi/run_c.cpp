@@ -4,6 +4,7 @@
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
+#include "pool/service_run.hpp"
 
 using namespace gf;
 using namespace gf::capi;
@@ -14,20 +15,20 @@ TaskIndex task_of(Run &run, gf_task task) {
   return run.graph().task_index(task, "task");
 }
 
-Scheduler::TaskSnapshot task_snapshot(gf_run *run, gf_task task) {
+Run::TaskSnapshot task_snapshot(gf_run *run, gf_task task) {
   Run &r = run_of(run);
-  return r.scheduler().task_snapshot(r.state(), task_of(r, task));
+  return r.task(task_of(r, task));
 }
 
 // The outcome of a finished run as a status, with a message naming the first failure.
 gf_status outcome(Run &run) {
-  switch (run.state().state()) {
+  switch (run.state()) {
     case GF_RUN_SUCCEEDED:
       return GF_OK;
     case GF_RUN_CANCELLED:
       fail(GF_ERR_CANCELLED, "the run was cancelled");
     case GF_RUN_FAILED:
-      fail(GF_ERR_TASK_FAILED, run.scheduler().failure_summary(run.state()));
+      fail(GF_ERR_TASK_FAILED, run.failure_summary());
     default:
       break;
   }
@@ -53,17 +54,38 @@ GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,
     PoolCore &core = pool_of(pool);
     std::shared_ptr<Graph> g = graphs().find_shared(handle_bits(graph));
     if (!g) fail(GF_ERR_INVALID_HANDLE, "gf_graph is not a live handle (NULL or destroyed)");
-    std::shared_ptr<Run> run = core.prepare(std::move(g));
-    // The handle exists before the run starts: its completion callback may fire at once.
-    uint64_t bits = runs().insert(run);
-    run->attach(handle_from_bits<gf_run>(bits), o);
-    try {
-      core.scheduler().start(run->state().shared_from_this());
-    } catch (...) {
-      runs().remove(bits);
-      throw;
+    uint64_t bits = 0;
+    if (choose_where(core, *g, o.where) == GF_RUN_IN_SERVICE) {
+      auto run = std::make_shared<ServiceRun>(core.shared_from_this(), std::move(g));
+      bits = runs().insert(run);
+      run->attach(handle_from_bits<gf_run>(bits), o);
+      try {
+        run->start();
+      } catch (...) {
+        runs().remove(bits);
+        throw;
+      }
+    } else {
+      std::shared_ptr<LocalRun> run = core.prepare(std::move(g));
+      // The handle exists before the run starts: its completion callback may fire at once.
+      bits = runs().insert(run);
+      run->attach(handle_from_bits<gf_run>(bits), o);
+      try {
+        core.scheduler().start(run->run_state().shared_from_this());
+      } catch (...) {
+        runs().remove(bits);
+        throw;
+      }
     }
     *out = handle_from_bits<gf_run>(bits);
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_run_where_get(gf_run_where *out, gf_run *run) {
+  return guard([&] {
+    require_out(out, "out");
+    *out = dynamic_cast<ServiceRun *>(&run_of(run)) ? GF_RUN_IN_SERVICE : GF_RUN_IN_PROCESS;
     return GF_OK;
   });
 }
@@ -83,7 +105,7 @@ GF_API gf_status gf_run_poll(gf_run *run) {
 GF_API gf_status gf_run_state_get(gf_run_state *out, gf_run *run) {
   return guard([&] {
     require_out(out, "out");
-    *out = run_of(run).state().state();
+    *out = run_of(run).state();
     return GF_OK;
   });
 }
@@ -91,15 +113,14 @@ GF_API gf_status gf_run_state_get(gf_run_state *out, gf_run *run) {
 GF_API gf_status gf_run_fd(int *out, gf_run *run) {
   return guard([&] {
     require_out(out, "out");
-    *out = run_of(run).state().completion.fd();
+    *out = run_of(run).fd();
     return GF_OK;
   });
 }
 
 GF_API gf_status gf_run_cancel(gf_run *run) {
   return guard([&] {
-    Run &r = run_of(run);
-    r.scheduler().cancel(r.state());
+    run_of(run).cancel();
     return GF_OK;
   });
 }
@@ -160,7 +181,7 @@ GF_API gf_status gf_run_fetch(uint64_t *out_size, gf_run *run, gf_data data, voi
       fail(GF_ERR_INVALID_ARGUMENT,
            r.graph().data_label(d) + " is an opaque value: read it with gf_run_value");
     }
-    *out_size = r.scheduler().read_buffer(r.state(), d, dst, dst_capacity);
+    *out_size = r.read_buffer(d, dst, dst_capacity);
     return GF_OK;
   });
 }
@@ -174,7 +195,7 @@ GF_API gf_status gf_run_value(void **out, gf_run *run, gf_data data) {
       fail(GF_ERR_INVALID_ARGUMENT,
            r.graph().data_label(d) + " is a buffer: read it with gf_run_fetch");
     }
-    *out = r.scheduler().read_value(r.state(), d);
+    *out = r.read_value(d);
     return GF_OK;
   });
 }
@@ -183,7 +204,7 @@ GF_API gf_status gf_run_stats_get(gf_run_stats *out, gf_run *run) {
   return guard([&] {
     checked_size(out, "gf_run_stats");
     Run &r = run_of(run);
-    Scheduler::RunSnapshot snapshot = r.scheduler().run_snapshot(r.state());
+    Run::RunSnapshot snapshot = r.snapshot();
     gf_run_stats stats = GF_RUN_STATS_INIT;
     stats.tasks = snapshot.tasks;
     stats.succeeded = snapshot.succeeded;

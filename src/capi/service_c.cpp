@@ -86,6 +86,17 @@ GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *con
         log(line.c_str(), user);
       };
     }
+    if (c.plugin_count > 0 && !c.plugins) {
+      fail(GF_ERR_INVALID_ARGUMENT, "gf_service_config.plugins is NULL but plugin_count is " +
+                                        std::to_string(c.plugin_count));
+    }
+    for (uint32_t i = 0; i < c.plugin_count; ++i) {
+      if (!c.plugins[i]) {
+        fail(GF_ERR_INVALID_ARGUMENT,
+             "gf_service_config.plugins[" + std::to_string(i) + "] is NULL");
+      }
+      options.plugins.push_back(c.plugins[i]);
+    }
     std::string address;
     if (c.dashboard && *c.dashboard) {
       dashboard::parse_address(c.dashboard, "gf_service_config.dashboard");  // refused here if bad

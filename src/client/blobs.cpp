@@ -307,4 +307,18 @@ void Connection::drop_blob(uint64_t blob_id) {
   throw_if_error(*wire::message_of(payload));
 }
 
+void Connection::forget_blob(uint64_t blob_id) {
+  const uint64_t id = next_id_++;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;  // the service freed the client's blobs with the connection
+    waiting_[id].callback = [](const std::vector<uint8_t> *, const std::string &) {};
+  }
+  fb::FlatBufferBuilder b;
+  try {
+    send_answered(id, wire::frame_of(b, wire::CreateBlobDrop(b, id, blob_id)));
+  } catch (const Error &) {
+  }
+}
+
 }  // namespace gf::client

@@ -53,7 +53,7 @@ std::string resolve_endpoint(const char *configured) {
 Connection::Connection(std::string endpoint, int fd) : endpoint_(std::move(endpoint)), fd_(fd) {}
 
 std::shared_ptr<Connection> Connection::open(const std::string &endpoint, const std::string &name,
-                                             double weight, int timeout_ms) {
+                                             double weight, int timeout_ms, uint64_t on_behalf_of) {
   const std::string path = socket_path_of(endpoint);
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) fail(GF_ERR_SYSTEM, std::string("socket(): ") + std::strerror(errno));
@@ -68,7 +68,7 @@ std::shared_ptr<Connection> Connection::open(const std::string &endpoint, const 
              (e == ENOENT || e == ECONNREFUSED ? " (start one with `gpuflow serve`)" : ""));
   }
   std::shared_ptr<Connection> c(new Connection(endpoint, fd));
-  c->handshake(name, weight, timeout_ms);
+  c->handshake(name, weight, timeout_ms, on_behalf_of);
   c->reader_ = std::thread([raw = c.get()] { raw->read_loop(); });
   return c;
 }
@@ -80,10 +80,11 @@ Connection::~Connection() {
   ::close(fd_);
 }
 
-void Connection::handshake(const std::string &name, double weight, int timeout_ms) {
+void Connection::handshake(const std::string &name, double weight, int timeout_ms,
+                           uint64_t on_behalf_of) {
   fb::FlatBufferBuilder b;
-  send(wire::frame_of(
-      b, wire::CreateHello(b, wire::kProtocolVersion, b.CreateString(name), weight, 0)));
+  send(wire::frame_of(b, wire::CreateHello(b, wire::kProtocolVersion, b.CreateString(name), weight,
+                                           0, on_behalf_of)));
   wire::FrameReader reader;
   std::vector<uint8_t> payload;
   std::string error;
@@ -123,6 +124,9 @@ void Connection::handshake(const std::string &name, double weight, int timeout_m
   welcome_.backend = str(w->backend());
   welcome_.emulated_bandwidth = w->emulated_bandwidth();
   welcome_.data_plane = w->data_plane();
+  if (w->kernels()) {
+    for (const fb::String *k : *w->kernels()) welcome_.kernels.push_back(k->str());
+  }
   if (w->devices()) {
     for (const wire::DeviceInfo *d : *w->devices()) {
       welcome_.devices.push_back({d->ordinal(), str(d->uuid()), str(d->pci_bus_id()),
@@ -321,6 +325,8 @@ void Connection::close_with(const std::string &reason) {
     callback = on_revoke_;
     plane = plane_;
     watchers_.clear();
+    for (auto &[run, done] : runs_) pending.push_back(done);
+    runs_.clear();
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if (it->second.callback) {
         pending.push_back(std::move(it->second.callback));
@@ -364,6 +370,8 @@ uint64_t answer_id(const wire::Message &m) {
       return m.body_as_BlobSending()->request_id();
     case wire::Body::BlobDropped:
       return m.body_as_BlobDropped()->request_id();
+    case wire::Body::RunAccepted:
+      return m.body_as_RunAccepted()->request_id();
     default:
       return 0;
   }
@@ -399,6 +407,19 @@ void Connection::read_loop() {
           callback = on_revoke_;
         }
         if (callback) callback(revoke->lease_id());
+        continue;
+      }
+      if (const auto *finished = m->body_as_RunFinished()) {
+        RunDone done;
+        {
+          std::lock_guard lock(mu_);
+          auto it = runs_.find(finished->run_id());
+          if (it != runs_.end()) {
+            done = std::move(it->second);
+            runs_.erase(it);
+          }
+        }
+        if (done) done(&payload, {});
         continue;
       }
       const uint64_t id = answer_id(*m);

@@ -48,7 +48,8 @@ struct Welcome {
   double cpus = 0;
   std::string backend;
   double emulated_bandwidth = 0;
-  bool data_plane = false;  // the service answers DataPlaneHello
+  bool data_plane = false;           // the service answers DataPlaneHello
+  std::vector<std::string> kernels;  // named kernels of the service's plugins
 };
 
 struct LeaseAsk {
@@ -77,8 +78,11 @@ class Connection {
  public:
   // Connects and shakes hands within `timeout_ms`. Throws gf::Error: GF_ERR_SYSTEM naming the
   // endpoint when nothing listens there or it answers with something else.
+  // `on_behalf_of`: the client id this connection leases for; honoured only when this process is
+  // the service itself (its pools for graphs that run inside it).
   static std::shared_ptr<Connection> open(const std::string &endpoint, const std::string &name,
-                                          double weight, int timeout_ms = 5000);
+                                          double weight, int timeout_ms = 5000,
+                                          uint64_t on_behalf_of = 0);
   ~Connection();
   Connection(const Connection &) = delete;
   Connection &operator=(const Connection &) = delete;
@@ -115,6 +119,8 @@ class Connection {
   void put(uint64_t blob_id, const void *data, size_t size);
   std::vector<uint8_t> get(uint64_t blob_id);
   void drop_blob(uint64_t blob_id);
+  // Drops a blob without waiting for the answer (from threads that must not block). Never throws.
+  void forget_blob(uint64_t blob_id);
   // A put in two steps: announce (the service makes room and posts its receive), then send.
   // `tag` 0 picks the next one of this client's tag space.
   struct PutTicket {
@@ -126,6 +132,22 @@ class Connection {
   std::string data_plane_transports();
   uint64_t blob_cap();
   uint64_t next_tag() { return (welcome_.client_id << 32) | (next_tag_++ & 0xffffffffu); }
+  // A blob id of this client's own (the service's ids have the top bit set).
+  uint64_t next_blob_id() { return next_blob_++; }
+
+  // ---- Graphs that run in the service (client/runs.cpp) ----
+  // `finished` runs once, on the reader thread: with the verified RunFinished message, or with
+  // null and why when the connection closed first. It must be quick.
+  using RunDone = std::function<void(const std::vector<uint8_t> *payload, const std::string &why)>;
+  // Submits the graph document in blob `document_blob` as run `run_id` (commands without a
+  // working directory start in `working_directory`). Returns the run's task count once the
+  // service accepted it; throws its refusal (then `finished` never runs).
+  uint64_t submit_graph(uint64_t run_id, uint64_t document_blob,
+                        const std::string &working_directory, RunDone finished);
+  // Asks the service to cancel the run; its RunFinished follows. Never throws: a gone service
+  // has ended the run already.
+  void cancel_run(uint64_t run_id);
+  uint64_t next_run_id() { return next_run_++; }
 
  private:
   struct Reply {
@@ -136,7 +158,7 @@ class Connection {
     std::function<void(const std::vector<uint8_t> *payload, const std::string &why)> callback;
   };
   Connection(std::string endpoint, int fd);
-  void handshake(const std::string &name, double weight, int timeout_ms);
+  void handshake(const std::string &name, double weight, int timeout_ms, uint64_t on_behalf_of);
   void send(const std::vector<uint8_t> &frame);
   // Sends a request and waits for the answer with its id (deadline_ms < 0: no deadline).
   std::vector<uint8_t> call(uint64_t id, const std::vector<uint8_t> &frame, int64_t deadline_ms);
@@ -177,6 +199,9 @@ class Connection {
   std::shared_ptr<transport::ClientPlane> plane_;  // set once, under mu_ too
   uint64_t blob_cap_ = 0;
   std::atomic<uint64_t> next_tag_{1};
+  std::atomic<uint64_t> next_blob_{uint64_t{1} << 62};  // clear of ids callers pick by hand
+  std::atomic<uint64_t> next_run_{1};
+  std::map<uint64_t, RunDone> runs_;  // runs in the service, by run id; under mu_
   std::thread reader_;
 };
 

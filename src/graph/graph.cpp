@@ -60,6 +60,12 @@ Graph::~Graph() {
   }
 }
 
+void Graph::set_default_working_dir(const std::string &dir) {
+  for (auto &spec : commands_) {
+    if (spec->working_dir.empty()) spec->working_dir = dir;
+  }
+}
+
 void Graph::require_mutable() const {
   if (frozen()) {
     fail(GF_ERR_STATE, "the graph was submitted and is frozen; build a new graph to add to it");

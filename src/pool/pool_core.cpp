@@ -78,22 +78,35 @@ double client_weight() {
 
 }  // namespace
 
+namespace {
+
+// A pool is never deleted on one of its own worker threads (a thread cannot join itself).
+std::shared_ptr<PoolCore> owned(PoolCore *pool) {
+  return std::shared_ptr<PoolCore>(pool, [](PoolCore *p) {
+    if (Worker::on_thread_of(p->scheduler())) {
+      std::thread([p] { delete p; }).detach();
+    } else {
+      delete p;
+    }
+  });
+}
+
+}  // namespace
+
 std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
   PoolOptions options = resolve_pool_options(config);
-  std::shared_ptr<client::Connection> connection;
   const std::string endpoint = client::resolve_endpoint(config.endpoint);
   if (!endpoint.empty()) {
-    connection = client::Connection::open(endpoint, program_name(), client_weight());
-    options = connected_options(std::move(options), connection->welcome());
+    return create_connected(std::move(options),
+                            client::Connection::open(endpoint, program_name(), client_weight()));
   }
-  return std::shared_ptr<PoolCore>(new PoolCore(options, std::move(connection)),
-                                   [](PoolCore *pool) {
-                                     if (Worker::on_thread_of(pool->scheduler())) {
-                                       std::thread([pool] { delete pool; }).detach();
-                                     } else {
-                                       delete pool;
-                                     }
-                                   });
+  return owned(new PoolCore(options, nullptr));
+}
+
+std::shared_ptr<PoolCore> PoolCore::create_connected(
+    PoolOptions options, std::shared_ptr<client::Connection> connection) {
+  options = connected_options(std::move(options), connection->welcome());
+  return owned(new PoolCore(options, std::move(connection)));
 }
 
 PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::Connection> connection)
@@ -166,7 +179,7 @@ PoolCore::~PoolCore() {
   shutdown();
 }
 
-std::shared_ptr<Run> PoolCore::prepare(std::shared_ptr<Graph> graph) {
+std::shared_ptr<LocalRun> PoolCore::prepare(std::shared_ptr<Graph> graph) {
   BodyResolvers bodies;
   bodies.kernels = &kernels_;
   std::shared_ptr<CommandBodies> commands;
@@ -178,7 +191,7 @@ std::shared_ptr<Run> PoolCore::prepare(std::shared_ptr<Graph> graph) {
   state->name =
       command_log_subdir(wall_time(state->submitted_at), serial_, runs_prepared_.fetch_add(1) + 1);
   if (commands) commands->set_log_subdir([name = state->name] { return name; });
-  return std::make_shared<Run>(shared_from_this(), *scheduler_, std::move(state));
+  return std::make_shared<LocalRun>(shared_from_this(), *scheduler_, std::move(state));
 }
 
 void PoolCore::shutdown() {

@@ -18,7 +18,7 @@
 #include "kernels/kernel_registry.hpp"
 #include "pool/lease_agent.hpp"
 #include "pool/pool_options.hpp"
-#include "runtime/run.hpp"
+#include "runtime/local_run.hpp"
 #include "runtime/worker.hpp"
 #include "scheduler/scheduler.hpp"
 
@@ -27,6 +27,10 @@ namespace gf {
 class PoolCore : public std::enable_shared_from_this<PoolCore> {
  public:
   static std::shared_ptr<PoolCore> create(const gf_pool_config &config);
+  // A pool on the devices of the service at the other end of `connection`, leasing them
+  // through it; `options` gives everything else (CPU workers, labels, spilling).
+  static std::shared_ptr<PoolCore> create_connected(PoolOptions options,
+                                                    std::shared_ptr<client::Connection> connection);
   PoolCore(const PoolOptions &options, std::shared_ptr<client::Connection> connection);
   ~PoolCore();
   PoolCore(const PoolCore &) = delete;
@@ -34,7 +38,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
 
   // Checks the graph against the pool and builds its run; nothing runs until the scheduler's
   // start().
-  std::shared_ptr<Run> prepare(std::shared_ptr<Graph> graph);
+  std::shared_ptr<LocalRun> prepare(std::shared_ptr<Graph> graph);
   // Cancels every run, waits for running bodies, joins threads. Idempotent. Called by one of the
   // pool's own task bodies, it stops the pool and hands the joining to a thread of its own.
   void shutdown();

@@ -1,44 +1,47 @@
-// The caller's run: what a gf_run handle holds. It keeps its pool alive, and gives the caller the
-// future (wait, poll, descriptor, completion callback) and the scheduler's snapshots of the run's
-// state, which the scheduler alone changes (scheduler/run_state.hpp).
+// The caller's run: what a gf_run handle holds. Two kinds stand behind it: a LocalRun, whose
+// tasks this process's scheduler runs (runtime/local_run.hpp), and a ServiceRun, a graph that
+// runs inside the node's service and whose results come back over the data plane
+// (pool/service_run.hpp). The C shims only see this interface.
 #pragma once
 
+#include <cstdint>
 #include <functional>
-#include <memory>
+#include <string>
 
 #include "gpuflow.h"
-#include "scheduler/run_state.hpp"
+#include "graph/graph.hpp"
+#include "scheduler/scheduler.hpp"
 
 namespace gf {
 
-class PoolCore;
-class Scheduler;
-
 class Run {
  public:
-  Run(std::shared_ptr<PoolCore> pool, Scheduler &scheduler, std::shared_ptr<RunState> state)
-      : pool_(std::move(pool)), scheduler_(scheduler), state_(std::move(state)) {}
+  using TaskSnapshot = Scheduler::TaskSnapshot;
+  using RunSnapshot = Scheduler::RunSnapshot;
+
+  Run() = default;
+  virtual ~Run() = default;
   Run(const Run &) = delete;
   Run &operator=(const Run &) = delete;
 
-  Scheduler &scheduler() { return scheduler_; }
-  RunState &state() { return *state_; }
-  const Graph &graph() const { return state_->graph(); }
-
+  virtual const Graph &graph() const = 0;
   // Names the caller's handle and installs the completion callback (before the run starts).
-  void attach(gf_run *handle, const gf_submit_options &options);
-  // Blocks until the run finished or timeout (negative: none); true when finished. A body on one
-  // of the pool's worker threads steps aside while it waits (runtime/worker.hpp); one waiting
-  // for its own run fails with GF_ERR_STATE.
-  bool wait(int64_t timeout_ms);
+  virtual void attach(gf_run *handle, const gf_submit_options &options) = 0;
+  // Blocks until the run finished or timeout (negative: none); true when finished.
+  virtual bool wait(int64_t timeout_ms) = 0;
+  virtual gf_run_state state() = 0;
+  virtual int fd() = 0;  // readable once the run has finished
+  virtual void cancel() = 0;
   // The caller dropped its handle: cancel, release, and run `forget` once the completion
   // callback (if any, and still due) has returned.
-  void release(std::function<void()> forget);
-
- private:
-  std::shared_ptr<PoolCore> pool_;  // a run keeps its pool alive; the pool never its runs
-  Scheduler &scheduler_;
-  std::shared_ptr<RunState> state_;
+  virtual void release(std::function<void()> forget) = 0;
+  virtual TaskSnapshot task(TaskIndex t) = 0;
+  virtual RunSnapshot snapshot() = 0;
+  // "<first failed task> failed: <its error> (N task(s) failed in all)".
+  virtual std::string failure_summary() = 0;
+  // Copies buffer `d` to dst (only its size when dst is null) and returns its size.
+  virtual uint64_t read_buffer(DataIndex d, void *dst, uint64_t capacity) = 0;
+  virtual void *read_value(DataIndex d) = 0;
 };
 
 }  // namespace gf

@@ -60,6 +60,20 @@ DataRun &Scheduler::readable(RunState &run, DataIndex d) {
                          "read it back");
 }
 
+std::vector<std::pair<DataIndex, uint64_t>> Scheduler::readable_buffers(RunState &run) {
+  Lock lock(mu_);
+  std::vector<std::pair<DataIndex, uint64_t>> out;
+  const Graph &graph = run.graph();
+  for (DataIndex d = 0; d < graph.data_count(); ++d) {
+    const DataRun &data = run.data[d];
+    if (data.phase == DataRun::Phase::kReady && graph.data(d).kind == DataKind::kBuffer &&
+        !data.replicas.empty()) {
+      out.emplace_back(d, data.size);
+    }
+  }
+  return out;
+}
+
 uint64_t Scheduler::read_buffer(RunState &run, DataIndex d, void *dst, uint64_t capacity) {
   Lock lock(mu_);
   DataRun &data = readable(run, d);

@@ -96,6 +96,9 @@ class Scheduler {
   // The data is pinned while its bytes are read, so no spill or free can move it meanwhile.
   uint64_t read_buffer(RunState &run, DataIndex d, void *dst, uint64_t capacity);
   void *read_value(RunState &run, DataIndex d);
+  // The buffers of a finished run that can still be read (kept, or consumed by nobody), in data
+  // order, with their sizes.
+  std::vector<std::pair<DataIndex, uint64_t>> readable_buffers(RunState &run);
   std::vector<Ledger::Line> ledger_lines(uint32_t worker);
   // The whole pool at one instant, for dashboards and metrics (cheap: no per-task walk).
   struct PoolSnapshot {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "core/error.hpp"
 #include "core/utf8.hpp"
 #include "pool/backend_choice.hpp"
+#include "service/graph_runs.hpp"
 #include "service/listener.hpp"
 #include "service/status_reply.hpp"
 #include "transport/blob_host.hpp"
@@ -59,6 +61,7 @@ struct Client {
   std::map<RequestId, double> deadlines;  // queued requests with a timeout: when they end
   std::string name;
   std::unique_ptr<transport::BlobHost> blobs;  // its data plane, once it asked for one
+  uint64_t next_service_blob = 1;              // its runs' outputs: | kServiceBlobBit
 };
 
 struct Server::Impl {
@@ -77,6 +80,12 @@ struct Server::Impl {
   std::string plane_error;
   std::map<ClientId, Client *> clients;
   ClientId next_client = 1;
+  // Graphs run inside the service, and what their sessions tell the loop.
+  std::unique_ptr<GraphRuns> graphs;
+  uv_async_t news_wake{};
+  std::mutex news_mu;
+  std::deque<RunNews> news;  // under news_mu
+  bool news_open = true;     // under news_mu: false once news_wake is closed
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   int64_t started_ms = 0;
   std::string backend_name;
@@ -219,6 +228,7 @@ struct Server::Impl {
       line += "; " + std::to_string(released.size()) + " lease(s) released, " +
               std::to_string(queued) + " request(s) dropped";
     }
+    if (graphs) graphs->client_gone(c.id);
     if (c.blobs) {
       line += "; data plane closed, " + std::to_string(c.blobs->bytes()) + " blob byte(s) freed";
       c.blobs->close(reason);
@@ -270,6 +280,10 @@ struct Server::Impl {
         return blob_get(c, *m.body_as_BlobGet());
       case wire::Body::BlobDrop:
         return blob_drop(c, *m.body_as_BlobDrop());
+      case wire::Body::GraphSubmit:
+        return graph_submit(c, *m.body_as_GraphSubmit());
+      case wire::Body::RunCancel:
+        return run_cancel(c, *m.body_as_RunCancel());
       default:
         problem = std::string("a ") + wire::body_name(m.body_type()) +
                   " message, which clients do not send" +
@@ -295,12 +309,24 @@ struct Server::Impl {
       problem = "a Hello with weight " + amount_text(weight) + " (it must be in (0, 1e6])";
       return;
     }
+    Peer peer = c.peer;
+    if (hello.on_behalf_of() != 0) {
+      // Only this service's own pools (graphs run inside it) lease in another client's name.
+      auto behalf = clients.find(hello.on_behalf_of());
+      if (c.peer.pid != static_cast<uint32_t>(::getpid()) || behalf == clients.end()) {
+        problem = "a Hello on behalf of client " + std::to_string(hello.on_behalf_of()) +
+                  ", which only the service's own pools may send";
+        return;
+      }
+      peer = behalf->second->peer;
+      c.peer = peer;
+    }
     c.name = name;
     c.greeted = true;
     ClientInfo info;
-    info.uid = c.peer.uid;
-    info.pid = c.peer.pid;
-    info.user = c.peer.user;
+    info.uid = peer.uid;
+    info.pid = peer.pid;
+    info.user = peer.user;
     info.name = name;
     info.weight = weight;
     info.since = now();
@@ -317,7 +343,8 @@ struct Server::Impl {
           wire::frame_of(b, wire::CreateWelcome(
                                 b, wire::kProtocolVersion, c.id, static_cast<uint32_t>(::getpid()),
                                 b.CreateVector(devices), book->cpus(), b.CreateString(backend_name),
-                                emulated_bandwidth, plane_error.empty())));
+                                emulated_bandwidth, plane_error.empty(),
+                                b.CreateVectorOfStrings(graphs->kernels()))));
   }
 
   // ---- The data plane (docs/transport.md) ----
@@ -434,6 +461,114 @@ struct Server::Impl {
     }
     fb::FlatBufferBuilder b;
     write(c, wire::frame_of(b, wire::CreateBlobDropped(b, m.request_id(), m.blob_id())));
+  }
+
+  // ---- Graphs that run in the service (graph_runs.hpp) ----
+  void graph_submit(Client &c, const wire::GraphSubmit &m) {
+    const uint64_t request = m.request_id();
+    if (!has_plane(c, request)) return;
+    std::shared_ptr<transport::Blob> document = c.blobs->take(m.document_blob());
+    if (!document) {
+      return send_error(c, request, GF_ERR_NOT_FOUND,
+                        "no blob " + std::to_string(m.document_blob()) +
+                            " to read the graph document from (put it first)");
+    }
+    std::string cwd = str(m.working_directory());
+    if (!cwd.empty() &&
+        (cwd[0] != '/' || cwd.size() > 4096 || utf8_error_at(cwd) != std::string::npos)) {
+      return send_error(c, request, GF_ERR_INVALID_ARGUMENT,
+                        "the working directory of a graph must be an absolute UTF-8 path of at "
+                        "most 4096 bytes");
+    }
+    graphs->submit(c.id, c.name, request, m.run_id(), std::move(document), std::move(cwd),
+                   plane->tally());
+  }
+
+  void run_cancel(Client &c, const wire::RunCancel &m) {
+    if (!graphs->cancel(c.id, m.run_id())) {
+      return send_error(c, m.request_id(), GF_ERR_NOT_FOUND,
+                        "no run " + std::to_string(m.run_id()) + " of yours is running");
+    }
+    fb::FlatBufferBuilder b;
+    write(c, wire::frame_of(b, wire::CreateCancelled(b, m.request_id(), m.run_id())));
+  }
+
+  // From session threads: queued, and sent from the loop.
+  void post_news(RunNews n) {
+    std::lock_guard lock(news_mu);
+    if (!news_open) return;
+    news.push_back(std::move(n));
+    uv_async_send(&news_wake);
+  }
+
+  void send_news() {
+    std::deque<RunNews> batch;
+    {
+      std::lock_guard lock(news_mu);
+      batch.swap(news);
+    }
+    for (RunNews &n : batch) {
+      auto it = clients.find(n.client);
+      if (it == clients.end() || it->second->closing) continue;  // its blobs go with `n`
+      Client &c = *it->second;
+      fb::FlatBufferBuilder b;
+      switch (n.kind) {
+        case RunNews::Kind::kAccepted:
+          write(c, wire::frame_of(b, wire::CreateRunAccepted(b, n.request_id, n.run_id, n.tasks)));
+          break;
+        case RunNews::Kind::kRefused:
+          send_error(c, n.request_id, n.status, n.why);
+          break;
+        case RunNews::Kind::kFinished:
+          finish_run(c, n);
+          break;
+      }
+    }
+  }
+
+  // The run's outputs and report become the client's blobs, and RunFinished names them.
+  void finish_run(Client &c, RunNews &n) {
+    fb::FlatBufferBuilder b;
+    std::vector<fb::Offset<wire::RunOutput>> outputs;
+    std::vector<uint64_t> adopted;
+    auto adopt = [&](std::shared_ptr<transport::Blob> blob) -> uint64_t {
+      if (!c.blobs) {
+        n.state = GF_RUN_FAILED;
+        n.why = "the data plane to this client closed before the run ended";
+        return 0;
+      }
+      const uint64_t id = transport::kServiceBlobBit | c.next_service_blob++;
+      if (transport::Refusal refused = c.blobs->adopt(id, std::move(blob))) {
+        n.state = GF_RUN_FAILED;
+        n.why = "the run's results could not be kept for the client: " + refused.why;
+        return 0;
+      }
+      adopted.push_back(id);
+      return id;
+    };
+    for (auto &[data, blob] : n.outputs) {
+      const uint64_t size = blob->size();
+      const uint64_t id = adopt(std::move(blob));
+      if (!id) break;
+      outputs.push_back(wire::CreateRunOutput(b, data, id, size));
+    }
+    uint64_t report = 0, report_size = 0;
+    if (n.report) {
+      report_size = n.report->size();
+      report = adopt(std::move(n.report));
+    }
+    if (outputs.size() != n.outputs.size()) {  // some did not fit: none are kept
+      for (uint64_t id : adopted)
+        if (c.blobs) c.blobs->drop(id);
+      outputs.clear();
+      report = report_size = 0;
+    }
+    const Scheduler::RunSnapshot &s = n.stats;
+    write(c,
+          wire::frame_of(b, wire::CreateRunFinished(
+                                b, n.run_id, n.state, b.CreateString(n.why), s.tasks, s.succeeded,
+                                s.failed, s.cancelled, s.attempts, s.transfers, s.bytes_transferred,
+                                s.elapsed_s, b.CreateVector(outputs), report, report_size)));
   }
 
   void request(Client &c, const wire::LeaseRequest &r, std::string &problem) {
@@ -609,6 +744,12 @@ struct Server::Impl {
     }
     uv_close(reinterpret_cast<uv_handle_t *>(&listener), nullptr);
     uv_close(reinterpret_cast<uv_handle_t *>(&wake), nullptr);
+    {
+      std::lock_guard lock(news_mu);
+      news_open = false;
+      news.clear();
+    }
+    uv_close(reinterpret_cast<uv_handle_t *>(&news_wake), nullptr);
     if (plane) plane->close();
     remove_socket_file(socket_path);
     // Clients get a moment to take their Goodbye; one that does not read is closed anyway.
@@ -672,6 +813,9 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
   s.socket_path =
       s.options.socket_path.empty() ? client::default_socket_path() : s.options.socket_path;
   s.endpoint = "unix://" + s.socket_path;
+  s.graphs =
+      std::make_unique<GraphRuns>(GraphRuns::Options{s.endpoint, s.options.pool, s.options.plugins},
+                                  [impl = &s](RunNews n) { impl->post_news(std::move(n)); });
   if (int rc = uv_loop_init(&s.loop))
     fail(GF_ERR_SYSTEM, std::string("uv_loop_init: ") + uv_strerror(rc));
   try {
@@ -689,6 +833,9 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
     if (!self->stopping) self->shut_down();
   });
   s.wake.data = &s;
+  uv_async_init(&s.loop, &s.news_wake,
+                [](uv_async_t *a) { static_cast<Impl *>(a->data)->send_news(); });
+  s.news_wake.data = &s;
   uv_timer_init(&s.loop, &s.tick);
   s.tick.data = &s;
   uv_timer_start(
@@ -727,6 +874,8 @@ Server::~Server() {
 void Server::stop() {
   if (!impl_ || impl_->stopped) return;
   impl_->stopped = true;
+  // Sessions first: their pools hand their leases back through the loop, which still runs.
+  impl_->graphs->stop();
   uv_async_send(&impl_->wake);
   impl_->thread.join();
   impl_->log("stopped");

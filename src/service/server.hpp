@@ -26,6 +26,8 @@ struct ServiceOptions {
   // the service waits for a put's bytes once it said "send".
   uint64_t blob_cap = uint64_t{1} << 30;
   double blob_put_timeout_s = 30;
+  // Kernel plugins that graphs run inside the service may name (gpuflow serve --plugin).
+  std::vector<std::string> plugins;
 };
 
 class Server {

@@ -74,6 +74,10 @@ Refusal BlobHost::put(uint64_t blob, uint64_t size, uint64_t tag, double now, Re
                                          std::to_string(kMaxPutsInFlight) +
                                          "): wait for some to be stored"};
   }
+  if (blob & kServiceBlobBit) {
+    return {GF_ERR_INVALID_ARGUMENT,
+            "blob " + std::to_string(blob) + " has the top bit set: such ids are the service's"};
+  }
   Refusal refused;
   std::shared_ptr<Blob> buffer = state_->store.reserve(blob, size, refused);
   if (!buffer) return refused;
@@ -141,6 +145,18 @@ Refusal BlobHost::get(uint64_t blob, uint64_t tag, uint64_t &size, Reply done) {
 
 bool BlobHost::drop(uint64_t blob) {
   return state_->store.drop(blob);
+}
+
+std::shared_ptr<Blob> BlobHost::take(uint64_t blob) {
+  std::shared_ptr<Blob> found = state_->store.find(blob);
+  if (found) state_->store.drop(blob);
+  return found;
+}
+
+Refusal BlobHost::adopt(uint64_t blob, std::shared_ptr<Blob> bytes) {
+  Refusal refused;
+  state_->store.adopt(blob, std::move(bytes), refused);
+  return refused;
 }
 
 void BlobHost::expire(double now) {

@@ -37,6 +37,9 @@ class LoopPlane {
   std::shared_ptr<BlobTally> tally_ = std::make_shared<BlobTally>();
 };
 
+// Blob ids with this bit are the service's to give (a run's outputs); clients never put them.
+inline constexpr uint64_t kServiceBlobBit = uint64_t{1} << 63;
+
 inline uint64_t tag_space_of(uint64_t client_id) {
   return client_id << 32;
 }
@@ -59,6 +62,10 @@ class BlobHost {
   // No refusal, `size` set and the send posted (`done` runs when it ends), or why not.
   Refusal get(uint64_t blob, uint64_t tag, uint64_t &size, Reply done);
   bool drop(uint64_t blob);
+  // The blob, no longer this client's (null when there is none): a graph document being read.
+  std::shared_ptr<Blob> take(uint64_t blob);
+  // Makes `bytes` blob `blob` of this client (a run's output), charged to its cap: or why not.
+  Refusal adopt(uint64_t blob, std::shared_ptr<Blob> bytes);
   // Fails puts whose bytes did not come by their deadline (a client announcing and not sending,
   // or sending with another tag).
   void expire(double now);

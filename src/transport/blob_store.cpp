@@ -53,7 +53,7 @@ Blob::~Blob() {
   tally_->give(std::move(data_), size_, alive);
 }
 
-std::shared_ptr<Blob> BlobStore::reserve(uint64_t id, uint64_t size, Refusal &refused) {
+bool BlobStore::fits(uint64_t id, uint64_t size, Refusal &refused) const {
   auto old = blobs_.find(id);
   const uint64_t replaced = old == blobs_.end() ? 0 : old->second->size();
   const uint64_t after = bytes() - replaced;
@@ -62,8 +62,21 @@ std::shared_ptr<Blob> BlobStore::reserve(uint64_t id, uint64_t size, Refusal &re
     refused.why = "blob " + std::to_string(id) + " of " + std::to_string(size) +
                   " bytes would pass this client's cap of " + std::to_string(cap_) + " bytes (" +
                   std::to_string(after) + " held)";
-    return nullptr;
+    return false;
   }
+  return true;
+}
+
+bool BlobStore::adopt(uint64_t id, std::shared_ptr<Blob> blob, Refusal &refused) {
+  if (!fits(id, blob->size(), refused)) return false;
+  drop(id);
+  stored_ += blob->size();
+  blobs_[id] = std::move(blob);
+  return true;
+}
+
+std::shared_ptr<Blob> BlobStore::reserve(uint64_t id, uint64_t size, Refusal &refused) {
+  if (!fits(id, size, refused)) return nullptr;
   std::shared_ptr<Blob> blob;
   try {
     blob = std::make_shared<Blob>(size, tally_);

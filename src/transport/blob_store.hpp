@@ -75,6 +75,9 @@ class BlobStore {
   void commit(uint64_t id, std::shared_ptr<Blob> blob);
   // The put failed: its reservation ends and its buffer is dropped.
   void abandon(uint64_t size);
+  // Makes a blob filled elsewhere blob `id`, charged to the cap like a put; false and `refused`
+  // when it would pass the cap.
+  bool adopt(uint64_t id, std::shared_ptr<Blob> blob, Refusal &refused);
   std::shared_ptr<Blob> find(uint64_t id) const;
   bool drop(uint64_t id);
   // Everything goes (the client left).
@@ -83,6 +86,7 @@ class BlobStore {
   uint64_t cap() const { return cap_; }
 
  private:
+  bool fits(uint64_t id, uint64_t size, Refusal &refused) const;  // within the cap
   uint64_t cap_;
   std::shared_ptr<BlobTally> tally_;
   std::map<uint64_t, std::shared_ptr<Blob>> blobs_;

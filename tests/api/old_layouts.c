@@ -285,13 +285,31 @@ static void run_old_tasks(gf_pool *pool) {
   today.output_count = 1;
   CHECK_OK(gf_graph_add_task(&t2, graph, &today));
 
-  /* gf_submit_options: one published layout (today's). */
+  /* gf_submit_options: the layout before `where` (0.4), then today's. */
+  struct {
+    struct {
+      uint32_t struct_size;
+      gf_run_callback on_complete;
+      void *user_data;
+    } o;
+    trap t;
+  } options_v0 = {{0, NULL, NULL}, {{0}}};
+  options_v0.o.struct_size = sizeof options_v0.o;
+  fill_trap(&options_v0.t);
+  gf_run *run = NULL;
+  CHECK_OK(gf_graph_submit(&run, pool, graph, (const gf_submit_options *)&options_v0.o));
+  gf_run_where where = GF_RUN_IN_SERVICE;
+  CHECK_OK(gf_run_where_get(&where, run));
+  CHECK(where == GF_RUN_IN_PROCESS);
+  CHECK_OK(gf_run_wait(run, 60000));
+  gf_run_destroy(run);
+  run = NULL;
+
   struct {
     gf_submit_options o;
     trap t;
   } options = {GF_SUBMIT_OPTIONS_INIT, {{0}}};
   fill_trap(&options.t);
-  gf_run *run = NULL;
   CHECK_OK(gf_graph_submit(&run, pool, graph, &options.o));
   CHECK_OK(gf_run_wait(run, 60000));
   const int64_t expected[3] = {value_v0, value_v1, value_today};

@@ -39,6 +39,7 @@ const char *kUsage = R"(usage:
   gpuflow validate GRAPH [--plugin LIB]... [pool options]
   gpuflow run      GRAPH [--plugin LIB]... [pool options] [--trace OUT.json] [--log-dir DIR]
                    [--no-progress] [--progress-interval SECONDS] [--show-outputs] [--quiet]
+                   [--in-service | --in-process]
   gpuflow run      GRAPH --dask SCHEDULER_ADDRESS [--plugin LIB]...
   gpuflow convert  GRAPH OUT (--json | --binary)
   gpuflow serve | lease | status | trace | doctor   the node's shared pool (gpuflow serve --help)
@@ -58,6 +59,9 @@ run shows a progress bar on a terminal; otherwise a progress line every --progre
 seconds (default 10) and at the end. --show-outputs prints the value of every kept output.
 --trace writes a Chrome/Perfetto trace: tasks, copies and spills on each worker's track and, on
 the node's shared pool, every lease held on the same devices meanwhile (other processes' jobs).
+On the shared pool (--pool), a graph whose kernels the service loaded (gpuflow serve --plugin)
+runs inside the service: its document goes there over the data plane, and so do the outputs
+back. --in-service insists on that (and says why it cannot), --in-process keeps it here.
 run --dask runs the graph on a Dask cluster's workers, each through its own gpuflow pool with
 the plugins loaded (paths valid on every node), and prints its outputs; it needs a Python with
 the gpuflow package and distributed ($GPUFLOW_PYTHON, else python3).
@@ -75,6 +79,7 @@ struct Options {
   std::string trace, log_dir, endpoint, dask;
   bool progress = true, quiet = false, show_outputs = false;
   double progress_interval = 10.0;
+  gf_run_where where = GF_RUN_ANYWHERE;
   gf_graph_format convert_to = GF_GRAPH_FORMAT_AUTO;
 };
 
@@ -126,6 +131,10 @@ Options parse(int argc, char **argv) {
       o.endpoint = value();
     } else if (a == "--dask") {
       o.dask = value();
+    } else if (a == "--in-service") {
+      o.where = GF_RUN_IN_SERVICE;
+    } else if (a == "--in-process") {
+      o.where = GF_RUN_IN_PROCESS;
     } else if (a == "--trace") {
       o.trace = value();
     } else if (a == "--log-dir") {
@@ -717,11 +726,19 @@ int cmd_run(const Options &o) {
   gf_pool_set_event_callback(pool, TaskTrace::on_event, &trace);
   if (!o.trace.empty()) trace.follow_leases(pool);  // a connected pool: the node's leases too
   gf_run *run = nullptr;
-  if (gf_graph_submit(&run, pool, graph, nullptr) != GF_OK) {
+  gf_submit_options submit = GF_SUBMIT_OPTIONS_INIT;
+  submit.where = o.where;
+  if (gf_graph_submit(&run, pool, graph, &submit) != GF_OK) {
     rc = error(o.graph);
     gf_pool_destroy(pool);
     gf_graph_destroy(graph);
     return rc;
+  }
+  gf_run_where where = GF_RUN_IN_PROCESS;
+  gf_run_where_get(&where, run);
+  if (where == GF_RUN_IN_SERVICE && !o.quiet) {
+    std::fprintf(stderr, "gpuflow: running in the service at %s\n",
+                 o.endpoint.empty() ? "GPUFLOW_POOL" : o.endpoint.c_str());
   }
   struct sigaction sa {};
   sa.sa_handler = on_sigint;

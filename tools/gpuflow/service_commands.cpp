@@ -32,7 +32,7 @@ constexpr int kExitError = 2;
 const char *kServiceUsage = R"(usage:
   gpuflow serve  [pool options] [--socket PATH] [--group NAME] [--client-gpu-cap N]
                  [--user-gpu-cap N] [--user-weights USER=W,...] [--usage-half-life SECONDS]
-                 [--dashboard HOST:PORT]
+                 [--dashboard HOST:PORT] [--plugin LIB]...
   gpuflow lease  [--pool ENDPOINT] [--gpus N] [--gpu-memory SIZE] [--cpus N] [--device ORDINAL]...
                  [--timeout SECONDS] [--name TEXT] -- COMMAND [ARGS...]
   gpuflow status [--pool ENDPOINT] [--json]
@@ -43,6 +43,8 @@ serve runs the node's shared pool until SIGTERM or Ctrl-C: it owns the devices a
 and listens on a unix socket ($XDG_RUNTIME_DIR/gpuflow.sock, else /tmp/gpuflow-$UID/gpuflow.sock;
 mode 0600, or 0660 for --group). Clients find it through --pool or GPUFLOW_POOL. --dashboard
 serves a live page and Prometheus metrics (/metrics) over HTTP there (e.g. 127.0.0.1:8787).
+--plugin loads a kernel library: graphs naming its kernels run inside the service, for clients of
+the service's own user (gpuflow run --pool ENDPOINT GRAPH).
 lease waits its turn for the devices asked for, runs COMMAND with CUDA_VISIBLE_DEVICES and
 NVIDIA_VISIBLE_DEVICES (device UUIDs) and GPUFLOW_DEVICES (ordinals) set, and releases them when
 COMMAND exits, whatever its exit; it exits with COMMAND's status. --gpus takes a whole number of
@@ -71,6 +73,7 @@ struct Args {
   std::vector<int32_t> devices;
   double client_cap = 0, user_cap = 0, half_life = 0;
   std::vector<std::string> child;
+  std::vector<std::string> plugins;
 };
 
 [[noreturn]] void usage_error(const std::string &message) {
@@ -130,6 +133,8 @@ Args parse(int argc, char **argv) {
       a.socket = value();
     } else if (o == "--group") {
       a.group = value();
+    } else if (o == "--plugin") {
+      a.plugins.push_back(value());
     } else if (o == "--name") {
       a.name = value();
     } else if (o == "--gpus") {
@@ -233,6 +238,10 @@ int cmd_serve(const Args &a) {
   config.usage_half_life_s = a.half_life;
   config.user_weights = a.user_weights.empty() ? nullptr : a.user_weights.c_str();
   config.dashboard = a.dashboard.empty() ? nullptr : a.dashboard.c_str();
+  std::vector<const char *> plugins;
+  for (const std::string &p : a.plugins) plugins.push_back(p.c_str());
+  config.plugins = plugins.data();
+  config.plugin_count = static_cast<uint32_t>(plugins.size());
   // Blocked before the service's thread exists, so only sigwait below sees them.
   sigset_t stop;
   sigemptyset(&stop);

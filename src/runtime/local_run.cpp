@@ -1,4 +1,4 @@
-#include "runtime/run.hpp"
+#include "runtime/local_run.hpp"
 
 #include "core/error.hpp"
 #include "runtime/worker.hpp"
@@ -6,7 +6,7 @@
 
 namespace gf {
 
-void Run::attach(gf_run *handle, const gf_submit_options &options) {
+void LocalRun::attach(gf_run *handle, const gf_submit_options &options) {
   state_->handle = handle;
   if (!options.on_complete) return;
   RunState *state = state_.get();
@@ -16,7 +16,7 @@ void Run::attach(gf_run *handle, const gf_submit_options &options) {
       });
 }
 
-bool Run::wait(int64_t timeout_ms) {
+bool LocalRun::wait(int64_t timeout_ms) {
   Completion &completion = state_->completion;
   if (completion.published() || completion.in_callback()) return true;
   if (timeout_ms == 0) return false;
@@ -28,7 +28,7 @@ bool Run::wait(int64_t timeout_ms) {
   return completion.wait(timeout_ms);
 }
 
-void Run::release(std::function<void()> forget) {
+void LocalRun::release(std::function<void()> forget) {
   scheduler_.release_run(*state_);
   // A completion callback may still be due (bodies that were running finish first): the handle
   // stays valid until it has returned, so the callback can use its run as documented. Without

@@ -1,0 +1,307 @@
+#include "pool/service_run.hpp"
+
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+#include <thread>
+#include <unordered_set>
+
+#include "client/message_support.hpp"
+#include "core/error.hpp"
+#include "pool/pool_core.hpp"
+#include "serialize/serialize.hpp"
+#include "wire/framing.hpp"
+
+namespace gf {
+
+gf_run_where choose_where(PoolCore &pool, const Graph &graph, gf_run_where asked) {
+  if (asked == GF_RUN_IN_PROCESS) return GF_RUN_IN_PROCESS;
+  if (asked != GF_RUN_ANYWHERE && asked != GF_RUN_IN_SERVICE) {
+    fail(GF_ERR_INVALID_ARGUMENT, "gf_submit_options.where is " +
+                                      std::to_string(static_cast<int>(asked)) +
+                                      ", which is no gf_run_where");
+  }
+  const bool forced = asked == GF_RUN_IN_SERVICE;
+  auto cannot = [&](const std::string &why) {
+    if (forced) fail(GF_ERR_INFEASIBLE, "this graph cannot run in the service: " + why);
+    return GF_RUN_IN_PROCESS;
+  };
+  const std::shared_ptr<client::Connection> &connection = pool.connection();
+  if (!connection) {
+    return cannot("the pool is not connected to a gpuflow service (gf_pool_config.endpoint)");
+  }
+  const client::Welcome &welcome = connection->welcome();
+  if (!welcome.data_plane) {
+    return cannot("the gpuflow service at " + connection->endpoint() + " offers no data plane");
+  }
+  if (graph.task_count() == 0) return cannot("it has no tasks");
+  const std::unordered_set<std::string> service_kernels(welcome.kernels.begin(),
+                                                        welcome.kernels.end());
+  bool service_only_kernel = false;
+  for (TaskIndex t = 0; t < graph.task_count(); ++t) {
+    const TaskDesc &task = graph.task(t);
+    if (task.command != UINT32_MAX) continue;
+    if (task.kernel.empty()) {
+      return cannot(graph.task_label(t) +
+                    " has a C callback body, which runs only in this process");
+    }
+    if (!service_kernels.count(task.kernel)) {
+      return cannot(graph.task_label(t) + " names kernel '" + task.kernel +
+                    "', which the service at " + connection->endpoint() +
+                    " has not loaded (gpuflow serve --plugin LIB)");
+    }
+    TaskBody local;
+    if (!pool.kernels().resolve(task.kernel, local)) service_only_kernel = true;
+  }
+  for (DataIndex d = 0; d < graph.data_count(); ++d) {
+    if (graph.data(d).origin == DataOrigin::kHostValue) {
+      return cannot(graph.data_label(d) +
+                    " is an opaque host value, which cannot leave this process");
+    }
+  }
+  if (!forced && !service_only_kernel) return GF_RUN_IN_PROCESS;
+  return GF_RUN_IN_SERVICE;
+}
+
+ServiceRun::ServiceRun(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph)
+    : pool_(std::move(pool)), connection_(pool_->connection()), graph_(std::move(graph)) {}
+
+ServiceRun::~ServiceRun() = default;
+
+void ServiceRun::start() {
+  graph_->freeze();
+  const std::string document = serialize::to_binary(*graph_);
+  const uint64_t blob = connection_->next_blob_id();
+  connection_->put(blob, document.data(), document.size());
+  char directory[PATH_MAX];
+  const std::string cwd = ::getcwd(directory, sizeof directory) ? directory : "";
+  run_id_ = connection_->next_run_id();
+  started_ = std::chrono::steady_clock::now();
+  // The callback keeps the run alive until the service says it ended (or the connection does),
+  // so the run's blobs are always dropped, even when the caller let go of it first.
+  tasks_ = connection_->submit_graph(
+      run_id_, blob, cwd,
+      [self = shared_from_this()](const std::vector<uint8_t> *payload, const std::string &why) {
+        self->finished(payload, why);
+      });
+}
+
+void ServiceRun::attach(gf_run *handle, const gf_submit_options &options) {
+  if (!options.on_complete) return;
+  completion_.set_callback(
+      [this, handle, callback = options.on_complete, user_data = options.user_data] {
+        callback(handle, state(), user_data);
+      });
+}
+
+bool ServiceRun::wait(int64_t timeout_ms) {
+  if (completion_.published() || completion_.in_callback()) return true;
+  if (timeout_ms == 0) return false;
+  return completion_.wait(timeout_ms);
+}
+
+gf_run_state ServiceRun::state() {
+  std::lock_guard lock(mu_);
+  return state_;
+}
+
+void ServiceRun::cancel() {
+  if (state() == GF_RUN_RUNNING) connection_->cancel_run(run_id_);
+}
+
+void ServiceRun::release(std::function<void()> forget) {
+  bool ended;
+  {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    ended = state_ != GF_RUN_RUNNING;
+  }
+  if (ended) {
+    forget_blobs();
+  } else {
+    connection_->cancel_run(run_id_);  // its blobs go when RunFinished comes (finished())
+  }
+  if (completion_.has_callback()) {
+    completion_.when_published(std::move(forget));
+  } else {
+    forget();
+  }
+}
+
+void ServiceRun::finished(const std::vector<uint8_t> *payload, const std::string &why) {
+  gf_run_state state = GF_RUN_FAILED;
+  std::string summary;
+  RunSnapshot snapshot{};
+  snapshot.tasks = tasks_;
+  std::map<DataIndex, Output> outputs;
+  Output report;
+  const wire::RunFinished *f =
+      payload ? wire::message_of(*payload)->body_as_RunFinished() : nullptr;
+  if (!f) {
+    summary = why;
+    snapshot.failed = tasks_;
+  } else {
+    state = static_cast<gf_run_state>(f->state());
+    summary = client::str(f->summary());
+    snapshot = {
+        f->tasks(),     f->succeeded(),         f->failed(),   f->cancelled(), f->attempts(),
+        f->transfers(), f->bytes_transferred(), f->elapsed_s()};
+    report = {f->report_blob(), f->report_size()};
+    if (f->outputs()) {
+      for (const wire::RunOutput *o : *f->outputs()) outputs[o->data()] = {o->blob_id(), o->size()};
+    }
+    if (state != GF_RUN_SUCCEEDED && state != GF_RUN_FAILED && state != GF_RUN_CANCELLED) {
+      summary = "the service at " + connection_->endpoint() + " ended the run in state " +
+                std::to_string(static_cast<int>(state));
+      state = GF_RUN_FAILED;
+    }
+    for (const auto &[d, o] : outputs) {
+      if (d >= graph_->data_count() || graph_->data(d).kind != DataKind::kBuffer) {
+        summary = "the service at " + connection_->endpoint() + " sent output " +
+                  std::to_string(d) + ", which is no buffer of this graph";
+        state = GF_RUN_FAILED;
+      }
+    }
+  }
+  bool released;
+  {
+    std::lock_guard lock(mu_);
+    state_ = state;
+    summary_ = summary;
+    snapshot_ = snapshot;
+    outputs_ = std::move(outputs);
+    report_ = report;
+    released = released_;
+  }
+  if (released) forget_blobs();
+  // Published off the connection's reader thread: the caller's completion callback may fetch
+  // outputs, and a fetch waits for that thread.
+  std::thread([self = shared_from_this()] { self->completion_.publish(); }).detach();
+}
+
+void ServiceRun::forget_blobs() {
+  std::vector<uint64_t> blobs;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto &[d, o] : outputs_) blobs.push_back(o.blob);
+    if (report_.blob) blobs.push_back(report_.blob);
+    outputs_.clear();
+    report_ = {};
+  }
+  for (uint64_t blob : blobs) connection_->forget_blob(blob);
+}
+
+void ServiceRun::load_report(std::unique_lock<std::mutex> &lock) {
+  if (report_loaded_) return;
+  report_loaded_ = true;
+  const uint64_t tasks = graph_->task_count();
+  if (!report_.blob) {
+    report_error_ = "the service sent no per-task report" +
+                    (summary_.empty() ? std::string() : " (" + summary_ + ")");
+    return;
+  }
+  std::vector<uint8_t> bytes;
+  const Output report = report_;
+  lock.unlock();
+  try {
+    bytes = connection_->get(report.blob);
+  } catch (const Error &e) {
+    lock.lock();
+    report_error_ = std::string("the per-task report could not be fetched: ") + e.what();
+    return;
+  }
+  lock.lock();
+  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  const auto *r = verifier.VerifyBuffer<wire::RunReport>(nullptr)
+                      ? flatbuffers::GetRoot<wire::RunReport>(bytes.data())
+                      : nullptr;
+  if (!r || !r->states() || r->states()->size() != tasks || !r->attempts() ||
+      r->attempts()->size() != tasks || !r->workers() || r->workers()->size() != tasks) {
+    report_error_ = "the service's per-task report is malformed";
+    return;
+  }
+  task_states_.assign(r->states()->begin(), r->states()->end());
+  task_attempts_.assign(r->attempts()->begin(), r->attempts()->end());
+  task_workers_.assign(r->workers()->begin(), r->workers()->end());
+  if (r->failures()) {
+    for (const wire::TaskFailure *f : *r->failures()) {
+      if (f->task() < tasks) task_errors_[f->task()] = client::str(f->error());
+    }
+  }
+}
+
+Run::TaskSnapshot ServiceRun::task(TaskIndex t) {
+  std::unique_lock lock(mu_);
+  if (state_ == GF_RUN_RUNNING) return {GF_TASK_WAITING, 0, UINT32_MAX, ""};
+  load_report(lock);
+  if (!report_error_.empty()) fail(GF_ERR_SYSTEM, report_error_);
+  auto error = task_errors_.find(t);
+  return {static_cast<gf_task_state>(task_states_[t]), task_attempts_[t], task_workers_[t],
+          error == task_errors_.end() ? "" : error->second.c_str()};
+}
+
+Run::RunSnapshot ServiceRun::snapshot() {
+  std::lock_guard lock(mu_);
+  if (state_ != GF_RUN_RUNNING) return snapshot_;
+  RunSnapshot running{};
+  running.tasks = tasks_;
+  running.elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  return running;
+}
+
+std::string ServiceRun::failure_summary() {
+  std::lock_guard lock(mu_);
+  return summary_.empty() ? "no task failed" : summary_;
+}
+
+uint64_t ServiceRun::read_buffer(DataIndex d, void *dst, uint64_t capacity) {
+  const DataDesc &data = graph_->data(d);
+  std::unique_lock lock(mu_);
+  Output output;
+  if (data.origin == DataOrigin::kHostBuffer) {
+    output.size = data.size;  // the caller's own bytes: no need to ask the service
+  } else if (state_ == GF_RUN_RUNNING) {
+    fail(GF_ERR_STATE,
+         graph_->data_label(d) + " is not produced yet (the run is still running in the service)");
+  } else if (auto it = outputs_.find(d); it != outputs_.end()) {
+    output = it->second;
+  } else {
+    load_report(lock);
+    const TaskIndex producer = data.producer;
+    if (report_error_.empty() && task_states_[producer] != GF_TASK_SUCCEEDED) {
+      fail(GF_ERR_STATE, graph_->data_label(d) + " was never produced: its producer " +
+                             graph_->task_label(producer) + " failed or was cancelled");
+    }
+    fail(GF_ERR_STATE, graph_->data_label(d) +
+                           " was freed after its last consumer finished; mark it GF_DATA_KEEP to "
+                           "read it after the run");
+  }
+  lock.unlock();
+  if (!dst) return output.size;
+  if (capacity < output.size) {
+    fail(GF_ERR_INVALID_ARGUMENT, graph_->data_label(d) + " has " + std::to_string(output.size) +
+                                      " bytes; dst_capacity is " + std::to_string(capacity));
+  }
+  if (data.origin == DataOrigin::kHostBuffer) {
+    if (output.size) std::memcpy(dst, data.host_bytes, output.size);
+    return output.size;
+  }
+  std::vector<uint8_t> bytes = connection_->get(output.blob);
+  if (bytes.size() != output.size) {
+    fail(GF_ERR_SYSTEM, "the service at " + connection_->endpoint() + " sent " +
+                            std::to_string(bytes.size()) + " bytes for " + graph_->data_label(d) +
+                            ", which has " + std::to_string(output.size));
+  }
+  if (!bytes.empty()) std::memcpy(dst, bytes.data(), bytes.size());
+  return output.size;
+}
+
+void *ServiceRun::read_value(DataIndex d) {
+  fail(GF_ERR_INVALID_ARGUMENT, graph_->data_label(d) +
+                                    " is an opaque value of a run in the service: values stay "
+                                    "there (submit with GF_RUN_IN_PROCESS to read them)");
+}
+
+}  // namespace gf

@@ -1,0 +1,295 @@
+#include "service/graph_runs.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "client/connection.hpp"
+#include "core/error.hpp"
+#include "kernels/kernel_registry.hpp"
+#include "pool/pool_core.hpp"
+#include "serialize/serialize.hpp"
+#include "wire/framing.hpp"
+
+namespace gf::service {
+
+struct GraphRuns::Session {
+  ClientId client = 0;
+  std::mutex mu;
+  std::condition_variable wake;
+  std::deque<std::function<void()>> jobs;
+  bool ending = false;
+  std::atomic<bool> done{false};
+  std::map<uint64_t, std::shared_ptr<LocalRun>> runs;  // running, by the client's run id
+  std::shared_ptr<PoolCore> pool;                      // the session thread's own
+  std::thread thread;
+
+  void post(std::function<void()> job) {
+    {
+      std::lock_guard lock(mu);
+      jobs.push_back(std::move(job));
+    }
+    wake.notify_one();
+  }
+
+  void end() {
+    {
+      std::lock_guard lock(mu);
+      ending = true;
+    }
+    wake.notify_one();
+  }
+
+  void loop() {
+    for (;;) {
+      std::function<void()> job;
+      {
+        std::unique_lock lock(mu);
+        wake.wait(lock, [&] { return !jobs.empty() || ending; });
+        if (ending) break;  // the client left: what it queued is of no use to anyone
+        job = std::move(jobs.front());
+        jobs.pop_front();
+      }
+      job();
+    }
+    std::map<uint64_t, std::shared_ptr<LocalRun>> left;
+    {
+      std::lock_guard lock(mu);
+      left.swap(runs);
+    }
+    for (auto &[id, run] : left) run->cancel();
+    // Waits for running bodies and hands the leases back through the service's loop.
+    if (pool) pool->shutdown();
+    for (auto &[id, run] : left) run->release([] {});
+    left.clear();
+    pool.reset();
+    std::lock_guard lock(mu);
+    jobs.clear();
+    done = true;
+  }
+};
+
+namespace {
+
+// What each task did, as a RunReport blob for the client to read on its first per-task query.
+std::shared_ptr<transport::Blob> report_of(LocalRun &run,
+                                           const std::shared_ptr<transport::BlobTally> &tally) {
+  const size_t n = run.graph().task_count();
+  std::vector<uint8_t> states(n);
+  std::vector<uint32_t> attempts(n), workers(n);
+  flatbuffers::FlatBufferBuilder b(n * 10 + 1024);
+  std::vector<flatbuffers::Offset<wire::TaskFailure>> failures;
+  for (TaskIndex t = 0; t < n; ++t) {
+    const Run::TaskSnapshot s = run.task(t);
+    states[t] = static_cast<uint8_t>(s.state);
+    attempts[t] = s.attempts;
+    workers[t] = s.attempts ? s.worker : UINT32_MAX;
+    if (s.error && *s.error) {
+      failures.push_back(wire::CreateTaskFailure(b, t, b.CreateString(s.error)));
+    }
+  }
+  b.Finish(wire::CreateRunReport(b, b.CreateVector(states), b.CreateVector(attempts),
+                                 b.CreateVector(workers), b.CreateVector(failures)));
+  auto blob = std::make_shared<transport::Blob>(b.GetSize(), tally);
+  std::memcpy(blob->data(), b.GetBufferPointer(), b.GetSize());
+  return blob;
+}
+
+// The ended run as news for its client: its state, statistics, kept outputs and report. The run
+// is released here.
+RunNews finished(ClientId client, uint64_t run_id, LocalRun &run, PoolCore &pool,
+                 const std::shared_ptr<transport::BlobTally> &tally) {
+  RunNews news;
+  news.kind = RunNews::Kind::kFinished;
+  news.client = client;
+  news.run_id = run_id;
+  news.state = run.state();
+  if (news.state == GF_RUN_FAILED) news.why = run.failure_summary();
+  if (news.state == GF_RUN_CANCELLED) news.why = "the run was cancelled";
+  news.stats = run.snapshot();
+  try {
+    for (const auto &[d, size] : pool.scheduler().readable_buffers(run.run_state())) {
+      if (run.graph().data(d).origin != DataOrigin::kProduced) continue;  // the client has those
+      auto blob = std::make_shared<transport::Blob>(size, tally);
+      run.read_buffer(d, blob->data(), size);
+      news.outputs.emplace_back(d, std::move(blob));
+    }
+    news.report = report_of(run, tally);
+  } catch (const Error &e) {
+    news.state = GF_RUN_FAILED;
+    news.why = std::string("the service could not gather the run's results: ") + e.what();
+    news.outputs.clear();
+    news.report.reset();
+  }
+  run.release([] {});
+  return news;
+}
+
+}  // namespace
+
+GraphRuns::GraphRuns(Options options, std::function<void(RunNews)> deliver)
+    : options_(std::move(options)), deliver_(std::move(deliver)) {
+  KernelRegistry probe;
+  for (const std::string &plugin : options_.plugins) probe.load_plugin(plugin);
+  for (size_t i = 0; i < probe.size(); ++i) kernels_.push_back(probe.name(i));
+}
+
+GraphRuns::~GraphRuns() {
+  stop();
+}
+
+std::shared_ptr<GraphRuns::Session> GraphRuns::session_of(ClientId client) {
+  std::lock_guard lock(mu_);
+  if (stopped_) return nullptr;
+  std::shared_ptr<Session> &s = sessions_[client];
+  if (!s) {
+    s = std::make_shared<Session>();
+    s->client = client;
+    s->thread = std::thread([raw = s.get()] { raw->loop(); });
+  }
+  return s;
+}
+
+void GraphRuns::submit(ClientId client, const std::string &client_name, uint64_t request_id,
+                       uint64_t run_id, std::shared_ptr<transport::Blob> document,
+                       std::string working_directory, std::shared_ptr<transport::BlobTally> tally) {
+  std::shared_ptr<Session> s = session_of(client);
+  if (!s) return;  // stopping: the client is told goodbye
+  Session *session = s.get();
+  s->post([this, session, client, client_name, request_id, run_id, document = std::move(document),
+           cwd = std::move(working_directory), tally = std::move(tally)]() mutable {
+    RunNews news;
+    news.client = client;
+    news.request_id = request_id;
+    news.run_id = run_id;
+    bool registered = false;
+    try {
+      {
+        std::lock_guard lock(session->mu);
+        if (session->runs.count(run_id)) {
+          fail(GF_ERR_INVALID_ARGUMENT, "run " + std::to_string(run_id) + " is already running");
+        }
+      }
+      std::shared_ptr<Graph> graph =
+          serialize::from_bytes(document->data(), document->size(), GF_GRAPH_FORMAT_BINARY, 0);
+      document.reset();
+      if (!cwd.empty()) graph->set_default_working_dir(cwd);
+      if (!session->pool) {
+        auto connection = client::Connection::open(
+            options_.endpoint, client_name.empty() ? "graph" : client_name + " (graph)", 1.0, 5000,
+            client);
+        auto pool = PoolCore::create_connected(options_.pool, std::move(connection));
+        for (const std::string &plugin : options_.plugins) pool->kernels().load_plugin(plugin);
+        session->pool = std::move(pool);
+      }
+      std::shared_ptr<LocalRun> run = session->pool->prepare(graph);
+      run->run_state().completion.set_callback([this, session, client, run_id, tally] {
+        session->post([this, session, client, run_id, tally] {
+          std::shared_ptr<LocalRun> ended;
+          {
+            std::lock_guard lock(session->mu);
+            auto it = session->runs.find(run_id);
+            if (it == session->runs.end()) return;
+            ended = std::move(it->second);
+            session->runs.erase(it);
+          }
+          deliver_(finished(client, run_id, *ended, *session->pool, tally));
+        });
+      });
+      {
+        std::lock_guard lock(session->mu);
+        session->runs[run_id] = run;
+        registered = true;
+      }
+      // Accepted is delivered before the run can be reported finished: that report is a job
+      // queued behind this one.
+      session->pool->scheduler().start(run->run_state().shared_from_this());
+      news.tasks = graph->task_count();
+      news.kind = RunNews::Kind::kAccepted;
+    } catch (const Error &e) {
+      if (registered) {
+        std::lock_guard lock(session->mu);
+        session->runs.erase(run_id);
+      }
+      news.kind = RunNews::Kind::kRefused;
+      news.status = e.status();
+      news.why = e.what();
+    } catch (const std::exception &e) {  // out of memory or threads: the service goes on
+      if (registered) {
+        std::lock_guard lock(session->mu);
+        session->runs.erase(run_id);
+      }
+      news.kind = RunNews::Kind::kRefused;
+      news.status = GF_ERR_SYSTEM;
+      news.why = std::string("the service could not run the graph: ") + e.what();
+    }
+    deliver_(std::move(news));
+  });
+}
+
+bool GraphRuns::cancel(ClientId client, uint64_t run_id) {
+  std::shared_ptr<Session> s;
+  {
+    std::lock_guard lock(mu_);
+    auto it = sessions_.find(client);
+    if (it == sessions_.end()) return false;
+    s = it->second;
+  }
+  std::shared_ptr<LocalRun> run;
+  {
+    std::lock_guard lock(s->mu);
+    auto it = s->runs.find(run_id);
+    if (it == s->runs.end()) return false;
+    run = it->second;
+  }
+  run->cancel();  // its completion may run here, and posts to the session
+  return true;
+}
+
+void GraphRuns::client_gone(ClientId client) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = sessions_.find(client);
+    if (it == sessions_.end()) return;
+    it->second->end();
+    retired_.push_back(std::move(it->second));
+    sessions_.erase(it);
+  }
+  reap(false);
+}
+
+void GraphRuns::reap(bool all) {
+  std::vector<std::shared_ptr<Session>> ending;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = retired_.begin(); it != retired_.end();) {
+      if (all || (*it)->done) {
+        ending.push_back(std::move(*it));
+        it = retired_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto &s : ending) {
+    if (s->thread.joinable()) s->thread.join();
+  }
+}
+
+void GraphRuns::stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    for (auto &[client, s] : sessions_) {
+      s->end();
+      retired_.push_back(std::move(s));
+    }
+    sessions_.clear();
+  }
+  reap(true);
+}
+
+}  // namespace gf::service
