@@ -587,10 +587,17 @@ typedef void (*gf_run_callback)(gf_run *run, gf_run_state state, void *user_data
 typedef enum gf_run_where {
   /* In the service when the pool is connected, the service offers a data plane, and the graph
    * names at least one kernel that the service has and this pool has not, with every other body
-   * one of those kernels or a command; in this process otherwise. */
+   * one of those kernels or a command; split between the two (GF_RUN_SPLIT) when other bodies
+   * are only this process's; in this process otherwise. */
   GF_RUN_ANYWHERE = 0,
   GF_RUN_IN_PROCESS = 1, /* this process's workers, under the service's leases when connected */
   GF_RUN_IN_SERVICE = 2, /* the service, or GF_ERR_INFEASIBLE saying why it cannot */
+  /* Only reported (gf_run_where_get), never asked for: a graph that mixes bodies only this
+   * process has (C callbacks, its own kernels, commands) with kernels only the service has runs
+   * in steps under GF_RUN_ANYWHERE. Each step runs its in-process tasks here and its service
+   * kernels there at once; buffers that one side produces for the other move between steps over
+   * the data plane (opaque values cannot, and such a graph is refused). */
+  GF_RUN_SPLIT = 3,
   GF_RUN_WHERE_FORCE32 = 0x7FFFFFFF
 } gf_run_where;
 
@@ -622,7 +629,7 @@ GF_API void gf_submit_options_init(gf_submit_options *options, uint32_t struct_s
 GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,
                                  const gf_submit_options *options);
 
-/* Where the run runs: GF_RUN_IN_PROCESS or GF_RUN_IN_SERVICE. Thread-safe. */
+/* Where the run runs: GF_RUN_IN_PROCESS, GF_RUN_IN_SERVICE or GF_RUN_SPLIT. Thread-safe. */
 GF_API gf_status gf_run_where_get(gf_run_where *out, gf_run *run);
 
 /* Waits for the run to finish, at most timeout_ms milliseconds (negative: no limit).

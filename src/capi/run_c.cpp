@@ -5,6 +5,8 @@
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
 #include "pool/service_run.hpp"
+#include "pool/split_run.hpp"
+#include "pool/where.hpp"
 
 using namespace gf;
 using namespace gf::capi;
@@ -55,8 +57,9 @@ GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,
     std::shared_ptr<Graph> g = graphs().find_shared(handle_bits(graph));
     if (!g) fail(GF_ERR_INVALID_HANDLE, "gf_graph is not a live handle (NULL or destroyed)");
     uint64_t bits = 0;
-    if (choose_where(core, *g, o.where) == GF_RUN_IN_SERVICE) {
-      auto run = std::make_shared<ServiceRun>(core.shared_from_this(), std::move(g));
+    const gf_run_where where = choose_where(core, *g, o.where);
+    // A run that goes elsewhere: the handle exists before it starts, as below.
+    auto start_elsewhere = [&](auto run) {
       bits = runs().insert(run);
       run->attach(handle_from_bits<gf_run>(bits), o);
       try {
@@ -65,6 +68,11 @@ GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,
         runs().remove(bits);
         throw;
       }
+    };
+    if (where == GF_RUN_IN_SERVICE) {
+      start_elsewhere(std::make_shared<ServiceRun>(core.shared_from_this(), std::move(g)));
+    } else if (where == GF_RUN_SPLIT) {
+      start_elsewhere(std::make_shared<SplitRun>(core.shared_from_this(), std::move(g)));
     } else {
       std::shared_ptr<LocalRun> run = core.prepare(std::move(g));
       // The handle exists before the run starts: its completion callback may fire at once.
@@ -85,7 +93,7 @@ GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,
 GF_API gf_status gf_run_where_get(gf_run_where *out, gf_run *run) {
   return guard([&] {
     require_out(out, "out");
-    *out = dynamic_cast<ServiceRun *>(&run_of(run)) ? GF_RUN_IN_SERVICE : GF_RUN_IN_PROCESS;
+    *out = run_of(run).where();
     return GF_OK;
   });
 }

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -94,6 +95,21 @@ class Graph {
   void add_dependency(gf_task task, gf_task before);
   // Capacity for what a reader knows is coming (deserialization): avoids regrowing big graphs.
   void reserve(size_t tasks, size_t data, size_t inputs, size_t outputs, size_t edges);
+
+  // Some of this graph's tasks as a graph of their own, for running a graph in parts
+  // (pool/split_run.hpp). The tasks keep their bodies (C callbacks shared: the part never
+  // destroys their user_data), requests, priorities, retries, cost keys and the edges among them.
+  // Data they read that no task of the part produces becomes a host input: the original's host
+  // inputs as they are, other data with the bytes `moved(d)` gives (borrowed: they must outlive
+  // the part). Data the part produces is kept where `keep(d)` says so.
+  struct Part {
+    std::shared_ptr<Graph> graph;
+    std::vector<TaskIndex> tasks;  // the part's task i is this graph's tasks[i]
+    std::vector<DataIndex> data;   // the part's data j is this graph's data[j]
+  };
+  Part part(const std::vector<TaskIndex> &tasks,
+            const std::function<std::pair<const void *, uint64_t>(DataIndex)> &moved,
+            const std::function<bool(DataIndex)> &keep) const;
 
   // Validates and analyses the graph (once); throws gf::Error naming the culprit.
   const GraphAnalysis &freeze();

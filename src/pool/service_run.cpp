@@ -5,7 +5,6 @@
 #include <climits>
 #include <cstring>
 #include <thread>
-#include <unordered_set>
 
 #include "client/message_support.hpp"
 #include "core/error.hpp"
@@ -14,55 +13,6 @@
 #include "wire/framing.hpp"
 
 namespace gf {
-
-gf_run_where choose_where(PoolCore &pool, const Graph &graph, gf_run_where asked) {
-  if (asked == GF_RUN_IN_PROCESS) return GF_RUN_IN_PROCESS;
-  if (asked != GF_RUN_ANYWHERE && asked != GF_RUN_IN_SERVICE) {
-    fail(GF_ERR_INVALID_ARGUMENT, "gf_submit_options.where is " +
-                                      std::to_string(static_cast<int>(asked)) +
-                                      ", which is no gf_run_where");
-  }
-  const bool forced = asked == GF_RUN_IN_SERVICE;
-  auto cannot = [&](const std::string &why) {
-    if (forced) fail(GF_ERR_INFEASIBLE, "this graph cannot run in the service: " + why);
-    return GF_RUN_IN_PROCESS;
-  };
-  const std::shared_ptr<client::Connection> &connection = pool.connection();
-  if (!connection) {
-    return cannot("the pool is not connected to a gpuflow service (gf_pool_config.endpoint)");
-  }
-  const client::Welcome &welcome = connection->welcome();
-  if (!welcome.data_plane) {
-    return cannot("the gpuflow service at " + connection->endpoint() + " offers no data plane");
-  }
-  if (graph.task_count() == 0) return cannot("it has no tasks");
-  const std::unordered_set<std::string> service_kernels(welcome.kernels.begin(),
-                                                        welcome.kernels.end());
-  bool service_only_kernel = false;
-  for (TaskIndex t = 0; t < graph.task_count(); ++t) {
-    const TaskDesc &task = graph.task(t);
-    if (task.command != UINT32_MAX) continue;
-    if (task.kernel.empty()) {
-      return cannot(graph.task_label(t) +
-                    " has a C callback body, which runs only in this process");
-    }
-    if (!service_kernels.count(task.kernel)) {
-      return cannot(graph.task_label(t) + " names kernel '" + task.kernel +
-                    "', which the service at " + connection->endpoint() +
-                    " has not loaded (gpuflow serve --plugin LIB)");
-    }
-    TaskBody local;
-    if (!pool.kernels().resolve(task.kernel, local)) service_only_kernel = true;
-  }
-  for (DataIndex d = 0; d < graph.data_count(); ++d) {
-    if (graph.data(d).origin == DataOrigin::kHostValue) {
-      return cannot(graph.data_label(d) +
-                    " is an opaque host value, which cannot leave this process");
-    }
-  }
-  if (!forced && !service_only_kernel) return GF_RUN_IN_PROCESS;
-  return GF_RUN_IN_SERVICE;
-}
 
 ServiceRun::ServiceRun(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph)
     : pool_(std::move(pool)), connection_(pool_->connection()), graph_(std::move(graph)) {}

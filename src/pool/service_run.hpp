@@ -21,11 +21,6 @@ namespace gf {
 
 class PoolCore;
 
-// Where `graph` runs on `pool` when the caller asked for `asked`: GF_RUN_IN_PROCESS or
-// GF_RUN_IN_SERVICE. Throws gf::Error (GF_ERR_INFEASIBLE) naming why when GF_RUN_IN_SERVICE
-// cannot be honoured.
-gf_run_where choose_where(PoolCore &pool, const Graph &graph, gf_run_where asked);
-
 class ServiceRun final : public Run, public std::enable_shared_from_this<ServiceRun> {
  public:
   ServiceRun(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph);
@@ -36,6 +31,7 @@ class ServiceRun final : public Run, public std::enable_shared_from_this<Service
   void start();
 
   const Graph &graph() const override { return *graph_; }
+  gf_run_where where() const override { return GF_RUN_IN_SERVICE; }
   void attach(gf_run *handle, const gf_submit_options &options) override;
   bool wait(int64_t timeout_ms) override;
   gf_run_state state() override;

@@ -19,6 +19,7 @@ class LocalRun final : public Run {
 
   RunState &run_state() { return *state_; }
   const Graph &graph() const override { return state_->graph(); }
+  gf_run_where where() const override { return GF_RUN_IN_PROCESS; }
   void attach(gf_run *handle, const gf_submit_options &options) override;
   // A body on one of the pool's worker threads steps aside while it waits
   // (runtime/worker.hpp); one waiting for its own run fails with GF_ERR_STATE.

@@ -25,6 +25,7 @@ class Run {
   Run &operator=(const Run &) = delete;
 
   virtual const Graph &graph() const = 0;
+  virtual gf_run_where where() const = 0;
   // Names the caller's handle and installs the completion callback (before the run starts).
   virtual void attach(gf_run *handle, const gf_submit_options &options) = 0;
   // Blocks until the run finished or timeout (negative: none); true when finished.

@@ -1,0 +1,84 @@
+// Graph::part: some of a graph's tasks as a graph of their own (graph/graph.hpp).
+#include "core/error.hpp"
+#include "graph/graph.hpp"
+
+namespace gf {
+
+Graph::Part Graph::part(const std::vector<TaskIndex> &tasks,
+                        const std::function<std::pair<const void *, uint64_t>(DataIndex)> &moved,
+                        const std::function<bool(DataIndex)> &keep) const {
+  Part out;
+  out.graph = std::make_shared<Graph>();
+  out.tasks = tasks;
+  Graph &g = *out.graph;
+  std::vector<TaskIndex> task_map(tasks_.size(), kNoIndex);
+  for (size_t i = 0; i < tasks.size(); ++i) task_map[tasks[i]] = static_cast<TaskIndex>(i);
+  std::unordered_map<DataIndex, DataIndex> data_map;
+  auto add = [&](DataIndex d, DataDesc desc) {
+    desc.producer = kNoIndex;
+    desc.consumer_slots = 0;
+    g.data_.push_back(std::move(desc));
+    out.data.push_back(d);
+    const auto index = static_cast<DataIndex>(g.data_.size() - 1);
+    data_map[d] = index;
+    return index;
+  };
+  // The part's data for this graph's `d`, made on first use.
+  auto data_of = [&](DataIndex d) -> DataIndex {
+    if (auto it = data_map.find(d); it != data_map.end()) return it->second;
+    const DataDesc &src = data_[d];
+    DataDesc desc = src;
+    desc.host_value_destroy = nullptr;  // the original owns it
+    if (src.origin == DataOrigin::kProduced && task_map[src.producer] == kNoIndex) {
+      if (src.kind != DataKind::kBuffer) {
+        fail(GF_ERR_INFEASIBLE, data_label(d) +
+                                    " is an opaque value that would have to move between this "
+                                    "process and the service, and only buffers can");
+      }
+      const auto [bytes, size] = moved(d);
+      desc.origin = DataOrigin::kHostBuffer;
+      desc.host_bytes = bytes;
+      desc.size = size;
+      desc.flags = 0;
+      desc.literal = LiteralForm::kBytes;
+    } else if (src.origin == DataOrigin::kProduced && keep(d)) {
+      desc.flags |= GF_DATA_KEEP;
+    }
+    return add(d, std::move(desc));
+  };
+  for (TaskIndex t : tasks) {
+    const TaskDesc &src = tasks_[t];
+    TaskDesc task = src;
+    task.user_data_destroy = nullptr;
+    const auto index = static_cast<TaskIndex>(g.tasks_.size());
+    task.inputs_begin = static_cast<uint32_t>(g.input_refs_.size());
+    for (uint32_t i = 0; i < src.input_count; ++i) {
+      const DataIndex d = data_of(input_refs_[src.inputs_begin + i]);
+      g.input_refs_.push_back(d);
+      g.data_[d].consumer_slots++;
+    }
+    task.outputs_begin = static_cast<uint32_t>(g.output_refs_.size());
+    for (uint32_t i = 0; i < src.output_count; ++i) {
+      const DataIndex d = data_of(output_refs_[src.outputs_begin + i]);
+      g.output_refs_.push_back(d);
+      g.data_[d].producer = index;
+    }
+    task.request = g.requests_.intern(requests_.get(src.request));
+    if (src.command != UINT32_MAX) {
+      task.command = static_cast<uint32_t>(g.commands_.size());
+      g.commands_.push_back(std::make_unique<CommandSpec>(*commands_[src.command]));
+    }
+    if (!src.kernel.empty()) g.named_kernels_++;
+    const CostKey &key = cost_keys_[src.cost_key];
+    task.cost_key = g.intern_cost_key(key.name, key.fn);
+    g.tasks_.push_back(std::move(task));
+  }
+  for (const auto &[t, before] : edges_) {
+    if (task_map[t] != kNoIndex && task_map[before] != kNoIndex) {
+      g.edges_.emplace_back(task_map[t], task_map[before]);
+    }
+  }
+  return out;
+}
+
+}  // namespace gf
