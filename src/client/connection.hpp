@@ -139,11 +139,13 @@ class Connection {
   // `finished` runs once, on the reader thread: with the verified RunFinished message, or with
   // null and why when the connection closed first. It must be quick.
   using RunDone = std::function<void(const std::vector<uint8_t> *payload, const std::string &why)>;
-  // Submits the graph document in blob `document_blob` as run `run_id` (commands without a
-  // working directory start in `working_directory`). Returns the run's task count once the
-  // service accepted it; throws its refusal (then `finished` never runs).
+  // Submits the graph document in blob `document_blob` as run `run_id` (commands start in
+  // `working_directory` or relative to it, and log to `log_directory` unless they say where).
+  // Returns the run's task count once the service accepted it; throws its refusal (then
+  // `finished` never runs).
   uint64_t submit_graph(uint64_t run_id, uint64_t document_blob,
-                        const std::string &working_directory, RunDone finished);
+                        const std::string &working_directory, const std::string &log_directory,
+                        RunDone finished);
   // Asks the service to cancel the run; its RunFinished follows. Never throws: a gone service
   // has ended the run already.
   void cancel_run(uint64_t run_id);

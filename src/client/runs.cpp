@@ -19,7 +19,8 @@ constexpr int64_t kAcceptMs = 120000;
 }  // namespace
 
 uint64_t Connection::submit_graph(uint64_t run_id, uint64_t document_blob,
-                                  const std::string &working_directory, RunDone finished) {
+                                  const std::string &working_directory,
+                                  const std::string &log_directory, RunDone finished) {
   {
     std::lock_guard lock(mu_);
     if (closed_) fail(GF_ERR_SYSTEM, gone());
@@ -30,7 +31,8 @@ uint64_t Connection::submit_graph(uint64_t run_id, uint64_t document_blob,
   const uint64_t id = next_id_++;
   fb::FlatBufferBuilder b;
   auto frame = wire::frame_of(
-      b, wire::CreateGraphSubmit(b, id, run_id, document_blob, b.CreateString(working_directory)));
+      b, wire::CreateGraphSubmit(b, id, run_id, document_blob, b.CreateString(working_directory),
+                                 b.CreateString(log_directory)));
   std::vector<uint8_t> payload;
   try {
     payload = call(id, frame, deadline_in(kAcceptMs));

@@ -60,9 +60,17 @@ Graph::~Graph() {
   }
 }
 
-void Graph::set_default_working_dir(const std::string &dir) {
+void Graph::place_commands(const std::string &dir, const std::string &log_dir) {
+  auto under_dir = [&](std::string &path) {
+    if (path.empty() || path[0] != '/') path = path.empty() ? dir : dir + "/" + path;
+  };
   for (auto &spec : commands_) {
-    if (spec->working_dir.empty()) spec->working_dir = dir;
+    under_dir(spec->working_dir);
+    if (spec->log_dir.empty() && !log_dir.empty()) {
+      spec->log_dir = log_dir;
+    } else if (!spec->log_dir.empty()) {
+      under_dir(spec->log_dir);
+    }
   }
 }
 

@@ -116,10 +116,11 @@ class Graph {
   bool frozen() const { return analysis_ != nullptr; }
   bool has_named_kernels() const { return named_kernels_ > 0; }
   bool has_commands() const { return !commands_.empty(); }
-  // Commands that name no working directory start in `dir`: a graph the service runs for a
-  // client starts them where the client is. Before any run of the graph is prepared (a frozen
-  // graph may still be changed here: commands are no part of its analysis).
-  void set_default_working_dir(const std::string &dir);
+  // Commands start in `dir`, or relative to it, and log to `log_dir` (when not empty) unless they
+  // name their own log directory (relative to `dir`): a graph the service runs for a client
+  // starts them where the client would. `dir` is absolute. Before any run of the graph is
+  // prepared (a frozen graph may still be changed here: commands are no part of its analysis).
+  void place_commands(const std::string &dir, const std::string &log_dir);
 
   // A command task's description (serialization, and binding it to the executor at submit).
   const CommandSpec *command(const TaskDesc &t) const {

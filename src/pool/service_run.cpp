@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -26,12 +27,17 @@ void ServiceRun::start() {
   connection_->put(blob, document.data(), document.size());
   char directory[PATH_MAX];
   const std::string cwd = ::getcwd(directory, sizeof directory) ? directory : "";
+  // Where this process's commands would log (GPUFLOW_LOG_DIR), for the service's to log there.
+  std::string log_dir;
+  if (const char *env = std::getenv("GPUFLOW_LOG_DIR"); env && *env) {
+    log_dir = env[0] == '/' || cwd.empty() ? env : cwd + "/" + env;
+  }
   run_id_ = connection_->next_run_id();
   started_ = std::chrono::steady_clock::now();
   // The callback keeps the run alive until the service says it ended (or the connection does),
   // so the run's blobs are always dropped, even when the caller let go of it first.
   tasks_ = connection_->submit_graph(
-      run_id_, blob, cwd,
+      run_id_, blob, cwd, log_dir,
       [self = shared_from_this()](const std::vector<uint8_t> *payload, const std::string &why) {
         self->finished(payload, why);
       });
@@ -84,7 +90,6 @@ void ServiceRun::finished(const std::vector<uint8_t> *payload, const std::string
   std::string summary;
   RunSnapshot snapshot{};
   snapshot.tasks = tasks_;
-  std::map<DataIndex, Output> outputs;
   Output report;
   const wire::RunFinished *f =
       payload ? wire::message_of(*payload)->body_as_RunFinished() : nullptr;
@@ -98,20 +103,10 @@ void ServiceRun::finished(const std::vector<uint8_t> *payload, const std::string
         f->tasks(),     f->succeeded(),         f->failed(),   f->cancelled(), f->attempts(),
         f->transfers(), f->bytes_transferred(), f->elapsed_s()};
     report = {f->report_blob(), f->report_size()};
-    if (f->outputs()) {
-      for (const wire::RunOutput *o : *f->outputs()) outputs[o->data()] = {o->blob_id(), o->size()};
-    }
     if (state != GF_RUN_SUCCEEDED && state != GF_RUN_FAILED && state != GF_RUN_CANCELLED) {
       summary = "the service at " + connection_->endpoint() + " ended the run in state " +
                 std::to_string(static_cast<int>(state));
       state = GF_RUN_FAILED;
-    }
-    for (const auto &[d, o] : outputs) {
-      if (d >= graph_->data_count() || graph_->data(d).kind != DataKind::kBuffer) {
-        summary = "the service at " + connection_->endpoint() + " sent output " +
-                  std::to_string(d) + ", which is no buffer of this graph";
-        state = GF_RUN_FAILED;
-      }
     }
   }
   bool released;
@@ -120,7 +115,6 @@ void ServiceRun::finished(const std::vector<uint8_t> *payload, const std::string
     state_ = state;
     summary_ = summary;
     snapshot_ = snapshot;
-    outputs_ = std::move(outputs);
     report_ = report;
     released = released_;
   }
@@ -134,8 +128,7 @@ void ServiceRun::forget_blobs() {
   std::vector<uint64_t> blobs;
   {
     std::lock_guard lock(mu_);
-    for (const auto &[d, o] : outputs_) blobs.push_back(o.blob);
-    if (report_.blob) blobs.push_back(report_.blob);
+    if (report_.blob) blobs.push_back(report_.blob);  // the service drops its outputs with it
     outputs_.clear();
     report_ = {};
   }
@@ -143,25 +136,34 @@ void ServiceRun::forget_blobs() {
 }
 
 void ServiceRun::load_report(std::unique_lock<std::mutex> &lock) {
+  // One thread fetches; the others wait for it rather than read a report half there.
+  report_fetched_.wait(lock, [&] { return !report_fetching_; });
   if (report_loaded_) return;
-  report_loaded_ = true;
   const uint64_t tasks = graph_->task_count();
   if (!report_.blob) {
+    report_loaded_ = true;
     report_error_ = "the service sent no per-task report" +
                     (summary_.empty() ? std::string() : " (" + summary_ + ")");
     return;
   }
-  std::vector<uint8_t> bytes;
+  report_fetching_ = true;
   const Output report = report_;
   lock.unlock();
+  std::vector<uint8_t> bytes;
+  std::string error;
   try {
     bytes = connection_->get(report.blob);
   } catch (const Error &e) {
-    lock.lock();
-    report_error_ = std::string("the per-task report could not be fetched: ") + e.what();
-    return;
+    error = std::string("the per-task report could not be fetched: ") + e.what();
   }
   lock.lock();
+  report_fetching_ = false;
+  report_loaded_ = true;
+  report_fetched_.notify_all();  // they look once this thread lets go of the lock
+  if (!error.empty()) {
+    report_error_ = error;
+    return;
+  }
   flatbuffers::Verifier verifier(bytes.data(), bytes.size());
   const auto *r = verifier.VerifyBuffer<wire::RunReport>(nullptr)
                       ? flatbuffers::GetRoot<wire::RunReport>(bytes.data())
@@ -177,6 +179,16 @@ void ServiceRun::load_report(std::unique_lock<std::mutex> &lock) {
   if (r->failures()) {
     for (const wire::TaskFailure *f : *r->failures()) {
       if (f->task() < tasks) task_errors_[f->task()] = client::str(f->error());
+    }
+  }
+  if (r->outputs()) {
+    for (const wire::RunOutput *o : *r->outputs()) {
+      if (o->data() >= graph_->data_count() || graph_->data(o->data()).kind != DataKind::kBuffer) {
+        report_error_ = "the service's per-task report lists output " + std::to_string(o->data()) +
+                        ", which is no buffer of this graph";
+        return;
+      }
+      outputs_[o->data()] = {o->blob_id(), o->size()};
     }
   }
 }
@@ -215,18 +227,24 @@ uint64_t ServiceRun::read_buffer(DataIndex d, void *dst, uint64_t capacity) {
   } else if (state_ == GF_RUN_RUNNING) {
     fail(GF_ERR_STATE,
          graph_->data_label(d) + " is not produced yet (the run is still running in the service)");
-  } else if (auto it = outputs_.find(d); it != outputs_.end()) {
-    output = it->second;
   } else {
-    load_report(lock);
-    const TaskIndex producer = data.producer;
-    if (report_error_.empty() && task_states_[producer] != GF_TASK_SUCCEEDED) {
-      fail(GF_ERR_STATE, graph_->data_label(d) + " was never produced: its producer " +
-                             graph_->task_label(producer) + " failed or was cancelled");
+    load_report(lock);  // it lists the outputs
+    if (!report_error_.empty() && state_ != GF_RUN_SUCCEEDED) {
+      fail(GF_ERR_STATE, graph_->data_label(d) + " was never produced: " + summary_);
     }
-    fail(GF_ERR_STATE, graph_->data_label(d) +
-                           " was freed after its last consumer finished; mark it GF_DATA_KEEP to "
-                           "read it after the run");
+    if (!report_error_.empty()) {
+      fail(GF_ERR_SYSTEM, graph_->data_label(d) + " cannot be read: " + report_error_);
+    }
+    if (auto it = outputs_.find(d); it != outputs_.end()) {
+      output = it->second;
+    } else if (task_states_[data.producer] != GF_TASK_SUCCEEDED) {
+      fail(GF_ERR_STATE, graph_->data_label(d) + " was never produced: its producer " +
+                             graph_->task_label(data.producer) + " failed or was cancelled");
+    } else {
+      fail(GF_ERR_STATE, graph_->data_label(d) +
+                             " was freed after its last consumer finished; mark it GF_DATA_KEEP "
+                             "to read it after the run");
+    }
   }
   lock.unlock();
   if (!dst) return output.size;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,7 +51,7 @@ class ServiceRun final : public Run, public std::enable_shared_from_this<Service
   };
   // On the connection's reader thread: the service's RunFinished, or null when it went away.
   void finished(const std::vector<uint8_t> *payload, const std::string &why);
-  // The per-task report, fetched once (mu_ held by the caller).
+  // The per-task report (and the outputs it lists), fetched once (mu_ held by the caller).
   void load_report(std::unique_lock<std::mutex> &lock);
   // Drops the run's blobs on the service, once it has ended and the caller let go.
   void forget_blobs();
@@ -71,6 +72,8 @@ class ServiceRun final : public Run, public std::enable_shared_from_this<Service
   Output report_;
   bool released_ = false;
   bool report_loaded_ = false;
+  bool report_fetching_ = false;  // a thread is getting it, without mu_
+  std::condition_variable report_fetched_;
   std::string report_error_;  // why the report could not be had
   std::vector<uint8_t> task_states_;
   std::vector<uint32_t> task_attempts_, task_workers_;

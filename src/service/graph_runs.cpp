@@ -11,6 +11,7 @@
 #include "kernels/kernel_registry.hpp"
 #include "pool/pool_core.hpp"
 #include "serialize/serialize.hpp"
+#include "transport/blob_host.hpp"
 #include "wire/framing.hpp"
 
 namespace gf::service {
@@ -24,6 +25,7 @@ struct GraphRuns::Session {
   std::atomic<bool> done{false};
   std::map<uint64_t, std::shared_ptr<LocalRun>> runs;  // running, by the client's run id
   std::shared_ptr<PoolCore> pool;                      // the session thread's own
+  uint64_t next_blob = 1;  // the client's blobs this session makes: | kServiceBlobBit
   std::thread thread;
 
   void post(std::function<void()> job) {
@@ -74,7 +76,7 @@ struct GraphRuns::Session {
 namespace {
 
 // What each task did, as a RunReport blob for the client to read on its first per-task query.
-std::shared_ptr<transport::Blob> report_of(LocalRun &run,
+std::shared_ptr<transport::Blob> report_of(LocalRun &run, const RunNews &news,
                                            const std::shared_ptr<transport::BlobTally> &tally) {
   const size_t n = run.graph().task_count();
   std::vector<uint8_t> states(n);
@@ -90,8 +92,14 @@ std::shared_ptr<transport::Blob> report_of(LocalRun &run,
       failures.push_back(wire::CreateTaskFailure(b, t, b.CreateString(s.error)));
     }
   }
+  std::vector<flatbuffers::Offset<wire::RunOutput>> outputs;
+  outputs.reserve(news.outputs.size());
+  for (const RunNews::Output &o : news.outputs) {
+    outputs.push_back(wire::CreateRunOutput(b, o.data, o.blob_id, o.bytes->size()));
+  }
   b.Finish(wire::CreateRunReport(b, b.CreateVector(states), b.CreateVector(attempts),
-                                 b.CreateVector(workers), b.CreateVector(failures)));
+                                 b.CreateVector(workers), b.CreateVector(failures),
+                                 b.CreateVector(outputs)));
   auto blob = std::make_shared<transport::Blob>(b.GetSize(), tally);
   std::memcpy(blob->data(), b.GetBufferPointer(), b.GetSize());
   return blob;
@@ -100,7 +108,7 @@ std::shared_ptr<transport::Blob> report_of(LocalRun &run,
 // The ended run as news for its client: its state, statistics, kept outputs and report. The run
 // is released here.
 RunNews finished(ClientId client, uint64_t run_id, LocalRun &run, PoolCore &pool,
-                 const std::shared_ptr<transport::BlobTally> &tally) {
+                 const std::shared_ptr<transport::BlobTally> &tally, uint64_t &next_blob) {
   RunNews news;
   news.kind = RunNews::Kind::kFinished;
   news.client = client;
@@ -114,9 +122,10 @@ RunNews finished(ClientId client, uint64_t run_id, LocalRun &run, PoolCore &pool
       if (run.graph().data(d).origin != DataOrigin::kProduced) continue;  // the client has those
       auto blob = std::make_shared<transport::Blob>(size, tally);
       run.read_buffer(d, blob->data(), size);
-      news.outputs.emplace_back(d, std::move(blob));
+      news.outputs.push_back({d, transport::kServiceBlobBit | next_blob++, std::move(blob)});
     }
-    news.report = report_of(run, tally);
+    news.report = report_of(run, news, tally);
+    news.report_id = transport::kServiceBlobBit | next_blob++;
   } catch (const Error &e) {
     news.state = GF_RUN_FAILED;
     news.why = std::string("the service could not gather the run's results: ") + e.what();
@@ -154,12 +163,12 @@ std::shared_ptr<GraphRuns::Session> GraphRuns::session_of(ClientId client) {
 
 void GraphRuns::submit(ClientId client, const std::string &client_name, uint64_t request_id,
                        uint64_t run_id, std::shared_ptr<transport::Blob> document,
-                       std::string working_directory, std::shared_ptr<transport::BlobTally> tally) {
+                       Directories directories, std::shared_ptr<transport::BlobTally> tally) {
   std::shared_ptr<Session> s = session_of(client);
   if (!s) return;  // stopping: the client is told goodbye
   Session *session = s.get();
   s->post([this, session, client, client_name, request_id, run_id, document = std::move(document),
-           cwd = std::move(working_directory), tally = std::move(tally)]() mutable {
+           directories = std::move(directories), tally = std::move(tally)]() mutable {
     RunNews news;
     news.client = client;
     news.request_id = request_id;
@@ -175,7 +184,9 @@ void GraphRuns::submit(ClientId client, const std::string &client_name, uint64_t
       std::shared_ptr<Graph> graph =
           serialize::from_bytes(document->data(), document->size(), GF_GRAPH_FORMAT_BINARY, 0);
       document.reset();
-      if (!cwd.empty()) graph->set_default_working_dir(cwd);
+      if (!directories.working.empty()) {
+        graph->place_commands(directories.working, directories.log);
+      }
       if (!session->pool) {
         auto connection = client::Connection::open(
             options_.endpoint, client_name.empty() ? "graph" : client_name + " (graph)", 1.0, 5000,
@@ -195,7 +206,7 @@ void GraphRuns::submit(ClientId client, const std::string &client_name, uint64_t
             ended = std::move(it->second);
             session->runs.erase(it);
           }
-          deliver_(finished(client, run_id, *ended, *session->pool, tally));
+          deliver_(finished(client, run_id, *ended, *session->pool, tally, session->next_blob));
         });
       });
       {

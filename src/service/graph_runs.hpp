@@ -34,8 +34,14 @@ struct RunNews {
   std::string why;           // kRefused; kFinished: the failure summary
   gf_run_state state = GF_RUN_FAILED;
   Scheduler::RunSnapshot stats{};
-  std::vector<std::pair<uint32_t, std::shared_ptr<transport::Blob>>> outputs;  // data, bytes
-  std::shared_ptr<transport::Blob> report;  // a RunReport (wire.fbs)
+  struct Output {
+    uint32_t data = 0;
+    uint64_t blob_id = 0;  // the client's blob it becomes (kServiceBlobBit set)
+    std::shared_ptr<transport::Blob> bytes;
+  };
+  std::vector<Output> outputs;
+  std::shared_ptr<transport::Blob> report;  // a RunReport (wire.fbs), listing the outputs
+  uint64_t report_id = 0;
 };
 
 class GraphRuns {
@@ -51,9 +57,13 @@ class GraphRuns {
   ~GraphRuns();  // stop()
 
   const std::vector<std::string> &kernels() const { return kernels_; }
+  // Where a client's commands start and log (absolute paths; empty: the service's own).
+  struct Directories {
+    std::string working, log;
+  };
   // Queues a graph document (binary) of `client` to be read and run. Never blocks.
   void submit(ClientId client, const std::string &client_name, uint64_t request_id, uint64_t run_id,
-              std::shared_ptr<transport::Blob> document, std::string working_directory,
+              std::shared_ptr<transport::Blob> document, Directories directories,
               std::shared_ptr<transport::BlobTally> tally);
   // Cancels a run of this client; false when it has none running by that id.
   bool cancel(ClientId client, uint64_t run_id);

@@ -60,8 +60,8 @@ struct Client {
   wire::FrameReader reader;
   std::map<RequestId, double> deadlines;  // queued requests with a timeout: when they end
   std::string name;
-  std::unique_ptr<transport::BlobHost> blobs;  // its data plane, once it asked for one
-  uint64_t next_service_blob = 1;              // its runs' outputs: | kServiceBlobBit
+  std::unique_ptr<transport::BlobHost> blobs;           // its data plane, once it asked for one
+  std::map<uint64_t, std::vector<uint64_t>> run_blobs;  // a run's report blob -> its outputs
 };
 
 struct Server::Impl {
@@ -459,6 +459,11 @@ struct Server::Impl {
       return send_error(c, m.request_id(), GF_ERR_NOT_FOUND,
                         "no blob " + std::to_string(m.blob_id()));
     }
+    // A run's report goes with the outputs it lists.
+    if (auto run = c.run_blobs.find(m.blob_id()); run != c.run_blobs.end()) {
+      for (uint64_t id : run->second) c.blobs->drop(id);
+      c.run_blobs.erase(run);
+    }
     fb::FlatBufferBuilder b;
     write(c, wire::frame_of(b, wire::CreateBlobDropped(b, m.request_id(), m.blob_id())));
   }
@@ -474,14 +479,18 @@ struct Server::Impl {
                             " to read the graph document from (put it first)");
     }
     std::string cwd = str(m.working_directory());
-    if (!cwd.empty() &&
-        (cwd[0] != '/' || cwd.size() > 4096 || utf8_error_at(cwd) != std::string::npos)) {
-      return send_error(c, request, GF_ERR_INVALID_ARGUMENT,
-                        "the working directory of a graph must be an absolute UTF-8 path of at "
-                        "most 4096 bytes");
+    std::string log_dir = str(m.log_directory());
+    for (const std::string *dir : {&cwd, &log_dir}) {
+      if (!dir->empty() &&
+          ((*dir)[0] != '/' || dir->size() > 4096 || utf8_error_at(*dir) != std::string::npos)) {
+        return send_error(c, request, GF_ERR_INVALID_ARGUMENT,
+                          std::string("the ") + (dir == &cwd ? "working" : "log") +
+                              " directory of a graph must be an absolute UTF-8 path of at most "
+                              "4096 bytes");
+      }
     }
-    graphs->submit(c.id, c.name, request, m.run_id(), std::move(document), std::move(cwd),
-                   plane->tally());
+    graphs->submit(c.id, c.name, request, m.run_id(), std::move(document),
+                   {std::move(cwd), std::move(log_dir)}, plane->tally());
   }
 
   void run_cancel(Client &c, const wire::RunCancel &m) {
@@ -526,49 +535,41 @@ struct Server::Impl {
     }
   }
 
-  // The run's outputs and report become the client's blobs, and RunFinished names them.
+  // The run's outputs and report become the client's blobs (all or none), and RunFinished
+  // names the report, which lists the outputs.
   void finish_run(Client &c, RunNews &n) {
-    fb::FlatBufferBuilder b;
-    std::vector<fb::Offset<wire::RunOutput>> outputs;
     std::vector<uint64_t> adopted;
-    auto adopt = [&](std::shared_ptr<transport::Blob> blob) -> uint64_t {
+    std::string refused;
+    auto adopt = [&](uint64_t id, std::shared_ptr<transport::Blob> blob) {
+      if (!refused.empty()) return;
       if (!c.blobs) {
-        n.state = GF_RUN_FAILED;
-        n.why = "the data plane to this client closed before the run ended";
-        return 0;
+        refused = "the data plane to this client closed before the run ended";
+      } else if (transport::Refusal r = c.blobs->adopt(id, std::move(blob))) {
+        refused = "the run's results could not be kept for the client: " + r.why;
+      } else {
+        adopted.push_back(id);
       }
-      const uint64_t id = transport::kServiceBlobBit | c.next_service_blob++;
-      if (transport::Refusal refused = c.blobs->adopt(id, std::move(blob))) {
-        n.state = GF_RUN_FAILED;
-        n.why = "the run's results could not be kept for the client: " + refused.why;
-        return 0;
-      }
-      adopted.push_back(id);
-      return id;
     };
-    for (auto &[data, blob] : n.outputs) {
-      const uint64_t size = blob->size();
-      const uint64_t id = adopt(std::move(blob));
-      if (!id) break;
-      outputs.push_back(wire::CreateRunOutput(b, data, id, size));
-    }
-    uint64_t report = 0, report_size = 0;
-    if (n.report) {
-      report_size = n.report->size();
-      report = adopt(std::move(n.report));
-    }
-    if (outputs.size() != n.outputs.size()) {  // some did not fit: none are kept
-      for (uint64_t id : adopted)
-        if (c.blobs) c.blobs->drop(id);
-      outputs.clear();
-      report = report_size = 0;
+    for (RunNews::Output &o : n.outputs) adopt(o.blob_id, std::move(o.bytes));
+    const uint64_t report_size = n.report ? n.report->size() : 0;
+    if (n.report) adopt(n.report_id, std::move(n.report));
+    uint64_t report = n.report_id;
+    if (!refused.empty()) {
+      for (uint64_t id : adopted) c.blobs->drop(id);
+      n.state = GF_RUN_FAILED;
+      n.why = refused;
+      report = 0;
+    } else if (report) {
+      std::vector<uint64_t> &outputs = c.run_blobs[report];
+      for (const RunNews::Output &o : n.outputs) outputs.push_back(o.blob_id);
     }
     const Scheduler::RunSnapshot &s = n.stats;
+    fb::FlatBufferBuilder b;
     write(c,
           wire::frame_of(b, wire::CreateRunFinished(
                                 b, n.run_id, n.state, b.CreateString(n.why), s.tasks, s.succeeded,
                                 s.failed, s.cancelled, s.attempts, s.transfers, s.bytes_transferred,
-                                s.elapsed_s, b.CreateVector(outputs), report, report_size)));
+                                s.elapsed_s, report, report ? report_size : 0)));
   }
 
   void request(Client &c, const wire::LeaseRequest &r, std::string &problem) {

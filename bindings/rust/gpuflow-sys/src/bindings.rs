@@ -1709,6 +1709,7 @@ pub type gf_run_callback = ::std::option::Option<
 pub const GF_RUN_ANYWHERE: gf_run_where = 0;
 pub const GF_RUN_IN_PROCESS: gf_run_where = 1;
 pub const GF_RUN_IN_SERVICE: gf_run_where = 2;
+pub const GF_RUN_SPLIT: gf_run_where = 3;
 pub const GF_RUN_WHERE_FORCE32: gf_run_where = 2147483647;
 pub type gf_run_where = std::os::raw::c_uint;
 #[repr(C)]
