@@ -16,7 +16,10 @@
 namespace gf {
 
 ServiceRun::ServiceRun(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph)
-    : pool_(std::move(pool)), connection_(pool_->connection()), graph_(std::move(graph)) {}
+    : pool_(std::move(pool)),
+      connection_(pool_->connection()),
+      graph_(std::move(graph)),
+      tasks_(graph_->task_count()) {}
 
 ServiceRun::~ServiceRun() = default;
 
@@ -36,7 +39,8 @@ void ServiceRun::start() {
   started_ = std::chrono::steady_clock::now();
   // The callback keeps the run alive until the service says it ended (or the connection does),
   // so the run's blobs are always dropped, even when the caller let go of it first.
-  tasks_ = connection_->submit_graph(
+  // The task count it answers is the graph's (tasks_); the report is checked against the graph.
+  connection_->submit_graph(
       run_id_, blob, cwd, log_dir,
       [self = shared_from_this()](const std::vector<uint8_t> *payload, const std::string &why) {
         self->finished(payload, why);

@@ -60,7 +60,7 @@ class ServiceRun final : public Run, public std::enable_shared_from_this<Service
   std::shared_ptr<client::Connection> connection_;
   std::shared_ptr<Graph> graph_;
   uint64_t run_id_ = 0;
-  uint64_t tasks_ = 0;
+  const uint64_t tasks_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
   Completion completion_;
 
