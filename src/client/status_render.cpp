@@ -63,6 +63,12 @@ std::vector<const T *> items(const fb::Vector<fb::Offset<T>> *v) {
   return out;
 }
 
+// How device-resident data moves over a client's data plane: by CUDA IPC or peer copies when UCX
+// took a CUDA transport, else staged through host memory (the backend's reused pinned buffers).
+const char *device_path(const std::string &transports) {
+  return transports.find("cuda") != std::string::npos ? "cuda" : "host-staged";
+}
+
 }  // namespace
 
 std::string status_text(const std::vector<uint8_t> &payload) {
@@ -108,10 +114,11 @@ std::string status_text(const std::vector<uint8_t> &payload) {
   for (const wire::ClientStatus *c : items(s.clients()))
     if (c->data_plane()) planes = true;
   if (planes) {
-    out += "\nDATA PLANE (UCX)\nCLIENT  BLOBS        TRANSPORTS\n";
+    out += "\nDATA PLANE (UCX)\nCLIENT  BLOBS        DEVICE DATA   TRANSPORTS\n";
     for (const wire::ClientStatus *c : items(s.clients())) {
       if (!c->data_plane()) continue;
-      out += format("%-7" PRIu64 " %-12s %s\n", c->client_id(), bytes_text(c->blob_bytes()).c_str(),
+      out += format("%-7" PRIu64 " %-12s %-13s %s\n", c->client_id(),
+                    bytes_text(c->blob_bytes()).c_str(), device_path(str(c->data_plane())),
                     str(c->data_plane()).c_str());
     }
   }
@@ -193,7 +200,8 @@ std::string status_json(const std::vector<uint8_t> &payload) {
            ",\"gpus_in_use\":" + json_number(c->gpus_in_use()) +
            ",\"dominant_share\":" + json_number(c->dominant_share()) +
            ",\"usage\":" + json_number(c->usage()) +
-           ",\"data_plane\":" + json_quoted(str(c->data_plane())) +
+           ",\"data_plane\":" + json_quoted(str(c->data_plane())) + ",\"device_data\":" +
+           json_quoted(c->data_plane() ? device_path(str(c->data_plane())) : "") +
            ",\"blob_bytes\":" + std::to_string(c->blob_bytes()) + "}";
     first = false;
   }

@@ -114,6 +114,13 @@ TEST_F(TransportTest, RoundTripsFromZeroBytesTo16MiB) {
   auto [rc, json] = run_cli(dir, {"status", "--json", "--pool", service.endpoint()});
   EXPECT_EQ(rc, 0) << json;
   EXPECT_TRUE(contains(json, "\"data_plane\":\"" + transports + "\"")) << json;
+  // Debian's UCX has no CUDA transport: device data is staged through host memory, and says so.
+  const bool cuda = transports.find("cuda") != std::string::npos;
+  EXPECT_TRUE(contains(json, std::string("\"device_data\":\"") + (cuda ? "cuda" : "host-staged")))
+      << json;
+  auto [text_rc, text] = run_cli(dir, {"status", "--pool", service.endpoint()});
+  EXPECT_EQ(text_rc, 0) << text;
+  EXPECT_TRUE(contains(text, cuda ? " cuda " : " host-staged ")) << text;
   for (uint64_t b = 1; b < blob; ++b) c->drop_blob(b);
   EXPECT_EQ(plane_status(*c).blob_bytes, 0u);
   // A put that replaces a blob, and a blob got twice.
