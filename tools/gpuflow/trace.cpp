@@ -203,6 +203,7 @@ void TaskTrace::print_summary(gf_pool *pool, double elapsed_s) const {
     w.second += s.end_s - s.start_s;
     failed_attempts += s.ok ? 0 : 1;
   }
+  if (per_worker.empty()) return;  // nothing ran here (a graph run in the service)
   std::printf("%-10s %8s %10s %6s\n", "worker", "attempts", "busy (s)", "busy");
   for (const auto &[worker, w] : per_worker) {
     double share = elapsed_s > 0 ? 100.0 * w.second / elapsed_s : 0;
