@@ -47,20 +47,6 @@ void ServiceRun::start() {
       });
 }
 
-void ServiceRun::attach(gf_run *handle, const gf_submit_options &options) {
-  if (!options.on_complete) return;
-  completion_.set_callback(
-      [this, handle, callback = options.on_complete, user_data = options.user_data] {
-        callback(handle, state(), user_data);
-      });
-}
-
-bool ServiceRun::wait(int64_t timeout_ms) {
-  if (completion_.published() || completion_.in_callback()) return true;
-  if (timeout_ms == 0) return false;
-  return completion_.wait(timeout_ms);
-}
-
 gf_run_state ServiceRun::state() {
   std::lock_guard lock(mu_);
   return state_;
@@ -82,11 +68,7 @@ void ServiceRun::release(std::function<void()> forget) {
   } else {
     connection_->cancel_run(run_id_);  // its blobs go when RunFinished comes (finished())
   }
-  if (completion_.has_callback()) {
-    completion_.when_published(std::move(forget));
-  } else {
-    forget();
-  }
+  forget_after_callback(std::move(forget));
 }
 
 void ServiceRun::finished(const std::vector<uint8_t> *payload, const std::string &why) {

@@ -15,14 +15,13 @@
 #include <vector>
 
 #include "client/connection.hpp"
-#include "core/completion.hpp"
-#include "runtime/run.hpp"
+#include "runtime/published_run.hpp"
 
 namespace gf {
 
 class PoolCore;
 
-class ServiceRun final : public Run, public std::enable_shared_from_this<ServiceRun> {
+class ServiceRun final : public PublishedRun, public std::enable_shared_from_this<ServiceRun> {
  public:
   ServiceRun(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph);
   ~ServiceRun() override;
@@ -33,10 +32,7 @@ class ServiceRun final : public Run, public std::enable_shared_from_this<Service
 
   const Graph &graph() const override { return *graph_; }
   gf_run_where where() const override { return GF_RUN_IN_SERVICE; }
-  void attach(gf_run *handle, const gf_submit_options &options) override;
-  bool wait(int64_t timeout_ms) override;
   gf_run_state state() override;
-  int fd() override { return completion_.fd(); }
   void cancel() override;
   void release(std::function<void()> forget) override;
   TaskSnapshot task(TaskIndex t) override;
@@ -62,7 +58,6 @@ class ServiceRun final : public Run, public std::enable_shared_from_this<Service
   uint64_t run_id_ = 0;
   const uint64_t tasks_;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  Completion completion_;
 
   std::mutex mu_;
   gf_run_state state_ = GF_RUN_RUNNING;

@@ -267,20 +267,6 @@ void SplitRun::settle(size_t index) {
   }
 }
 
-void SplitRun::attach(gf_run *handle, const gf_submit_options &options) {
-  if (!options.on_complete) return;
-  completion_.set_callback(
-      [this, handle, callback = options.on_complete, user_data = options.user_data] {
-        callback(handle, state(), user_data);
-      });
-}
-
-bool SplitRun::wait(int64_t timeout_ms) {
-  if (completion_.published() || completion_.in_callback()) return true;
-  if (timeout_ms == 0) return false;
-  return completion_.wait(timeout_ms);
-}
-
 gf_run_state SplitRun::state() {
   std::lock_guard lock(mu_);
   return state_;
@@ -299,11 +285,7 @@ void SplitRun::cancel() {
 
 void SplitRun::release(std::function<void()> forget) {
   cancel();
-  if (completion_.has_callback()) {
-    completion_.when_published(std::move(forget));
-  } else {
-    forget();
-  }
+  forget_after_callback(std::move(forget));
 }
 
 Run::TaskSnapshot SplitRun::task(TaskIndex t) {

@@ -16,15 +16,14 @@
 #include <string>
 #include <vector>
 
-#include "core/completion.hpp"
 #include "graph/graph.hpp"
-#include "runtime/run.hpp"
+#include "runtime/published_run.hpp"
 
 namespace gf {
 
 class PoolCore;
 
-class SplitRun final : public Run, public std::enable_shared_from_this<SplitRun> {
+class SplitRun final : public PublishedRun, public std::enable_shared_from_this<SplitRun> {
  public:
   SplitRun(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph);
   ~SplitRun() override;
@@ -35,10 +34,7 @@ class SplitRun final : public Run, public std::enable_shared_from_this<SplitRun>
 
   const Graph &graph() const override { return *graph_; }
   gf_run_where where() const override { return GF_RUN_SPLIT; }
-  void attach(gf_run *handle, const gf_submit_options &options) override;
-  bool wait(int64_t timeout_ms) override;
   gf_run_state state() override;
-  int fd() override { return completion_.fd(); }
   void cancel() override;
   void release(std::function<void()> forget) override;
   TaskSnapshot task(TaskIndex t) override;
@@ -76,7 +72,6 @@ class SplitRun final : public Run, public std::enable_shared_from_this<SplitRun>
   uint32_t steps_ = 0;
   std::vector<TaskIndex> order_;  // topological
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
-  Completion completion_;
 
   std::mutex mu_;
   gf_run_state state_ = GF_RUN_RUNNING;
