@@ -68,6 +68,7 @@ GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,
         runs().remove(bits);
         throw;
       }
+      core.track(run);
     };
     if (where == GF_RUN_IN_SERVICE) {
       start_elsewhere(std::make_shared<ServiceRun>(core.shared_from_this(), std::move(g)));

@@ -76,7 +76,11 @@ std::shared_ptr<Connection> Connection::open(const std::string &endpoint, const 
 Connection::~Connection() {
   closed_ = true;
   ::shutdown(fd_, SHUT_RDWR);  // wakes the reader
-  if (reader_.joinable()) reader_.join();
+  if (reader_.get_id() == std::this_thread::get_id()) {
+    reader_.detach();  // the last owner let go in a callback the reader ran: it ends on its own
+  } else if (reader_.joinable()) {
+    reader_.join();
+  }
   ::close(fd_);
 }
 
@@ -325,7 +329,10 @@ void Connection::close_with(const std::string &reason) {
     callback = on_revoke_;
     plane = plane_;
     watchers_.clear();
-    for (auto &[run, done] : runs_) pending.push_back(done);
+    // A run not accepted yet is no run: its submit fails instead (it sees the connection close).
+    for (auto &[run, watch] : runs_) {
+      if (watch.accepted) pending.push_back(std::move(watch.done));
+    }
     runs_.clear();
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if (it->second.callback) {
@@ -409,17 +416,25 @@ void Connection::read_loop() {
         if (callback) callback(revoke->lease_id());
         continue;
       }
+      if (const auto *accepted = m->body_as_RunAccepted()) {
+        std::lock_guard lock(mu_);  // before the submitter wakes, below
+        if (auto it = runs_.find(accepted->run_id()); it != runs_.end()) it->second.accepted = true;
+      }
       if (const auto *finished = m->body_as_RunFinished()) {
         RunDone done;
         {
           std::lock_guard lock(mu_);
           auto it = runs_.find(finished->run_id());
           if (it != runs_.end()) {
-            done = std::move(it->second);
+            done = std::move(it->second.done);
             runs_.erase(it);
           }
         }
-        if (done) done(&payload, {});
+        if (done) {
+          done(&payload, {});
+        } else if (finished->report_blob()) {
+          forget_blob(finished->report_blob());  // nobody waits for it (the submit gave up)
+        }
         continue;
       }
       const uint64_t id = answer_id(*m);

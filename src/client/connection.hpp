@@ -203,7 +203,11 @@ class Connection {
   std::atomic<uint64_t> next_tag_{1};
   std::atomic<uint64_t> next_blob_{uint64_t{1} << 62};  // clear of ids callers pick by hand
   std::atomic<uint64_t> next_run_{1};
-  std::map<uint64_t, RunDone> runs_;  // runs in the service, by run id; under mu_
+  struct RunWatch {
+    RunDone done;
+    bool accepted = false;  // RunAccepted came: only then does a closing connection end it
+  };
+  std::map<uint64_t, RunWatch> runs_;  // runs in the service, by run id; under mu_
   std::thread reader_;
 };
 

@@ -24,7 +24,7 @@ uint64_t Connection::submit_graph(uint64_t run_id, uint64_t document_blob,
   {
     std::lock_guard lock(mu_);
     if (closed_) fail(GF_ERR_SYSTEM, gone());
-    if (!runs_.emplace(run_id, std::move(finished)).second) {
+    if (!runs_.emplace(run_id, RunWatch{std::move(finished), false}).second) {
       fail(GF_ERR_INVALID_ARGUMENT, "run " + std::to_string(run_id) + " is already running");
     }
   }
@@ -36,9 +36,12 @@ uint64_t Connection::submit_graph(uint64_t run_id, uint64_t document_blob,
   std::vector<uint8_t> payload;
   try {
     payload = call(id, frame, deadline_in(kAcceptMs));
-  } catch (...) {
-    std::lock_guard lock(mu_);
-    runs_.erase(run_id);
+  } catch (const Error &e) {
+    {
+      std::lock_guard lock(mu_);
+      runs_.erase(run_id);
+    }
+    if (e.status() == GF_TIMEOUT) cancel_run(run_id);  // it may still be read and run there
     throw;
   }
   const wire::Message *m = wire::message_of(payload);

@@ -194,8 +194,22 @@ std::shared_ptr<LocalRun> PoolCore::prepare(std::shared_ptr<Graph> graph) {
   return std::make_shared<LocalRun>(shared_from_this(), *scheduler_, std::move(state));
 }
 
+void PoolCore::track(std::weak_ptr<Run> run) {
+  std::lock_guard lock(tracked_mu_);
+  std::erase_if(tracked_, [](const std::weak_ptr<Run> &r) { return r.expired(); });
+  tracked_.push_back(std::move(run));
+}
+
 void PoolCore::shutdown() {
   if (shut_down_.exchange(true)) return;
+  std::vector<std::weak_ptr<Run>> tracked;
+  {
+    std::lock_guard lock(tracked_mu_);
+    tracked.swap(tracked_);
+  }
+  for (const std::weak_ptr<Run> &r : tracked) {
+    if (std::shared_ptr<Run> run = r.lock()) run->cancel();
+  }
   scheduler_->shutdown();
   if (Worker::on_thread_of(*scheduler_)) {
     // A task body destroys its own pool: its thread finishes the body and exits, and a thread

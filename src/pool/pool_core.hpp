@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "client/connection.hpp"
@@ -42,6 +43,10 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   // Cancels every run, waits for running bodies, joins threads. Idempotent. Called by one of the
   // pool's own task bodies, it stops the pool and hands the joining to a thread of its own.
   void shutdown();
+  bool is_shut_down() const { return shut_down_.load(); }
+  // A run this pool's scheduler does not run (in the service, or split): shutdown() cancels it
+  // too. Kept weakly.
+  void track(std::weak_ptr<Run> run);
 
   Scheduler &scheduler() { return *scheduler_; }
   size_t worker_count() const { return worker_states_.size(); }
@@ -75,6 +80,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::vector<std::unique_ptr<Worker>> workers_;
   void join_threads();
   std::atomic<bool> shut_down_{false};
+  std::mutex tracked_mu_;
+  std::vector<std::weak_ptr<Run>> tracked_;  // under tracked_mu_
   uint64_t serial_;
   std::atomic<uint64_t> runs_prepared_{0};
   Clock::time_point created_steady_ = Clock::now();

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -16,7 +17,8 @@
 namespace gf {
 
 ServiceRun::ServiceRun(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph)
-    : pool_(std::move(pool)),
+    : PublishedRun(pool->scheduler()),
+      pool_(std::move(pool)),
       connection_(pool_->connection()),
       graph_(std::move(graph)),
       tasks_(graph_->task_count()) {}
@@ -29,22 +31,29 @@ void ServiceRun::start() {
   const uint64_t blob = connection_->next_blob_id();
   connection_->put(blob, document.data(), document.size());
   char directory[PATH_MAX];
-  const std::string cwd = ::getcwd(directory, sizeof directory) ? directory : "";
+  std::string cwd = ::getcwd(directory, sizeof directory) ? directory : "";
   // Where this process's commands would log (GPUFLOW_LOG_DIR), for the service's to log there.
   std::string log_dir;
   if (const char *env = std::getenv("GPUFLOW_LOG_DIR"); env && *env) {
     log_dir = env[0] == '/' || cwd.empty() ? env : cwd + "/" + env;
   }
+  if (!graph_->has_commands()) cwd.clear(), log_dir.clear();  // nothing would start there
   run_id_ = connection_->next_run_id();
   started_ = std::chrono::steady_clock::now();
-  // The callback keeps the run alive until the service says it ended (or the connection does),
-  // so the run's blobs are always dropped, even when the caller let go of it first.
+  // The run keeps itself alive until the service says it ended (or the connection does), so its
+  // blobs are always dropped, even when the caller let go of it first. The callback holds no
+  // reference: the last one must never go on the connection's reader thread, whose end it is.
+  keep_alive_ = shared_from_this();
   // The task count it answers is the graph's (tasks_); the report is checked against the graph.
-  connection_->submit_graph(
-      run_id_, blob, cwd, log_dir,
-      [self = shared_from_this()](const std::vector<uint8_t> *payload, const std::string &why) {
-        self->finished(payload, why);
-      });
+  try {
+    connection_->submit_graph(run_id_, blob, cwd, log_dir,
+                              [this](const std::vector<uint8_t> *payload, const std::string &why) {
+                                finished(payload, why);
+                              });
+  } catch (...) {
+    keep_alive_.reset();  // refused: `finished` never runs
+    throw;
+  }
 }
 
 gf_run_state ServiceRun::state() {
@@ -107,7 +116,7 @@ void ServiceRun::finished(const std::vector<uint8_t> *payload, const std::string
   if (released) forget_blobs();
   // Published off the connection's reader thread: the caller's completion callback may fetch
   // outputs, and a fetch waits for that thread.
-  std::thread([self = shared_from_this()] { self->completion_.publish(); }).detach();
+  std::thread([self = std::move(keep_alive_)] { self->completion_.publish(); }).detach();
 }
 
 void ServiceRun::forget_blobs() {
@@ -139,7 +148,7 @@ void ServiceRun::load_report(std::unique_lock<std::mutex> &lock) {
   std::string error;
   try {
     bytes = connection_->get(report.blob);
-  } catch (const Error &e) {
+  } catch (const std::exception &e) {
     error = std::string("the per-task report could not be fetched: ") + e.what();
   }
   lock.lock();
@@ -150,7 +159,12 @@ void ServiceRun::load_report(std::unique_lock<std::mutex> &lock) {
     report_error_ = error;
     return;
   }
-  flatbuffers::Verifier verifier(bytes.data(), bytes.size());
+  // One table per failure and per output, besides the root: a cancelled million-task run has a
+  // million failures, past the Verifier's default of a million tables.
+  const uint64_t tables = bytes.size() / 4 + 16;
+  flatbuffers::Verifier verifier(
+      bytes.data(), bytes.size(), 64,
+      static_cast<flatbuffers::uoffset_t>(std::min<uint64_t>(tables, UINT32_MAX)));
   const auto *r = verifier.VerifyBuffer<wire::RunReport>(nullptr)
                       ? flatbuffers::GetRoot<wire::RunReport>(bytes.data())
                       : nullptr;

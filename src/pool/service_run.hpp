@@ -52,7 +52,8 @@ class ServiceRun final : public PublishedRun, public std::enable_shared_from_thi
   // Drops the run's blobs on the service, once it has ended and the caller let go.
   void forget_blobs();
 
-  std::shared_ptr<PoolCore> pool_;  // kept alive, as a local run keeps its pool
+  std::shared_ptr<PoolCore> pool_;          // kept alive, as a local run keeps its pool
+  std::shared_ptr<ServiceRun> keep_alive_;  // from start() until the run ended
   std::shared_ptr<client::Connection> connection_;
   std::shared_ptr<Graph> graph_;
   uint64_t run_id_ = 0;

@@ -12,7 +12,7 @@
 namespace gf {
 
 SplitRun::SplitRun(std::shared_ptr<PoolCore> pool, std::shared_ptr<Graph> graph)
-    : pool_(std::move(pool)), graph_(std::move(graph)) {}
+    : PublishedRun(pool->scheduler()), pool_(std::move(pool)), graph_(std::move(graph)) {}
 
 SplitRun::~SplitRun() {
   for (PartRun &p : parts_) {
@@ -115,6 +115,7 @@ void SplitRun::drive() {
     std::vector<TaskIndex> here, there;
     {
       std::lock_guard lock(mu_);
+      if (pool_->is_shut_down()) cancelled_ = true;  // gf_pool_destroy: nothing more starts
       for (TaskIndex t : by_step[s]) {
         if (cancelled_) {
           skipped_[t] = {GF_TASK_CANCELLED, "the run was cancelled"};
@@ -130,7 +131,16 @@ void SplitRun::drive() {
     }
     try {
       run_step(here, there);
-    } catch (const std::exception &e) {  // out of memory or threads: the rest cannot run
+    } catch (const std::exception &e) {  // out of memory: the rest cannot run
+      std::vector<std::shared_ptr<Run>> started;
+      {
+        std::lock_guard lock(mu_);
+        for (const PartRun &p : parts_) started.push_back(p.run);
+      }
+      for (auto &run : started) {  // nothing may still read the bytes this run holds
+        run->cancel();
+        run->wait(-1);
+      }
       std::lock_guard lock(mu_);
       if (summary_.empty()) summary_ = std::string("the split run stopped: ") + e.what();
       for (TaskIndex t : here) {
@@ -139,7 +149,6 @@ void SplitRun::drive() {
       for (TaskIndex t : there) {
         if (part_of_[t] == UINT32_MAX) skipped_[t] = {GF_TASK_FAILED, summary_};
       }
-      cancelled_ = false;
       for (uint32_t later = s + 1; later < steps_; ++later) {
         for (TaskIndex t : by_step[later]) skipped_[t] = {GF_TASK_FAILED, summary_};
       }
@@ -154,20 +163,23 @@ void SplitRun::drive() {
 }
 
 void SplitRun::finish() {
-  bool failed = false;
+  // As one run would end: cancelled when anything was cancelled, else failed when anything
+  // failed (a cancel that came after the last part ended changes nothing).
+  bool failed = false, cancelled = false;
   for (const PartRun &p : parts_) {
-    if (p.run && p.run->state() == GF_RUN_FAILED && summary_.empty()) {
-      summary_ = p.run->failure_summary();
-    }
-    failed = failed || !p.run || p.run->state() == GF_RUN_FAILED;
+    const gf_run_state s = p.run->state();
+    if (s == GF_RUN_FAILED && summary_.empty()) summary_ = p.run->failure_summary();
+    failed = failed || s == GF_RUN_FAILED;
+    cancelled = cancelled || s == GF_RUN_CANCELLED;
   }
   for (const auto &[t, skipped] : skipped_) {
     if (skipped.state == GF_TASK_FAILED) {
       failed = true;
       if (summary_.empty()) summary_ = skipped.error;
     }
+    cancelled = cancelled || skipped.state == GF_TASK_CANCELLED;
   }
-  state_ = cancelled_ ? GF_RUN_CANCELLED : failed ? GF_RUN_FAILED : GF_RUN_SUCCEEDED;
+  state_ = cancelled ? GF_RUN_CANCELLED : failed ? GF_RUN_FAILED : GF_RUN_SUCCEEDED;
   elapsed_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
 }
 
@@ -196,7 +208,7 @@ void SplitRun::run_step(const std::vector<TaskIndex> &here, const std::vector<Ta
         run->start();
         part.run = run;
       }
-    } catch (const Error &e) {
+    } catch (const std::exception &e) {
       std::lock_guard lock(mu_);
       for (TaskIndex t : tasks) {
         skipped_[t] = {GF_TASK_FAILED, g.task_label(t) + " did not run: " + e.what()};

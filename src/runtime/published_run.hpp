@@ -7,11 +7,15 @@
 
 #include "core/completion.hpp"
 #include "runtime/run.hpp"
+#include "runtime/worker.hpp"
 
 namespace gf {
 
 class PublishedRun : public Run {
  public:
+  // `scheduler`: the pool's, so that a body of that pool waiting here steps aside.
+  explicit PublishedRun(const Scheduler &scheduler) : scheduler_(scheduler) {}
+
   void attach(gf_run *handle, const gf_submit_options &options) override {
     if (!options.on_complete) return;
     completion_.set_callback(
@@ -22,6 +26,9 @@ class PublishedRun : public Run {
   bool wait(int64_t timeout_ms) override {
     if (completion_.published() || completion_.in_callback()) return true;
     if (timeout_ms == 0) return false;
+    // A body waiting for a run that needs this pool's workers (a split run's parts here) lends
+    // its thread, as for a local run (runtime/worker.hpp).
+    StepAside aside(scheduler_);
     return completion_.wait(timeout_ms);
   }
   int fd() override { return completion_.fd(); }
@@ -37,6 +44,9 @@ class PublishedRun : public Run {
     }
   }
   Completion completion_;
+
+ private:
+  const Scheduler &scheduler_;
 };
 
 }  // namespace gf

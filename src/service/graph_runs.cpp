@@ -1,5 +1,6 @@
 #include "service/graph_runs.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -75,6 +76,10 @@ struct GraphRuns::Session {
 
 namespace {
 
+constexpr size_t kMaxSummary = 64 << 10;
+constexpr size_t kMaxTaskMessage = 4 << 10;
+constexpr size_t kMaxReportMessages = 256 << 20;
+
 // What each task did, as a RunReport blob for the client to read on its first per-task query.
 std::shared_ptr<transport::Blob> report_of(LocalRun &run, const RunNews &news,
                                            const std::shared_ptr<transport::BlobTally> &tally) {
@@ -83,13 +88,18 @@ std::shared_ptr<transport::Blob> report_of(LocalRun &run, const RunNews &news,
   std::vector<uint32_t> attempts(n), workers(n);
   flatbuffers::FlatBufferBuilder b(n * 10 + 1024);
   std::vector<flatbuffers::Offset<wire::TaskFailure>> failures;
+  size_t message_bytes = 0;
   for (TaskIndex t = 0; t < n; ++t) {
     const Run::TaskSnapshot s = run.task(t);
     states[t] = static_cast<uint8_t>(s.state);
     attempts[t] = s.attempts;
     workers[t] = s.attempts ? s.worker : UINT32_MAX;
     if (s.error && *s.error) {
-      failures.push_back(wire::CreateTaskFailure(b, t, b.CreateString(s.error)));
+      // Each message bounded, and all of them: a million cancelled tasks say the same thing.
+      const size_t length = std::min(std::strlen(s.error), kMaxTaskMessage);
+      if (message_bytes + length > kMaxReportMessages) continue;
+      message_bytes += length;
+      failures.push_back(wire::CreateTaskFailure(b, t, b.CreateString(s.error, length)));
     }
   }
   std::vector<flatbuffers::Offset<wire::RunOutput>> outputs;
@@ -108,18 +118,36 @@ std::shared_ptr<transport::Blob> report_of(LocalRun &run, const RunNews &news,
 // The ended run as news for its client: its state, statistics, kept outputs and report. The run
 // is released here.
 RunNews finished(ClientId client, uint64_t run_id, LocalRun &run, PoolCore &pool,
-                 const std::shared_ptr<transport::BlobTally> &tally, uint64_t &next_blob) {
+                 const std::shared_ptr<transport::BlobTally> &tally, uint64_t &next_blob,
+                 uint64_t cap) {
   RunNews news;
   news.kind = RunNews::Kind::kFinished;
   news.client = client;
   news.run_id = run_id;
   news.state = run.state();
-  if (news.state == GF_RUN_FAILED) news.why = run.failure_summary();
+  if (news.state == GF_RUN_FAILED) {
+    // Bounded: a body's message can be any length, and a control frame holds at most 4 MiB (the
+    // report has every task's message in full).
+    news.why = run.failure_summary().substr(0, kMaxSummary);
+  }
   if (news.state == GF_RUN_CANCELLED) news.why = "the run was cancelled";
   news.stats = run.snapshot();
   try {
+    std::vector<std::pair<DataIndex, uint64_t>> kept;
+    uint64_t total = 0;
     for (const auto &[d, size] : pool.scheduler().readable_buffers(run.run_state())) {
       if (run.graph().data(d).origin != DataOrigin::kProduced) continue;  // the client has those
+      kept.emplace_back(d, size);
+      total += size;
+    }
+    // Checked before reading them: a run must not fill the service's memory with results its
+    // client may not hold anyway.
+    if (total > cap) {
+      fail(GF_ERR_OUT_OF_MEMORY, "its kept outputs (" + std::to_string(total) +
+                                     " bytes) pass this client's blob cap of " +
+                                     std::to_string(cap) + " bytes");
+    }
+    for (const auto &[d, size] : kept) {
       auto blob = std::make_shared<transport::Blob>(size, tally);
       run.read_buffer(d, blob->data(), size);
       news.outputs.push_back({d, transport::kServiceBlobBit | next_blob++, std::move(blob)});
@@ -206,7 +234,8 @@ void GraphRuns::submit(ClientId client, const std::string &client_name, uint64_t
             ended = std::move(it->second);
             session->runs.erase(it);
           }
-          deliver_(finished(client, run_id, *ended, *session->pool, tally, session->next_blob));
+          deliver_(finished(client, run_id, *ended, *session->pool, tally, session->next_blob,
+                            options_.blob_cap));
         });
       });
       {
@@ -255,7 +284,9 @@ bool GraphRuns::cancel(ClientId client, uint64_t run_id) {
     if (it == s->runs.end()) return false;
     run = it->second;
   }
-  run->cancel();  // its completion may run here, and posts to the session
+  // Cancelling walks the run's tasks under its scheduler's lock: the session does it, never the
+  // service's loop.
+  s->post([run] { run->cancel(); });
   return true;
 }
 

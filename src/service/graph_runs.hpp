@@ -50,6 +50,8 @@ class GraphRuns {
     std::string endpoint;  // the service's own: the sessions' pools lease through it
     PoolOptions pool;
     std::vector<std::string> plugins;
+    uint64_t blob_cap =
+        0;  // a client's: a run whose kept outputs pass it fails before reading them
   };
   // Loads every plugin once to check it and learn its kernels. Throws gf::Error naming the
   // plugin that cannot be loaded. `deliver` is called from session threads.

@@ -60,6 +60,7 @@ struct Client {
   wire::FrameReader reader;
   std::map<RequestId, double> deadlines;  // queued requests with a timeout: when they end
   std::string name;
+  double weight = 1;
   std::unique_ptr<transport::BlobHost> blobs;           // its data plane, once it asked for one
   std::map<uint64_t, std::vector<uint64_t>> run_blobs;  // a run's report blob -> its outputs
 };
@@ -320,8 +321,10 @@ struct Server::Impl {
       }
       peer = behalf->second->peer;
       c.peer = peer;
+      weight = behalf->second->weight;  // its share is the client's
     }
     c.name = name;
+    c.weight = weight;
     c.greeted = true;
     ClientInfo info;
     info.uid = peer.uid;
@@ -814,9 +817,9 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
   s.socket_path =
       s.options.socket_path.empty() ? client::default_socket_path() : s.options.socket_path;
   s.endpoint = "unix://" + s.socket_path;
-  s.graphs =
-      std::make_unique<GraphRuns>(GraphRuns::Options{s.endpoint, s.options.pool, s.options.plugins},
-                                  [impl = &s](RunNews n) { impl->post_news(std::move(n)); });
+  s.graphs = std::make_unique<GraphRuns>(
+      GraphRuns::Options{s.endpoint, s.options.pool, s.options.plugins, s.options.blob_cap},
+      [impl = &s](RunNews n) { impl->post_news(std::move(n)); });
   if (int rc = uv_loop_init(&s.loop))
     fail(GF_ERR_SYSTEM, std::string("uv_loop_init: ") + uv_strerror(rc));
   try {
