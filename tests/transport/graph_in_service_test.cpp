@@ -886,6 +886,26 @@ TEST_F(GraphInService, CancelEndsALongRunPromptlyAndTheCallbackFiresOnce) {
   EXPECT_EQ(seen.calls.load(), 1);
 }
 
+// gf_pool_destroy cancels a run in the service as it cancels a local one: the caller's wait
+// ends promptly, cancelled, and the handle stays valid until destroyed.
+TEST_F(GraphInService, DestroyingThePoolCancelsItsRunInTheService) {
+  const std::string started = dir / "started";
+  GraphBuilder g;
+  const gf_data waited = g.buffer("waited", 8);
+  g.kernel("wait", "test.wait", {g.text("params", "60000 " + started)}, {waited});
+  ASSERT_EQ(g.error(), "");
+  RunHandle run = submit(pool.get(), g.get(), GF_RUN_IN_SERVICE);
+  ASSERT_TRUE(run) << last_error();
+  ASSERT_TRUE(wait_for([&] { return exists(started); }, 20000 * kTimeFactor)) << service->log();
+  const int64_t destroyed_at = now_ns();
+  pool.reset();
+  EXPECT_EQ(gf_run_wait(run.get(), 30000 * kTimeFactor), GF_ERR_CANCELLED) << last_error();
+  EXPECT_LT(ms_since(destroyed_at), 5000 * kTimeFactor) << "the kernel would wait 60 s";
+  gf_run_state state = GF_RUN_RUNNING;
+  EXPECT_EQ(gf_run_state_get(&state, run.get()), GF_OK);
+  EXPECT_EQ(state, GF_RUN_CANCELLED);
+}
+
 // The completion callback of a run that succeeded fetches its output over the data plane and
 // queries its tasks without deadlock, then destroys the run from inside; the run's blobs go.
 TEST_F(GraphInService, TheCompletionCallbackMayFetchAndDestroyTheRun) {
