@@ -420,6 +420,16 @@ void Connection::read_loop() {
         std::lock_guard lock(mu_);  // before the submitter wakes, below
         if (auto it = runs_.find(accepted->run_id()); it != runs_.end()) it->second.accepted = true;
       }
+      if (const auto *progress = m->body_as_RunProgress()) {
+        RunProgressed progressed;
+        {
+          std::lock_guard lock(mu_);
+          auto it = runs_.find(progress->run_id());
+          if (it != runs_.end()) progressed = it->second.progressed;
+        }
+        if (progressed) progressed(payload);
+        continue;
+      }
       if (const auto *finished = m->body_as_RunFinished()) {
         RunDone done;
         {

@@ -139,13 +139,15 @@ class Connection {
   // `finished` runs once, on the reader thread: with the verified RunFinished message, or with
   // null and why when the connection closed first. It must be quick.
   using RunDone = std::function<void(const std::vector<uint8_t> *payload, const std::string &why)>;
+  // Called on the reader thread with each verified RunProgress message while the run runs.
+  using RunProgressed = std::function<void(const std::vector<uint8_t> &payload)>;
   // Submits the graph document in blob `document_blob` as run `run_id` (commands start in
   // `working_directory` or relative to it, and log to `log_directory` unless they say where).
   // Returns the run's task count once the service accepted it; throws its refusal (then
   // `finished` never runs).
   uint64_t submit_graph(uint64_t run_id, uint64_t document_blob,
                         const std::string &working_directory, const std::string &log_directory,
-                        RunDone finished);
+                        RunDone finished, RunProgressed progressed = {});
   // Asks the service to cancel the run; its RunFinished follows. Never throws: a gone service
   // has ended the run already.
   void cancel_run(uint64_t run_id);
@@ -205,6 +207,7 @@ class Connection {
   std::atomic<uint64_t> next_run_{1};
   struct RunWatch {
     RunDone done;
+    RunProgressed progressed;
     bool accepted = false;  // RunAccepted came: only then does a closing connection end it
   };
   std::map<uint64_t, RunWatch> runs_;  // runs in the service, by run id; under mu_

@@ -20,11 +20,13 @@ constexpr int64_t kAcceptMs = 120000;
 
 uint64_t Connection::submit_graph(uint64_t run_id, uint64_t document_blob,
                                   const std::string &working_directory,
-                                  const std::string &log_directory, RunDone finished) {
+                                  const std::string &log_directory, RunDone finished,
+                                  RunProgressed progressed) {
   {
     std::lock_guard lock(mu_);
     if (closed_) fail(GF_ERR_SYSTEM, gone());
-    if (!runs_.emplace(run_id, RunWatch{std::move(finished), false}).second) {
+    if (!runs_.emplace(run_id, RunWatch{std::move(finished), std::move(progressed), false})
+             .second) {
       fail(GF_ERR_INVALID_ARGUMENT, "run " + std::to_string(run_id) + " is already running");
     }
   }

@@ -82,12 +82,14 @@ void Graph::require_mutable() const {
 
 std::string Graph::task_label(TaskIndex t) const {
   const auto &name = tasks_[t].name;
-  return name.empty() ? "task #" + std::to_string(t) : "task '" + name + "'";
+  const TaskIndex number = part_of_ ? part_of_->tasks[t] : t;  // as the caller numbers it
+  return name.empty() ? "task #" + std::to_string(number) : "task '" + name + "'";
 }
 
 std::string Graph::data_label(DataIndex d) const {
   const auto &name = data_[d].name;
-  return name.empty() ? "data #" + std::to_string(d) : "data '" + name + "'";
+  const DataIndex number = part_of_ ? part_of_->data[d] : d;
+  return name.empty() ? "data #" + std::to_string(number) : "data '" + name + "'";
 }
 
 TaskIndex Graph::find_task(gf_task task) const {

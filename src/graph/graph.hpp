@@ -181,6 +181,13 @@ class Graph {
   std::unordered_map<std::string, uint32_t> cost_key_index_;
   std::unordered_map<gf_task_fn, uint32_t> cost_fn_index_;
   std::unique_ptr<GraphAnalysis> analysis_;
+  // A part of another graph (part()): its tasks and data are labelled by their numbers there, so
+  // messages name what the caller built.
+  struct PartOf {
+    std::vector<TaskIndex> tasks;
+    std::vector<DataIndex> data;
+  };
+  std::unique_ptr<PartOf> part_of_;
   // Scratch space for add_task, kept to avoid allocations per task.
   std::vector<DataIndex> scratch_inputs_, scratch_outputs_;
   std::vector<TaskIndex> scratch_after_;

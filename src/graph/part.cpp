@@ -73,6 +73,7 @@ Graph::Part Graph::part(const std::vector<TaskIndex> &tasks,
     task.cost_key = g.intern_cost_key(key.name, key.fn);
     g.tasks_.push_back(std::move(task));
   }
+  g.part_of_ = std::make_unique<PartOf>(PartOf{out.tasks, out.data});
   for (const auto &[t, before] : edges_) {
     if (task_map[t] != kNoIndex && task_map[before] != kNoIndex) {
       g.edges_.emplace_back(task_map[t], task_map[before]);

@@ -46,10 +46,16 @@ void ServiceRun::start() {
   keep_alive_ = shared_from_this();
   // The task count it answers is the graph's (tasks_); the report is checked against the graph.
   try {
-    connection_->submit_graph(run_id_, blob, cwd, log_dir,
-                              [this](const std::vector<uint8_t> *payload, const std::string &why) {
-                                finished(payload, why);
-                              });
+    connection_->submit_graph(
+        run_id_, blob, cwd, log_dir,
+        [this](const std::vector<uint8_t> *payload, const std::string &why) {
+          finished(payload, why);
+        },
+        [this](const std::vector<uint8_t> &payload) {
+          const wire::RunProgress *p = wire::message_of(payload)->body_as_RunProgress();
+          std::lock_guard lock(mu_);
+          progress_ = {tasks_, p->succeeded(), p->failed(), p->cancelled(), p->attempts(), 0, 0, 0};
+        });
   } catch (...) {
     keep_alive_.reset();  // refused: `finished` never runs
     throw;
@@ -206,7 +212,7 @@ Run::TaskSnapshot ServiceRun::task(TaskIndex t) {
 Run::RunSnapshot ServiceRun::snapshot() {
   std::lock_guard lock(mu_);
   if (state_ != GF_RUN_RUNNING) return snapshot_;
-  RunSnapshot running{};
+  RunSnapshot running = progress_;  // as the service last told (every 250 ms)
   running.tasks = tasks_;
   running.elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();

@@ -64,6 +64,7 @@ class ServiceRun final : public PublishedRun, public std::enable_shared_from_thi
   gf_run_state state_ = GF_RUN_RUNNING;
   std::string summary_;
   RunSnapshot snapshot_{};
+  RunSnapshot progress_{};  // while it runs: the service's last RunProgress
   std::map<DataIndex, Output> outputs_;
   Output report_;
   bool released_ = false;

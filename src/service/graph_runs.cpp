@@ -6,6 +6,7 @@
 #include <cstring>
 #include <deque>
 #include <thread>
+#include <tuple>
 
 #include "client/connection.hpp"
 #include "core/error.hpp"
@@ -288,6 +289,19 @@ bool GraphRuns::cancel(ClientId client, uint64_t run_id) {
   // service's loop.
   s->post([run] { run->cancel(); });
   return true;
+}
+
+void GraphRuns::progress(
+    const std::function<void(ClientId, uint64_t, const Scheduler::RunSnapshot &)> &report) {
+  std::vector<std::tuple<ClientId, uint64_t, std::shared_ptr<LocalRun>>> running;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto &[client, s] : sessions_) {
+      std::lock_guard session_lock(s->mu);
+      for (const auto &[run_id, run] : s->runs) running.emplace_back(client, run_id, run);
+    }
+  }
+  for (const auto &[client, run_id, run] : running) report(client, run_id, run->snapshot());
 }
 
 void GraphRuns::client_gone(ClientId client) {

@@ -69,6 +69,10 @@ class GraphRuns {
               std::shared_ptr<transport::BlobTally> tally);
   // Cancels a run of this client; false when it has none running by that id.
   bool cancel(ClientId client, uint64_t run_id);
+  // How far each running run has got: `report(client, run_id, snapshot)` for each. Cheap (the
+  // scheduler's counters, no walk over tasks): the loop calls it on its tick.
+  void progress(
+      const std::function<void(ClientId, uint64_t, const Scheduler::RunSnapshot &)> &report);
   // The client left: its runs are cancelled and its pool goes, on the session's thread.
   void client_gone(ClientId client);
   // Ends every session and waits for them (their pools hand their leases back first, so the

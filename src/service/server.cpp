@@ -87,6 +87,7 @@ struct Server::Impl {
   std::mutex news_mu;
   std::deque<RunNews> news;  // under news_mu
   bool news_open = true;     // under news_mu: false once news_wake is closed
+  std::map<std::pair<ClientId, uint64_t>, uint64_t> progress_sent;  // (client, run) -> counts
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   int64_t started_ms = 0;
   std::string backend_name;
@@ -505,6 +506,23 @@ struct Server::Impl {
     write(c, wire::frame_of(b, wire::CreateCancelled(b, m.request_id(), m.run_id())));
   }
 
+  // Each running graph's counts to its client, when they changed since last time.
+  void send_progress() {
+    std::map<std::pair<ClientId, uint64_t>, uint64_t> seen;
+    graphs->progress([&](ClientId client, uint64_t run_id, const Scheduler::RunSnapshot &s) {
+      auto it = clients.find(client);
+      if (it == clients.end() || it->second->closing) return;
+      const uint64_t done = s.succeeded + s.failed + s.cancelled + s.attempts;
+      seen[{client, run_id}] = done;
+      auto last = progress_sent.find({client, run_id});
+      if (last != progress_sent.end() && last->second == done) return;
+      fb::FlatBufferBuilder b;
+      write(*it->second, wire::frame_of(b, wire::CreateRunProgress(b, run_id, s.succeeded, s.failed,
+                                                                   s.cancelled, s.attempts)));
+    });
+    progress_sent.swap(seen);  // runs that ended are forgotten
+  }
+
   // From session threads: queued, and sent from the loop.
   void post_news(RunNews n) {
     std::lock_guard lock(news_mu);
@@ -850,7 +868,10 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
         self->revoke_for_waiting(self->now());
         for (auto &[id, c] : self->clients)
           if (c->blobs) c->blobs->expire(self->now());
-        if (++self->ticks % (250 / kTickMs) == 0) self->publish_snapshot();
+        if (++self->ticks % (250 / kTickMs) == 0) {
+          self->publish_snapshot();
+          self->send_progress();
+        }
       },
       kTickMs, kTickMs);
   s.publish_snapshot();

@@ -886,6 +886,36 @@ TEST_F(GraphInService, CancelEndsALongRunPromptlyAndTheCallbackFiresOnce) {
   EXPECT_EQ(seen.calls.load(), 1);
 }
 
+// While a graph runs in the service, gf_run_stats shows how far it has got (the service reports
+// every 250 ms), as the progress bar of `gpuflow run --pool` needs.
+TEST_F(GraphInService, StatsShowProgressWhileTheRunRunsThere) {
+  const std::string started = dir / "started", go = dir / "go";
+  GraphBuilder g;
+  for (int i = 0; i < 3; ++i) {
+    const std::string name = "quick" + std::to_string(i);
+    g.kernel(name.c_str(), "test.noop", {}, {g.buffer((name + ".out").c_str(), 8)});
+  }
+  const gf_data waited = g.buffer("waited", 8);
+  g.kernel("wait", "test.wait", {g.text("params", "60000 " + started + " " + go)}, {waited});
+  ASSERT_EQ(g.error(), "");
+  RunHandle run = submit(pool.get(), g.get(), GF_RUN_IN_SERVICE);
+  ASSERT_TRUE(run) << last_error();
+  ASSERT_TRUE(wait_for([&] { return exists(started); }, 20000 * kTimeFactor)) << service->log();
+  gf_run_stats s = GF_RUN_STATS_INIT;
+  EXPECT_TRUE(wait_for(
+      [&] {
+        s = stats_of(run.get());
+        return s.succeeded == 3;
+      },
+      10000 * kTimeFactor))
+      << "succeeded " << s.succeeded << " while the run waits";
+  EXPECT_EQ(s.tasks, 4u);
+  EXPECT_EQ(gf_run_poll(run.get()), GF_TIMEOUT) << "the wait task holds the run open";
+  std::ofstream(go).put('x');
+  ASSERT_EQ(gf_run_wait(run.get(), 30000 * kTimeFactor), GF_OK) << last_error();
+  EXPECT_EQ(stats_of(run.get()).succeeded, 4u);
+}
+
 // gf_pool_destroy cancels a run in the service as it cancels a local one: the caller's wait
 // ends promptly, cancelled, and the handle stays valid until destroyed.
 TEST_F(GraphInService, DestroyingThePoolCancelsItsRunInTheService) {

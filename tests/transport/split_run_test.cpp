@@ -214,6 +214,27 @@ TEST_F(SplitRunTest, AFailureHereKeepsTheServiceTaskFromRunning) {
   EXPECT_FALSE(contains(service.log(), "(graph)")) << service.log();
 }
 
+TEST_F(SplitRunTest, MessagesNumberUnnamedTasksAsTheCallerDid) {
+  ASSERT_TRUE(service.ready()) << service.log();
+  Handles h;
+  h.pool = connected_pool();
+  ASSERT_NE(h.pool, nullptr);
+  OK(gf_graph_create(&h.graph));
+  gf_data params{};
+  const char text[] = "0 0 4 4 42";
+  OK(gf_graph_add_host_buffer(&params, h.graph, "params", text, sizeof text - 1, 0));
+  gf_data partial = buffer(h.graph, "partial", 8, GF_DATA_KEEP);
+  task(h.graph, "chunk", nullptr, "seed.chunk", {params}, {partial});  // task #0, in the service
+  task(h.graph, nullptr, fails, nullptr, {}, {});  // task #1 here: the first of its part
+  EXPECT_EQ(gf_graph_submit(&h.run, h.pool, h.graph, nullptr), GF_OK) << error_text();
+  EXPECT_EQ(gf_run_wait(h.run, 60000 * kTimeFactor), GF_ERR_TASK_FAILED);
+  EXPECT_TRUE(contains(error_text(), "task #1 failed")) << error_text();
+  double chunk = 0;
+  uint64_t size = 0;
+  OK(gf_run_fetch(&size, h.run, partial, &chunk, sizeof chunk));
+  EXPECT_GT(chunk, 0);
+}
+
 TEST_F(SplitRunTest, AnOpaqueValueCannotCrossToTheService) {
   ASSERT_TRUE(service.ready()) << service.log();
   Handles h;
