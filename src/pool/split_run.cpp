@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "pool/pool_core.hpp"
 #include "pool/service_run.hpp"
+#include "pool/settled_run.hpp"
 #include "pool/where.hpp"
 
 namespace gf {
@@ -269,14 +270,36 @@ void SplitRun::settle(size_t index) {
       if (read_error.empty()) read_error = e.what();
     }
   }
-  std::lock_guard lock(mu_);
-  for (auto &[d, bytes] : read) moved_[d] = std::move(bytes);
-  for (size_t i = 0; i < part.tasks.size(); ++i) {
-    if (!succeeded[i]) doom_successors(part.tasks[i], part.tasks[i]);
+  // A part holding nothing the caller may read (every buffer it made was consumed, and those a
+  // later part needs were read back above) is let go now: its buffers (blobs on the service for
+  // a service part) do not pile up along a long chain of steps. What its tasks did is kept.
+  bool visible = false;
+  for (size_t j = 0; j < part.data.size() && !visible; ++j) {
+    const DataIndex d = part.data[j];
+    const TaskIndex p = g.data(d).producer;
+    visible = p != kNoIndex && part_of_[p] == index &&
+              ((g.data(d).flags & GF_DATA_KEEP) || g.data(d).consumer_slots == 0);
   }
-  if (!read_error.empty() && summary_.empty()) {
-    summary_ = "a result could not be moved to the other side: " + read_error;
+  std::shared_ptr<Run> settled;
+  if (!visible) {
+    try {
+      settled = std::make_shared<SettledRun>(*run, part.graph);
+    } catch (const Error &) {
+      // No report to keep (a service part whose report could not be had): keep the part.
+    }
   }
+  {
+    std::lock_guard lock(mu_);
+    for (auto &[d, bytes] : read) moved_[d] = std::move(bytes);
+    for (size_t i = 0; i < part.tasks.size(); ++i) {
+      if (!succeeded[i]) doom_successors(part.tasks[i], part.tasks[i]);
+    }
+    if (!read_error.empty() && summary_.empty()) {
+      summary_ = "a result could not be moved to the other side: " + read_error;
+    }
+    if (settled) parts_[index].run = settled;
+  }
+  if (settled) run->release([] {});
 }
 
 gf_run_state SplitRun::state() {

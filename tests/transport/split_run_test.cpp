@@ -178,6 +178,26 @@ TEST_F(SplitRunTest, InProcessThenServiceKernelThenInProcess) {
   }
   // The middle task ran in the service, in this client's name.
   EXPECT_TRUE(contains(service.log(), "(graph)")) << service.log();
+  // Its part held nothing for the caller to read (its output was read back for the last step),
+  // so it was let go at once: no blob of it stays on the service while the run is kept.
+  auto blob_bytes = [&] {
+    gf_bytes status{};
+    if (gf_pool_service_status(&status, h.pool, GF_STATUS_JSON) != GF_OK) return std::string("?");
+    const std::string json(static_cast<const char *>(status.data), status.size);
+    gf_bytes_free(&status);
+    const size_t at = json.find("\"blob_bytes\":");
+    return at == std::string::npos ? json : json.substr(at, json.find_first_of(",}", at) - at);
+  };
+  std::string seen;
+  for (int i = 0; i < 200 && (seen = blob_bytes()) != "\"blob_bytes\":0"; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(seen, "\"blob_bytes\":0");
+  gf_task chunk{};
+  gf_task_state chunk_state{};
+  OK(gf_graph_task_at(&chunk, h.graph, 1));
+  OK(gf_run_task_state(&chunk_state, h.run, chunk));
+  EXPECT_EQ(chunk_state, GF_TASK_SUCCEEDED) << "what a let-go part did is kept";
 }
 
 TEST_F(SplitRunTest, AFailureHereKeepsTheServiceTaskFromRunning) {
