@@ -83,7 +83,7 @@ void ServiceRun::release(std::function<void()> forget) {
   } else {
     connection_->cancel_run(run_id_);  // its blobs go when RunFinished comes (finished())
   }
-  forget_after_callback(std::move(forget));
+  forget_after_callback(std::move(forget), ended);
 }
 
 void ServiceRun::finished(const std::vector<uint8_t> *payload, const std::string &why) {
@@ -122,7 +122,7 @@ void ServiceRun::finished(const std::vector<uint8_t> *payload, const std::string
   if (released) forget_blobs();
   // Published off the connection's reader thread: the caller's completion callback may fetch
   // outputs, and a fetch waits for that thread.
-  std::thread([self = std::move(keep_alive_)] { self->completion_.publish(); }).detach();
+  finish_on_thread(std::move(keep_alive_), [](ServiceRun &run) { run.completion_.publish(); });
 }
 
 void ServiceRun::forget_blobs() {

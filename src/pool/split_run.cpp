@@ -69,7 +69,7 @@ void SplitRun::start() {
   doomed_by_.assign(n, kNoIndex);
   order_ = std::move(order);
   started_ = std::chrono::steady_clock::now();
-  std::thread([self = shared_from_this()] { self->drive(); }).detach();
+  finish_on_thread(shared_from_this(), [](SplitRun &run) { run.drive(); });
 }
 
 bool SplitRun::crosses(DataIndex d) const {
@@ -320,7 +320,7 @@ void SplitRun::cancel() {
 
 void SplitRun::release(std::function<void()> forget) {
   cancel();
-  forget_after_callback(std::move(forget));
+  forget_after_callback(std::move(forget), state() != GF_RUN_RUNNING);
 }
 
 Run::TaskSnapshot SplitRun::task(TaskIndex t) {
