@@ -308,15 +308,22 @@ void Connection::drop_blob(uint64_t blob_id) {
 }
 
 void Connection::forget_blob(uint64_t blob_id) {
+  send_unanswered([blob_id](fb::FlatBufferBuilder &b, uint64_t id) {
+    return wire::frame_of(b, wire::CreateBlobDrop(b, id, blob_id));
+  });
+}
+
+void Connection::send_unanswered(
+    const std::function<std::vector<uint8_t>(flatbuffers::FlatBufferBuilder &, uint64_t)> &frame) {
   const uint64_t id = next_id_++;
   {
     std::lock_guard lock(mu_);
-    if (closed_) return;  // the service freed the client's blobs with the connection
+    if (closed_) return;  // gone: the service ended what this would have asked with the connection
     waiting_[id].callback = [](const std::vector<uint8_t> *, const std::string &) {};
   }
-  fb::FlatBufferBuilder b;
+  flatbuffers::FlatBufferBuilder b;
   try {
-    send_answered(id, wire::frame_of(b, wire::CreateBlobDrop(b, id, blob_id)));
+    send_answered(id, frame(b, id));
   } catch (const Error &) {
   }
 }

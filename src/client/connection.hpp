@@ -21,6 +21,7 @@
 
 #include "gpuflow.h"
 #include "transport/client_plane.hpp"
+#include "wire/framing.hpp"
 
 namespace gf::client {
 
@@ -171,6 +172,9 @@ class Connection {
   // Sends a request whose answer goes to its waiting_ callback; forgets the callback if sending
   // fails (then throws).
   void send_answered(uint64_t id, const std::vector<uint8_t> &frame);
+  // Sends a request (built by `frame` for its id) whose answer nobody waits for; never throws.
+  void send_unanswered(
+      const std::function<std::vector<uint8_t>(flatbuffers::FlatBufferBuilder &, uint64_t)> &frame);
   std::shared_ptr<transport::ClientPlane> plane();
   void read_loop();
   std::vector<uint8_t> lease_request_frame(uint64_t id, const LeaseAsk &ask, int64_t timeout_ms);

@@ -57,19 +57,10 @@ uint64_t Connection::submit_graph(uint64_t run_id, uint64_t document_blob,
 }
 
 void Connection::cancel_run(uint64_t run_id) {
-  const uint64_t id = next_id_++;
-  {
-    std::lock_guard lock(mu_);
-    if (closed_) return;
-    // The answer (Cancelled, or an Error for a run that already ended) changes nothing here.
-    waiting_[id].callback = [](const std::vector<uint8_t> *, const std::string &) {};
-  }
-  fb::FlatBufferBuilder b;
-  try {
-    send_answered(id, wire::frame_of(b, wire::CreateRunCancel(b, id, run_id)));
-  } catch (const Error &) {
-    // Gone: the service ended the run with the connection.
-  }
+  // The answer (Cancelled, or an Error for a run that already ended) changes nothing here.
+  send_unanswered([run_id](fb::FlatBufferBuilder &b, uint64_t id) {
+    return wire::frame_of(b, wire::CreateRunCancel(b, id, run_id));
+  });
 }
 
 }  // namespace gf::client

@@ -46,12 +46,17 @@ void SplitRun::start() {
     }
   }
   for (TaskIndex t = 0; t < n; ++t) steps_ = std::max(steps_, step_[t] + 1);
-  // An opaque value cannot move between parts: refuse before anything runs.
+  // Which data a task of another part reads (read back when its step ends). An opaque value
+  // cannot move between parts: refuse before anything runs.
+  crosses_.assign(g.data_count(), false);
   for (TaskIndex t = 0; t < n; ++t) {
     const TaskDesc &task = g.task(t);
     for (uint32_t i = 0; i < task.input_count; ++i) {
       const DataIndex d = g.inputs(task)[i];
       const TaskIndex p = g.data(d).producer;
+      if (p != kNoIndex && (step_[p] != step_[t] || in_service_[p] != in_service_[t])) {
+        crosses_[d] = true;
+      }
       if (g.data(d).kind == DataKind::kValue && p != kNoIndex &&
           (step_[p] != step_[t] || in_service_[p] != in_service_[t])) {
         fail(GF_ERR_INFEASIBLE, g.data_label(d) + " is an opaque value that " + g.task_label(t) +
@@ -70,34 +75,6 @@ void SplitRun::start() {
   order_ = std::move(order);
   started_ = std::chrono::steady_clock::now();
   finish_on_thread(shared_from_this(), [](SplitRun &run) { run.drive(); });
-}
-
-bool SplitRun::crosses(DataIndex d) const {
-  const Graph &g = *graph_;
-  const TaskIndex p = g.data(d).producer;
-  if (p == kNoIndex) return false;
-  for (TaskIndex c : consumers(d)) {
-    if (step_[c] != step_[p] || in_service_[c] != in_service_[p]) return true;
-  }
-  return false;
-}
-
-std::vector<TaskIndex> SplitRun::consumers(DataIndex d) const {
-  const Graph &g = *graph_;
-  const TaskIndex p = g.data(d).producer;
-  std::vector<TaskIndex> out;
-  const GraphAnalysis &a = g.analysis();
-  for (uint32_t e = a.successor_begin[p]; e < a.successor_begin[p + 1]; ++e) {
-    const TaskIndex s = a.successors[e];
-    const TaskDesc &task = g.task(s);
-    for (uint32_t i = 0; i < task.input_count; ++i) {
-      if (g.inputs(task)[i] == d) {
-        out.push_back(s);
-        break;
-      }
-    }
-  }
-  return out;
 }
 
 void SplitRun::doom_successors(TaskIndex t, TaskIndex cause) {
@@ -191,7 +168,7 @@ void SplitRun::run_step(const std::vector<TaskIndex> &here, const std::vector<Ta
     return {bytes.data(), bytes.size()};
   };
   auto keep = [this, &g](DataIndex d) {
-    return (g.data(d).flags & GF_DATA_KEEP) || g.data(d).consumer_slots == 0 || crosses(d);
+    return (g.data(d).flags & GF_DATA_KEEP) || g.data(d).consumer_slots == 0 || crosses_[d];
   };
   std::vector<size_t> started;
   for (int side = 0; side < 2; ++side) {
@@ -257,7 +234,7 @@ void SplitRun::settle(size_t index) {
   for (size_t j = 0; j < part.data.size(); ++j) {
     const DataIndex d = part.data[j];
     const TaskIndex p = g.data(d).producer;
-    if (p == kNoIndex || part_of_[p] != index || !succeeded[index_in_part_[p]] || !crosses(d)) {
+    if (p == kNoIndex || part_of_[p] != index || !succeeded[index_in_part_[p]] || !crosses_[d]) {
       continue;
     }
     try {

@@ -59,9 +59,6 @@ class SplitRun final : public PublishedRun, public std::enable_shared_from_this<
   void run_step(const std::vector<TaskIndex> &here, const std::vector<TaskIndex> &there);
   // Marks what a finished part's tasks did, dooms their successors, reads moving buffers.
   void settle(size_t part);
-  // Whether a consumer of `d` runs in another part than its producer (it must be read back).
-  bool crosses(DataIndex d) const;
-  std::vector<TaskIndex> consumers(DataIndex d) const;
   // Successors of `t` not run yet will not run (mu_ held).
   void doom_successors(TaskIndex t, TaskIndex cause);
 
@@ -71,6 +68,7 @@ class SplitRun final : public PublishedRun, public std::enable_shared_from_this<
   std::vector<uint32_t> step_;  // by task
   uint32_t steps_ = 0;
   std::vector<TaskIndex> order_;  // topological
+  std::vector<bool> crosses_;     // by data: a task of another part than its producer's reads it
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();
 
   std::mutex mu_;

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "../api/test_support.hpp"
 #include "../service/processes.hpp"
 
 using namespace gfsvc;
@@ -94,16 +95,6 @@ class SplitRunTest : public ::testing::Test {
     return pool;
   }
 
-  static gf_data buffer(gf_graph *g, const char *name, uint64_t size, uint32_t flags = 0) {
-    gf_buffer_desc d = GF_BUFFER_DESC_INIT;
-    d.name = name;
-    d.size = size;
-    d.flags = flags;
-    gf_data out{};
-    EXPECT_EQ(gf_graph_add_buffer(&out, g, &d), GF_OK) << error_text();
-    return out;
-  }
-
   static gf_task task(gf_graph *g, const char *name, gf_task_fn fn, const char *kernel,
                       std::vector<gf_data> in, std::vector<gf_data> out) {
     gf_task_desc d = GF_TASK_DESC_INIT;
@@ -121,9 +112,9 @@ class SplitRunTest : public ::testing::Test {
 
   // params (here) -> seed.chunk (service) -> twice (here); returns the kept result's data.
   static gf_data pipeline(gf_graph *g, gf_task_fn first = write_params) {
-    gf_data params = buffer(g, "params", 0);
-    gf_data partial = buffer(g, "partial", 8);
-    gf_data result = buffer(g, "result", 8, GF_DATA_KEEP);
+    gf_data params = gft::must_add_buffer(g, "params", 0);
+    gf_data partial = gft::must_add_buffer(g, "partial", 8);
+    gf_data result = gft::must_add_buffer(g, "result", 8, GF_DATA_KEEP);
     task(g, "params", first, nullptr, {}, {params});
     task(g, "chunk", nullptr, "seed.chunk", {params}, {partial});
     task(g, "twice", twice, nullptr, {partial}, {result});
@@ -207,7 +198,7 @@ TEST_F(SplitRunTest, AFailureHereKeepsTheServiceTaskFromRunning) {
   ASSERT_NE(h.pool, nullptr);
   OK(gf_graph_create(&h.graph));
   gf_data result = pipeline(h.graph, fails);
-  gf_data lone = buffer(h.graph, "lone", 0, GF_DATA_KEEP);
+  gf_data lone = gft::must_add_buffer(h.graph, "lone", 0, GF_DATA_KEEP);
   task(h.graph, "independent", write_params, nullptr, {}, {lone});
   OK(gf_graph_submit(&h.run, h.pool, h.graph, nullptr));
   EXPECT_EQ(gf_run_wait(h.run, 60000 * kTimeFactor), GF_ERR_TASK_FAILED);
@@ -243,7 +234,7 @@ TEST_F(SplitRunTest, MessagesNumberUnnamedTasksAsTheCallerDid) {
   gf_data params{};
   const char text[] = "0 0 4 4 42";
   OK(gf_graph_add_host_buffer(&params, h.graph, "params", text, sizeof text - 1, 0));
-  gf_data partial = buffer(h.graph, "partial", 8, GF_DATA_KEEP);
+  gf_data partial = gft::must_add_buffer(h.graph, "partial", 8, GF_DATA_KEEP);
   task(h.graph, "chunk", nullptr, "seed.chunk", {params}, {partial});  // task #0, in the service
   task(h.graph, nullptr, fails, nullptr, {}, {});  // task #1 here: the first of its part
   EXPECT_EQ(gf_graph_submit(&h.run, h.pool, h.graph, nullptr), GF_OK) << error_text();
@@ -263,7 +254,7 @@ TEST_F(SplitRunTest, AnOpaqueValueCannotCrossToTheService) {
   OK(gf_graph_create(&h.graph));
   gf_data value{};
   OK(gf_graph_add_value(&value, h.graph, "opaque", 8, 0));
-  gf_data partial = buffer(h.graph, "partial", 8, GF_DATA_KEEP);
+  gf_data partial = gft::must_add_buffer(h.graph, "partial", 8, GF_DATA_KEEP);
   task(h.graph, "make", set_value, nullptr, {}, {value});
   task(h.graph, "chunk", nullptr, "seed.chunk", {value}, {partial});
   EXPECT_EQ(gf_graph_submit(&h.run, h.pool, h.graph, nullptr), GF_ERR_INFEASIBLE);
