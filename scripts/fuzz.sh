@@ -22,6 +22,8 @@ cd build-fuzz
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   fuzz/fuzz_graph_deserialize -max_total_time="$graph_seconds" -rss_limit_mb=2048 -timeout=10 \
   -print_final_stats=1 fuzz/corpus ../fuzz/seeds
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+# UCX_MEM_EVENTS=no: UCX's load-time libc patching and sanitizers do not mix (docs/transport.md).
+UCX_MEM_EVENTS=no LSAN_OPTIONS="suppressions=$PWD/../scripts/lsan.supp" \
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   fuzz/fuzz_wire -max_total_time="$wire_seconds" -rss_limit_mb=2048 -timeout=20 \
   -print_final_stats=1 fuzz/wire_corpus ../fuzz/wire_seeds
