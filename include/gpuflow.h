@@ -52,7 +52,7 @@ extern "C" {
 /* The version this header describes. A library of another major version refuses to create a
  * pool for code built against this header (GF_ERR_VERSION_MISMATCH). */
 #define GF_VERSION_MAJOR 0
-#define GF_VERSION_MINOR 5
+#define GF_VERSION_MINOR 6
 #define GF_VERSION_PATCH 0
 #define GF_VERSION_ENCODE(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
 #define GF_VERSION GF_VERSION_ENCODE(GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH)
@@ -173,7 +173,9 @@ typedef enum gf_worker_kind {
  * - spill_threshold: when data on a device passes this fraction of its memory, data no running
  *   or starting task needs is moved to host memory, least recently used first, and brought back
  *   on demand; 0: 0.8 (GPUFLOW_SPILL_THRESHOLD); 1 or more: never spill.
- * - endpoint: the node's shared pool to connect to, "unix:///path/to.sock" or a socket path;
+ * - endpoint: the node's shared pool to connect to, "unix:///path/to.sock" or a socket path, or
+ *   "tcp://HOST:PORT" for a service on another host (gf_service_config.listen; the token comes
+ *   from token_file);
  *   NULL or "": GPUFLOW_POOL when set, else an embedded pool private to this process. "embedded"
  *   forces a private pool whatever GPUFLOW_POOL says. A connected pool takes its devices from
  *   the service (the device options above are then ignored); see "Shared pools". Its weight
@@ -204,6 +206,9 @@ typedef struct gf_pool_config {
   double spill_threshold;
   const char *endpoint;  /* copied; appended in 0.2: see "Shared pools" below */
   const char *dashboard; /* copied; appended in 0.3 */
+  /* Appended in 0.6: for a "tcp://HOST:PORT" endpoint (a service on another host), a file whose
+   * first line is the service's token; NULL or "": GPUFLOW_TOKEN_FILE. Read once, at create. */
+  const char *token_file;
 } gf_pool_config;
 
 #define GF_POOL_CONFIG_INIT                              \
@@ -224,7 +229,8 @@ typedef struct gf_pool_config {
         0,                  /* device_memory_limit */    \
         0.0,                /* spill_threshold */        \
         NULL,               /* endpoint */               \
-        NULL                /* dashboard */              \
+        NULL,               /* dashboard */              \
+        NULL                /* token_file */             \
   }
 
 /* Sets *config to GF_POOL_CONFIG_INIT (for bindings that cannot use the macro). Every gf_*_init
@@ -1104,6 +1110,15 @@ typedef struct gf_service_config {
    * may name (gf_run_where); each is loaded once at start to check it. */
   const char *const *plugins;
   uint32_t plugin_count;
+  /* Appended in 0.6: remote clients. listen: "HOST:PORT" (IPv4; port 0: any free one,
+   * gf_service_remote_endpoint tells which) to accept clients of other hosts on over TCP; NULL or
+   * "": none. token_file: the token they must show, the file's first line (created, mode 0600,
+   * with a random token when missing; refused when others may read it). A token holder gets the
+   * service user's rights except acting on other clients' leases: hand it out like a password.
+   * Their data moves over UCX's TCP through a gpuflow-relay child process, never in the
+   * service's own. */
+  const char *listen;
+  const char *token_file;
 } gf_service_config;
 
 #define GF_SERVICE_CONFIG_INIT                         \
@@ -1120,7 +1135,9 @@ typedef struct gf_service_config {
         NULL,                  /* user_weights */      \
         NULL,                  /* dashboard */         \
         NULL,                  /* plugins */           \
-        0                      /* plugin_count */      \
+        0,                     /* plugin_count */      \
+        NULL,                  /* listen */            \
+        NULL                   /* token_file */        \
   }
 
 /* Starts a service on its own thread; returns once it accepts connections. Ownership of *out
@@ -1136,6 +1153,10 @@ GF_API const char *gf_default_endpoint(void);
 
 /* The endpoint clients use ("unix:///…"), owned by the service. Thread-safe. */
 GF_API const char *gf_service_endpoint(const gf_service *service);
+
+/* Since 0.6: where clients of other hosts connect ("tcp://HOST:PORT", the port actually bound),
+ * owned by the service; NULL when it has no listen address (or the handle is bad). Thread-safe. */
+GF_API const char *gf_service_remote_endpoint(const gf_service *service);
 
 /* The service's dashboard address ("http://HOST:PORT/"), or NULL when it serves none. Borrowed,
  * valid until gf_service_stop. Thread-safe. */

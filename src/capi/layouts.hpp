@@ -46,7 +46,7 @@ struct Layout;
 GF_LAYOUT(gf_pool_config, GF_POOL_CONFIG_INIT,
           GF_LAYOUT_END(gf_pool_config, gpu_worker_label_count),
           GF_LAYOUT_END(gf_pool_config, spill_threshold), GF_LAYOUT_END(gf_pool_config, endpoint),
-          GF_LAYOUT_END(gf_pool_config, dashboard));
+          GF_LAYOUT_END(gf_pool_config, dashboard), GF_LAYOUT_END(gf_pool_config, token_file));
 // Appended in 0.1: kernel and command (graphs as files), then cost_key.
 GF_LAYOUT(gf_task_desc, GF_TASK_DESC_INIT, GF_LAYOUT_END(gf_task_desc, after_count),
           GF_LAYOUT_END(gf_task_desc, command), GF_LAYOUT_END(gf_task_desc, cost_key));
@@ -66,7 +66,8 @@ GF_LAYOUT(gf_command_desc, GF_COMMAND_DESC_INIT, GF_LAYOUT_END(gf_command_desc, 
 // Appended in 0.3: dashboard.
 GF_LAYOUT(gf_service_config, GF_SERVICE_CONFIG_INIT, GF_LAYOUT_END(gf_service_config, user_weights),
           GF_LAYOUT_END(gf_service_config, dashboard),
-          GF_LAYOUT_END(gf_service_config, plugin_count));
+          GF_LAYOUT_END(gf_service_config, plugin_count),
+          GF_LAYOUT_END(gf_service_config, token_file));
 GF_LAYOUT(gf_lease_request, GF_LEASE_REQUEST_INIT, GF_LAYOUT_END(gf_lease_request, name));
 GF_LAYOUT(gf_lease_device, GF_LEASE_DEVICE_INIT, GF_LAYOUT_END(gf_lease_device, memory));
 // Published in 0.2.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "capi/dashboards.hpp"
+#include "core/host_port.hpp"
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
@@ -97,6 +98,15 @@ GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *con
       }
       options.plugins.push_back(c.plugins[i]);
     }
+    if (c.listen && *c.listen) {
+      core::parse_address(c.listen, "gf_service_config.listen");  // refused here if bad
+      if (!c.token_file || !*c.token_file) {
+        fail(GF_ERR_INVALID_ARGUMENT,
+             "gf_service_config.listen needs token_file: remote clients must show a token");
+      }
+      options.listen = c.listen;
+      options.token_file = c.token_file;
+    }
     std::string address;
     if (c.dashboard && *c.dashboard) {
       dashboard::parse_address(c.dashboard, "gf_service_config.dashboard");  // refused here if bad
@@ -127,6 +137,15 @@ GF_API const char *gf_default_endpoint(void) {
 GF_API const char *gf_service_endpoint(const gf_service *service) {
   const char *endpoint = nullptr;
   guard_void([&] { endpoint = service_of(service).endpoint().c_str(); });
+  return endpoint;
+}
+
+GF_API const char *gf_service_remote_endpoint(const gf_service *service) {
+  const char *endpoint = nullptr;
+  guard_void([&] {
+    const std::string &remote = service_of(service).remote_endpoint();
+    endpoint = remote.empty() ? nullptr : remote.c_str();
+  });
   return endpoint;
 }
 

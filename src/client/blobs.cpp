@@ -47,7 +47,7 @@ void Connection::open_data_plane() {
                            "there: see its log)");
   }
   std::shared_ptr<transport::ClientPlane> plane =
-      transport::ClientPlane::create("gpuflow-client", service);
+      transport::ClientPlane::create("gpuflow-client", service, net_device_);
   const uint64_t id = next_id_++;
   fb::FlatBufferBuilder b;
   std::vector<uint8_t> payload = call(

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "client/message_support.hpp"
+#include "client/tcp_connect.hpp"
 #include "core/error.hpp"
 #include "wire/framing.hpp"
 
@@ -53,7 +54,18 @@ std::string resolve_endpoint(const char *configured) {
 Connection::Connection(std::string endpoint, int fd) : endpoint_(std::move(endpoint)), fd_(fd) {}
 
 std::shared_ptr<Connection> Connection::open(const std::string &endpoint, const std::string &name,
-                                             double weight, int timeout_ms, uint64_t on_behalf_of) {
+                                             double weight, int timeout_ms, uint64_t on_behalf_of,
+                                             const std::string &token_file) {
+  if (is_remote_endpoint(endpoint)) {
+    const std::string token = read_token(token_file);
+    std::string device;
+    const int fd = connect_tcp(endpoint, timeout_ms, device);
+    std::shared_ptr<Connection> c(new Connection(endpoint, fd));
+    c->net_device_ = device;
+    c->handshake(name, weight, timeout_ms, on_behalf_of, token);
+    c->reader_ = std::thread([raw = c.get()] { raw->read_loop(); });
+    return c;
+  }
   const std::string path = socket_path_of(endpoint);
   int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) fail(GF_ERR_SYSTEM, std::string("socket(): ") + std::strerror(errno));
@@ -68,7 +80,7 @@ std::shared_ptr<Connection> Connection::open(const std::string &endpoint, const 
              (e == ENOENT || e == ECONNREFUSED ? " (start one with `gpuflow serve`)" : ""));
   }
   std::shared_ptr<Connection> c(new Connection(endpoint, fd));
-  c->handshake(name, weight, timeout_ms, on_behalf_of);
+  c->handshake(name, weight, timeout_ms, on_behalf_of, "");
   c->reader_ = std::thread([raw = c.get()] { raw->read_loop(); });
   return c;
 }
@@ -85,10 +97,14 @@ Connection::~Connection() {
 }
 
 void Connection::handshake(const std::string &name, double weight, int timeout_ms,
-                           uint64_t on_behalf_of) {
+                           uint64_t on_behalf_of, const std::string &token) {
   fb::FlatBufferBuilder b;
-  send(wire::frame_of(b, wire::CreateHello(b, wire::kProtocolVersion, b.CreateString(name), weight,
-                                           0, on_behalf_of)));
+  const bool remote = !token.empty();
+  send(wire::frame_of(
+      b, wire::CreateHello(b, wire::kProtocolVersion, b.CreateString(name), weight,
+                           remote ? b.CreateString(token) : 0, on_behalf_of,
+                           remote ? b.CreateString(user_name()) : 0,
+                           remote ? static_cast<uint32_t>(::getpid()) : 0)));
   wire::FrameReader reader;
   std::vector<uint8_t> payload;
   std::string error;

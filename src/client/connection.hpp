@@ -81,9 +81,13 @@ class Connection {
   // endpoint when nothing listens there or it answers with something else.
   // `on_behalf_of`: the client id this connection leases for; honoured only when this process is
   // the service itself (its pools for graphs that run inside it).
+  // A "tcp://HOST:PORT" endpoint is a service on another host (docs/service.md, "Remote
+  // clients"): the Hello carries the token of `token_file` (empty: $GPUFLOW_TOKEN_FILE), and the
+  // data plane goes over UCX's TCP on the device the connection takes.
   static std::shared_ptr<Connection> open(const std::string &endpoint, const std::string &name,
                                           double weight, int timeout_ms = 5000,
-                                          uint64_t on_behalf_of = 0);
+                                          uint64_t on_behalf_of = 0,
+                                          const std::string &token_file = "");
   ~Connection();
   Connection(const Connection &) = delete;
   Connection &operator=(const Connection &) = delete;
@@ -163,7 +167,8 @@ class Connection {
     std::function<void(const std::vector<uint8_t> *payload, const std::string &why)> callback;
   };
   Connection(std::string endpoint, int fd);
-  void handshake(const std::string &name, double weight, int timeout_ms, uint64_t on_behalf_of);
+  void handshake(const std::string &name, double weight, int timeout_ms, uint64_t on_behalf_of,
+                 const std::string &token);
   void send(const std::vector<uint8_t> &frame);
   // Sends a request and waits for the answer with its id (deadline_ms < 0: no deadline).
   std::vector<uint8_t> call(uint64_t id, const std::vector<uint8_t> &frame, int64_t deadline_ms);
@@ -186,6 +191,7 @@ class Connection {
 
   const std::string endpoint_;
   const int fd_;
+  std::string net_device_;  // remote services: the local device the connection goes through
   Welcome welcome_;
   std::atomic<uint64_t> next_id_{1};
   std::mutex write_mu_;

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <string>
 
+#include "core/host_port.hpp"
+
 namespace gf::dashboard {
 
 struct HttpResponse {
@@ -23,13 +25,8 @@ struct HttpResponse {
   std::string body;
 };
 
-// "HOST:PORT" with HOST an IPv4 address (or "localhost") and PORT 0-65535; throws gf::Error
-// (GF_ERR_INVALID_ARGUMENT) naming `what` otherwise.
-struct Address {
-  std::string host;
-  uint16_t port = 0;
-};
-Address parse_address(const std::string &text, const std::string &what);
+using core::Address;
+using core::parse_address;
 
 // The latest message of a stream, numbered; waiting for the next one is bounded.
 class Broadcast {

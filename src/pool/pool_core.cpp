@@ -98,7 +98,9 @@ std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
   const std::string endpoint = client::resolve_endpoint(config.endpoint);
   if (!endpoint.empty()) {
     return create_connected(std::move(options),
-                            client::Connection::open(endpoint, program_name(), client_weight()));
+                            client::Connection::open(endpoint, program_name(), client_weight(),
+                                                     5000, 0,
+                                                     config.token_file ? config.token_file : ""));
   }
   return owned(new PoolCore(options, nullptr));
 }

@@ -12,6 +12,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "client/connection.hpp"
@@ -20,8 +21,11 @@
 #include "pool/backend_choice.hpp"
 #include "service/graph_runs.hpp"
 #include "service/listener.hpp"
+#include "service/relay_process.hpp"
+#include "service/remote_access.hpp"
 #include "service/status_reply.hpp"
 #include "transport/blob_host.hpp"
+#include "transport/hex.hpp"
 #include "wire/framing.hpp"
 
 namespace gf::service {
@@ -37,6 +41,8 @@ constexpr uint64_t kTickMs = 20;  // request deadlines are checked this often
 // How long a request waits while others hold more than their fair share before the service
 // asks them for leases back.
 constexpr double kRevokePatience_s = 1.0;
+// How long a TCP connection may stay without a Hello carrying the right token.
+constexpr double kRemoteHelloTimeout_s = 10.0;
 
 std::string str(const fb::String *s) {
   return s ? s->str() : std::string();
@@ -51,7 +57,22 @@ std::string amount_text(double v) {
 }  // namespace
 
 struct Client {
-  uv_pipe_t pipe;  // first: libuv hands callbacks the handle, cast back to the client
+  // First: libuv hands callbacks the handle, cast back to the client. A unix socket, or TCP for a
+  // remote client.
+  union Io {
+    uv_pipe_t pipe;
+    uv_tcp_t tcp;
+  } io;
+  uv_stream_t *stream() { return reinterpret_cast<uv_stream_t *>(&io); }
+  uv_handle_t *handle() { return reinterpret_cast<uv_handle_t *>(&io); }
+  // A remote client (docs/service.md, "Remote clients"): where it is, the network device it came
+  // in through, and the relay that carries its data plane.
+  bool remote = false;
+  std::string address;
+  std::string net_device;
+  std::unique_ptr<RelayProcess> relay;
+  double hello_deadline = 0;  // a remote client not greeted by then is dropped
+  uint64_t plane_request = 0;  // a DataPlaneHello waiting for its relay
   struct Server::Impl *server = nullptr;
   ClientId id = 0;
   Peer peer;
@@ -71,6 +92,12 @@ struct Server::Impl {
   std::string socket_path;
   uv_loop_t loop{};
   uv_pipe_t listener{};
+  // Remote clients (gf_service_config.listen): the TCP listener, its address and the token.
+  uv_tcp_t tcp_listener{};
+  bool listening_tcp = false;
+  std::string remote_endpoint;  // "tcp://HOST:PORT"
+  std::string token;
+  std::set<Client *> dropped;  // closing: their handles go once libuv is done
   uv_async_t wake{};
   uv_timer_t tick{};
   std::thread thread;
@@ -125,14 +152,15 @@ struct Server::Impl {
     }
   }
   std::string who(const Client &c) const {
-    return "client " + std::to_string(c.id) + " (pid " + std::to_string(c.peer.pid) + ", " +
-           c.peer.user + (c.name.empty() ? "" : ", '" + c.name + "'") + ")";
+    return "client " + std::to_string(c.id) + " (" +
+           (c.remote ? "remote, " : "pid " + std::to_string(c.peer.pid) + ", ") + c.peer.user +
+           (c.name.empty() ? "" : ", '" + c.name + "'") + ")";
   }
 
   // ---- Writing ----
   void write(Client &c, std::vector<uint8_t> bytes) {
     if (c.closing) return;
-    if (uv_stream_get_write_queue_size(reinterpret_cast<uv_stream_t *>(&c.pipe)) >
+    if (uv_stream_get_write_queue_size(c.stream()) >
         kMaxQueuedWrite) {
       drop(c,
            "it does not read its replies (more than " + std::to_string(kMaxQueuedWrite >> 20) +
@@ -147,7 +175,7 @@ struct Server::Impl {
     auto *p = new Pending{{}, std::move(bytes)};
     uv_buf_t buf = uv_buf_init(reinterpret_cast<char *>(p->bytes.data()),
                                static_cast<unsigned>(p->bytes.size()));
-    int rc = uv_write(&p->request, reinterpret_cast<uv_stream_t *>(&c.pipe), &buf, 1,
+    int rc = uv_write(&p->request, c.stream(), &buf, 1,
                       [](uv_write_t *req, int) { delete reinterpret_cast<Pending *>(req); });
     if (rc != 0) {
       delete p;
@@ -160,24 +188,38 @@ struct Server::Impl {
   }
 
   // ---- Connections ----
-  void accept() {
+  void accept(bool remote) {
     auto *c = new Client;
     c->server = this;
-    uv_pipe_init(&loop, &c->pipe, 0);
-    c->pipe.data = c;
-    if (uv_accept(reinterpret_cast<uv_stream_t *>(&listener),
-                  reinterpret_cast<uv_stream_t *>(&c->pipe)) != 0) {
-      uv_close(reinterpret_cast<uv_handle_t *>(&c->pipe),
-               [](uv_handle_t *h) { delete static_cast<Client *>(h->data); });
+    c->remote = remote;
+    if (remote) {
+      uv_tcp_init(&loop, &c->io.tcp);
+    } else {
+      uv_pipe_init(&loop, &c->io.pipe, 0);
+    }
+    c->handle()->data = c;
+    uv_stream_t *from = remote ? reinterpret_cast<uv_stream_t *>(&tcp_listener)
+                               : reinterpret_cast<uv_stream_t *>(&listener);
+    if (uv_accept(from, c->stream()) != 0) {
+      uv_close(c->handle(), [](uv_handle_t *h) { delete static_cast<Client *>(h->data); });
       return;
     }
-    uv_os_fd_t fd = -1;
-    uv_fileno(reinterpret_cast<uv_handle_t *>(&c->pipe), &fd);
-    c->peer = peer_of(fd);
+    if (remote) {
+      // Who it is comes from the token it shows in its Hello (greet), not from the kernel.
+      uv_tcp_nodelay(&c->io.tcp, 1);
+      c->address = peer_address_of(&c->io.tcp);
+      c->net_device = device_of(&c->io.tcp);
+      c->peer.user = c->address;
+      c->hello_deadline = now() + kRemoteHelloTimeout_s;
+    } else {
+      uv_os_fd_t fd = -1;
+      uv_fileno(c->handle(), &fd);
+      c->peer = peer_of(fd);
+    }
     c->id = next_client++;
     clients[c->id] = c;
     uv_read_start(
-        reinterpret_cast<uv_stream_t *>(&c->pipe),
+        c->stream(),
         [](uv_handle_t *, size_t suggested, uv_buf_t *buf) {
           buf->base = new char[suggested];
           buf->len = suggested;
@@ -219,7 +261,7 @@ struct Server::Impl {
   void drop(Client &c, const std::string &reason, bool flush = true) {
     if (c.closing) return;
     c.closing = true;
-    uv_read_stop(reinterpret_cast<uv_stream_t *>(&c.pipe));
+    uv_read_stop(c.stream());
     clients.erase(c.id);
     std::string line = who(c) + " disconnected";
     if (!reason.empty()) line += ": " + reason;
@@ -236,22 +278,28 @@ struct Server::Impl {
       c.blobs->close(reason);
       c.blobs.reset();
     }
+    c.relay.reset();
+    dropped.insert(&c);
     log(line);
     auto *shutdown = new uv_shutdown_t;
-    if (!flush || uv_shutdown(shutdown, reinterpret_cast<uv_stream_t *>(&c.pipe),
+    if (!flush || uv_shutdown(shutdown, c.stream(),
                               [](uv_shutdown_t *req, int) {
                                 close_client(reinterpret_cast<uv_handle_t *>(req->handle));
                                 delete req;
                               }) != 0) {
       delete shutdown;
-      close_client(reinterpret_cast<uv_handle_t *>(&c.pipe));
+      close_client(c.handle());
     }
     if (!stopping) schedule();
   }
 
   static void close_client(uv_handle_t *handle) {
     if (uv_is_closing(handle)) return;
-    uv_close(handle, [](uv_handle_t *h) { delete static_cast<Client *>(h->data); });
+    uv_close(handle, [](uv_handle_t *h) {
+      auto *c = static_cast<Client *>(h->data);
+      c->server->dropped.erase(c);
+      delete c;
+    });
   }
 
   // ---- Messages ----
@@ -312,7 +360,25 @@ struct Server::Impl {
       return;
     }
     Peer peer = c.peer;
-    if (hello.on_behalf_of() != 0) {
+    if (c.remote) {
+      // The token is the service user's own credential, lent: its holder gets that user's
+      // rights over the pool except acting on others' leases (docs/service.md, Remote clients).
+      if (!same_token(str(hello.token()), token)) {
+        log("remote connection from " + c.address + " refused: wrong token");
+        send_error(c, 0, GF_ERR_INVALID_ARGUMENT,
+                   "wrong token: a remote client must show the token of the service's token "
+                   "file (gpuflow serve --token-file)");
+        problem = "a Hello without the right token";
+        return;
+      }
+      std::string user = str(hello.user());
+      if (utf8_error_at(user) != std::string::npos || user.size() > 64) user.clear();
+      peer.uid = static_cast<uint32_t>(::geteuid());
+      peer.pid = hello.pid();
+      peer.user = (user.empty() ? "remote" : user) + "@" + c.address;
+      peer.privileged = false;
+      c.peer = peer;
+    } else if (hello.on_behalf_of() != 0) {
       // Only this service's own pools (graphs run inside it) lease in another client's name.
       auto behalf = clients.find(hello.on_behalf_of());
       if (c.peer.pid != static_cast<uint32_t>(::getpid()) || behalf == clients.end()) {
@@ -366,11 +432,11 @@ struct Server::Impl {
     if (!plane) {
       return send_error(c, id, GF_ERR_STATE, "this service has no data plane: " + plane_error);
     }
-    if (c.blobs) return send_error(c, id, GF_ERR_STATE, "you already have a data plane");
+    if (c.blobs || c.relay) return send_error(c, id, GF_ERR_STATE, "you already have a data plane");
     // UCX's shared memory is reached through /proc/PID/fd and process_vm_readv: both need the
     // peer to be ptrace-able, i.e. the same user. Another user would fail deep in UCX's wire-up;
     // it is told here instead.
-    if (c.peer.uid != ::geteuid()) {
+    if (!c.remote && c.peer.uid != ::geteuid()) {
       log(who(c) + ": data plane refused: uid " + std::to_string(c.peer.uid) +
           " is not the service's (" + std::to_string(::geteuid()) + ")");
       return send_error(c, id, GF_ERR_STATE,
@@ -384,10 +450,68 @@ struct Server::Impl {
       return send_error(c, id, GF_ERR_INVALID_ARGUMENT,
                         "a DataPlaneHello needs a UCX worker address of 8 to 4096 bytes");
     }
+    if (c.remote) return remote_data_plane(c, id, {address->begin(), address->end()});
+    open_blobs(c, id, {address->begin(), address->end()}, transport::kTransports);
+  }
+
+  // A remote client's data plane goes through a gpuflow-relay child, which holds the TCP side:
+  // the relay's shared-memory worker stands in for the client's.
+  void remote_data_plane(Client &c, uint64_t request, std::vector<uint8_t> address) {
+    const std::string program = relay_program();
+    if (program.empty()) {
+      return send_error(c, request, GF_ERR_SYSTEM,
+                        "this service cannot serve a remote data plane: gpuflow-relay was not "
+                        "found (set GPUFLOW_RELAY to its path)");
+    }
+    if (c.net_device.empty()) {
+      return send_error(c, request, GF_ERR_SYSTEM,
+                        "no network device found for the connection from " + c.address);
+    }
+    const ClientId client = c.id;
+    const std::string input =
+        transport::to_hex(plane->worker().address()) + " " + transport::to_hex(address) + "\n";
+    try {
+      c.relay = RelayProcess::start(
+          &loop, program,
+          {"--net-device", c.net_device, "--max-message", std::to_string(options.blob_cap),
+           "--peer", who(c)},
+          input,
+          [this, client, request](RelayProcess::Addresses a) {
+            auto it = clients.find(client);
+            if (it == clients.end()) return;
+            Client &k = *it->second;
+            if (a.toward_service.empty() || a.toward_client.empty()) {
+              k.relay.reset();
+              return send_error(k, request, GF_ERR_SYSTEM,
+                                "the data-plane relay did not give its addresses");
+            }
+            open_blobs(k, request, a.toward_service, "tcp (relayed)", a.toward_client);
+          },
+          [this, client, request](const std::string &why) {
+            auto it = clients.find(client);
+            if (it == clients.end()) return;
+            Client &k = *it->second;
+            log(who(k) + ": " + why);
+            if (k.blobs) {
+              k.blobs->close(why);  // its transfers fail naming it; the connection stays
+            } else {
+              send_error(k, request, GF_ERR_SYSTEM, why);
+            }
+          });
+    } catch (const Error &e) {
+      log(who(c) + ": data plane refused: " + e.what());
+      return send_error(c, request, GF_ERR_SYSTEM, e.what());
+    }
+  }
+
+  // The client's blobs, reached at `address` (its worker, or its relay's); answers
+  // DataPlaneWelcome with `welcome_address` (the service's worker, or the relay's TCP one).
+  void open_blobs(Client &c, uint64_t id, const std::vector<uint8_t> &address,
+                  const std::string &transports, std::vector<uint8_t> welcome_address = {}) {
     const ClientId client = c.id;
     try {
       c.blobs = std::make_unique<transport::BlobHost>(
-          *plane, c.id, who(c), std::vector<uint8_t>(address->begin(), address->end()),
+          *plane, c.id, who(c), address,
           options.blob_cap, options.blob_put_timeout_s, [this, client](const std::string &why) {
             // Its transfers fail naming it; the control connection (and its leases) stay: a
             // client that died is dropped when its socket closes.
@@ -400,12 +524,13 @@ struct Server::Impl {
       log(who(c) + ": data plane refused: " + e.what());
       return send_error(c, id, GF_ERR_SYSTEM, e.what());
     }
-    log(who(c) + " has a data plane (" + transport::kTransports + ")");
+    log(who(c) + " has a data plane (" + transports + ")");
     fb::FlatBufferBuilder b;
-    const std::vector<uint8_t> &mine = plane->worker().address();
-    write(c, wire::frame_of(
-                 b, wire::CreateDataPlaneWelcome(b, id, b.CreateVector(mine), options.blob_cap,
-                                                 b.CreateString(transport::kTransports))));
+    const std::vector<uint8_t> &mine =
+        welcome_address.empty() ? plane->worker().address() : welcome_address;
+    write(c, wire::frame_of(b, wire::CreateDataPlaneWelcome(b, id, b.CreateVector(mine),
+                                                            options.blob_cap,
+                                                            b.CreateString(transports))));
     plane->progress().kick();
   }
 
@@ -482,8 +607,10 @@ struct Server::Impl {
                         "no blob " + std::to_string(m.document_blob()) +
                             " to read the graph document from (put it first)");
     }
-    std::string cwd = str(m.working_directory());
-    std::string log_dir = str(m.log_directory());
+    // A remote client's directories are paths on its own host: its commands start in the
+    // service's working directory instead, and log where the service's would.
+    std::string cwd = c.remote ? std::string() : str(m.working_directory());
+    std::string log_dir = c.remote ? std::string() : str(m.log_directory());
     for (const std::string *dir : {&cwd, &log_dir}) {
       if (!dir->empty() &&
           ((*dir)[0] != '/' || dir->size() > 4096 || utf8_error_at(*dir) != std::string::npos)) {
@@ -741,6 +868,13 @@ struct Server::Impl {
   }
 
   void expire(double t) {
+    std::vector<Client *> silent;
+    for (auto &[id, c] : clients)
+      if (c->remote && !c->greeted && c->hello_deadline <= t) silent.push_back(c);
+    for (Client *c : silent) {
+      drop(*c, "no Hello with the token within " + amount_text(kRemoteHelloTimeout_s) + " s",
+           false);
+    }
     std::vector<std::pair<Client *, RequestId>> due;
     for (auto &[id, c] : clients) {
       for (auto &[request, deadline] : c->deadlines)
@@ -765,6 +899,7 @@ struct Server::Impl {
       drop(*c, "the service is stopping");
     }
     uv_close(reinterpret_cast<uv_handle_t *>(&listener), nullptr);
+    if (listening_tcp) uv_close(reinterpret_cast<uv_handle_t *>(&tcp_listener), nullptr);
     uv_close(reinterpret_cast<uv_handle_t *>(&wake), nullptr);
     {
       std::lock_guard lock(news_mu);
@@ -783,23 +918,17 @@ struct Server::Impl {
 
   // Waits up to half a second for clients to take their Goodbye, then closes what is left.
   void finish_stop() {
-    struct Walk {
-      bool force;
-      int open = 0;
-    } walk{now() - stop_began > 0.5};
-    uv_walk(
-        &loop,
-        [](uv_handle_t *h, void *arg) {
-          auto *w = static_cast<Walk *>(arg);
-          if (h->type != UV_NAMED_PIPE || uv_is_closing(h)) return;
-          if (w->force) {
-            close_client(h);
-          } else {
-            ++w->open;
-          }
-        },
-        &walk);
-    if (walk.force || walk.open == 0) uv_close(reinterpret_cast<uv_handle_t *>(&tick), nullptr);
+    const bool force = now() - stop_began > 0.5;
+    int open = 0;
+    for (Client *c : std::vector<Client *>(dropped.begin(), dropped.end())) {
+      if (uv_is_closing(c->handle())) continue;
+      if (force) {
+        close_client(c->handle());
+      } else {
+        ++open;
+      }
+    }
+    if (force || open == 0) uv_close(reinterpret_cast<uv_handle_t *>(&tick), nullptr);
   }
 };
 
@@ -848,8 +977,26 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
   }
   s.listener.data = &s;
   uv_listen(reinterpret_cast<uv_stream_t *>(&s.listener), 128, [](uv_stream_t *l, int status) {
-    if (status == 0) static_cast<Impl *>(l->data)->accept();
+    if (status == 0) static_cast<Impl *>(l->data)->accept(false);
   });
+  if (!s.options.listen.empty()) {
+    try {
+      s.token = load_token(s.options.token_file);
+      s.remote_endpoint =
+          "tcp://" + listen_tcp(&s.loop, &s.tcp_listener, s.options.listen,
+                                [](uv_stream_t *l, int status) {
+                                  if (status == 0) static_cast<Impl *>(l->data)->accept(true);
+                                },
+                                &s);
+    } catch (...) {
+      uv_close(reinterpret_cast<uv_handle_t *>(&s.listener), nullptr);
+      uv_run(&s.loop, UV_RUN_NOWAIT);
+      remove_socket_file(s.socket_path);
+      uv_loop_close(&s.loop);
+      throw;
+    }
+    s.listening_tcp = true;
+  }
   uv_async_init(&s.loop, &s.wake, [](uv_async_t *a) {
     auto *self = static_cast<Impl *>(a->data);
     if (!self->stopping) self->shut_down();
@@ -876,7 +1023,8 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
       kTickMs, kTickMs);
   s.publish_snapshot();
   s.log("serving " + std::to_string(s.book->slots().size()) + " device(s) (" + s.backend_name +
-        ") and " + amount_text(s.book->cpus()) + " CPU(s) at " + s.endpoint);
+        ") and " + amount_text(s.book->cpus()) + " CPU(s) at " + s.endpoint +
+        (s.remote_endpoint.empty() ? "" : " and " + s.remote_endpoint + " (remote clients, token in " + s.options.token_file + ")"));
   s.thread = std::thread([&s] {
     // libuv writes to client sockets with write(2): a client gone mid-reply would raise SIGPIPE,
     // whose default kills the whole process. Blocked on this thread, the write fails with EPIPE
@@ -908,6 +1056,10 @@ void Server::stop() {
 
 const std::string &Server::endpoint() const {
   return impl_->endpoint;
+}
+
+const std::string &Server::remote_endpoint() const {
+  return impl_->remote_endpoint;
 }
 
 std::shared_ptr<const Server::BookSnapshot> Server::book_snapshot() const {

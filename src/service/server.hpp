@@ -28,6 +28,10 @@ struct ServiceOptions {
   double blob_put_timeout_s = 30;
   // Kernel plugins that graphs run inside the service may name (gpuflow serve --plugin).
   std::vector<std::string> plugins;
+  // Remote clients (gpuflow serve --listen): "HOST:PORT" to accept TCP connections on, and the
+  // token file whose token they must show (created when missing). Empty: unix socket only.
+  std::string listen;
+  std::string token_file;
 };
 
 class Server {
@@ -42,6 +46,8 @@ class Server {
   // Idempotent.
   void stop();
   const std::string &endpoint() const;
+  // "tcp://HOST:PORT" where remote clients connect (the port actually bound); empty when none.
+  const std::string &remote_endpoint() const;
 
   // The lease book as of the last refresh (every 250 ms on the loop), for dashboards and
   // metrics on other threads. Never null once started.

@@ -22,8 +22,10 @@ struct ClientPlane::Op {
 ClientPlane::ClientPlane(std::unique_ptr<ProgressThread> thread, std::string peer)
     : peer_(std::move(peer)), thread_(std::move(thread)) {}
 
-std::unique_ptr<ClientPlane> ClientPlane::create(const std::string &name, std::string peer) {
-  auto thread = std::make_unique<ProgressThread>(Worker::create(name));
+std::unique_ptr<ClientPlane> ClientPlane::create(const std::string &name, std::string peer,
+                                                 const std::string &net_device) {
+  auto thread = std::make_unique<ProgressThread>(
+      net_device.empty() ? Worker::create(name) : Worker::create_networked(name, net_device));
   std::unique_ptr<ClientPlane> plane(new ClientPlane(std::move(thread), std::move(peer)));
   plane->address_ = plane->thread_->worker().address();
   ClientPlane *raw = plane.get();

@@ -22,7 +22,9 @@ namespace gf::transport {
 class ClientPlane {
  public:
   // `peer` names the service in errors ("the gpuflow service at unix:///…").
-  static std::unique_ptr<ClientPlane> create(const std::string &name, std::string peer);
+  // `net_device` non-empty: a service on another host, reached over UCX's TCP on that device.
+  static std::unique_ptr<ClientPlane> create(const std::string &name, std::string peer,
+                                             const std::string &net_device = "");
   ~ClientPlane();  // fail()s what waits, closes the endpoint (forced), stops the thread
 
   const std::vector<uint8_t> &address() const { return address_; }

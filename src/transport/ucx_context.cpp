@@ -12,17 +12,35 @@ void check(ucs_status_t status, const std::string &what) {
 }
 
 std::unique_ptr<Worker> Worker::create(const std::string &name) {
+  return create_with(name, kTransports, "");
+}
+
+std::unique_ptr<Worker> Worker::create_networked(const std::string &name,
+                                                 const std::string &net_device) {
+  if (net_device.empty()) fail(GF_ERR_INVALID_ARGUMENT, "a networked worker needs a device");
+  return create_with(name, kNetworkTransports, net_device);
+}
+
+std::unique_ptr<Worker> Worker::create_with(const std::string &name, const char *transports,
+                                            const std::string &net_device) {
   std::unique_ptr<Worker> w(new Worker);
+  w->transports_ = transports;
+  w->peer_failure_handled_ = !net_device.empty();
   ucp_config_t *config = nullptr;
   check(ucx().ucp_config_read(nullptr, nullptr, &config), "reading its configuration");
   // Set on the configuration read, not in the environment: the process's own UCX users (and
   // its children) keep what the user chose.
-  ucs_status_t status = ucx().ucp_config_modify(config, "TLS", kTransports);
+  ucs_status_t status = ucx().ucp_config_modify(config, "TLS", transports);
   // Host memory is all there is here: no memory-type cache (it lives on UCM's memory events).
   if (status == UCS_OK) status = ucx().ucp_config_modify(config, "MEMTYPE_CACHE", "n");
+  // TCP listens on every device it may use: only the one the control connection takes.
+  if (status == UCS_OK && !net_device.empty()) {
+    status = ucx().ucp_config_modify(config, "NET_DEVICES", net_device.c_str());
+  }
   if (status != UCS_OK) {
     ucx().ucp_config_release(config);
-    check(status, "restricting its transports to " + std::string(kTransports));
+    check(status, "restricting its transports to " + std::string(transports) +
+                      (net_device.empty() ? "" : " on " + net_device));
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;

@@ -1,6 +1,7 @@
-// A UCX context and one worker, restricted to what a node-local data plane needs: the tag API,
-// wake-up events, and shared-memory transports only (docs/transport.md, "Trust"). Nothing here
-// opens a network socket: no listener, no TCP, no sockaddr connection manager.
+// A UCX context and one worker, restricted to what a data plane needs: the tag API, wake-up
+// events, and either shared-memory transports only (node-local: docs/transport.md, "Trust"), or
+// TCP on one named network device (remote clients, and the relay that serves them: never inside
+// the service's own process). No listener, no sockaddr connection manager.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -22,6 +23,9 @@ constexpr const char *kTransports = "self,posix,cma";
 // channel, whose unix socket closes the moment the peer dies (docs/transport.md, "Peer failure").
 constexpr bool kPeerFailureHandled = false;
 
+// What remote data planes use: TCP, which does report a dead peer (peer-error mode).
+constexpr const char *kNetworkTransports = "tcp";
+
 // Throws gf::Error (GF_ERR_SYSTEM) naming `what` and UCX's status text.
 void check(ucs_status_t status, const std::string &what);
 
@@ -33,11 +37,18 @@ class Worker {
   // whatever UCX_TLS says. (UCX_POSIX_USE_PROC_LINK stays the user's: ucp_config_modify cannot
   // set transport options in 1.13; its default, y, is what docs/transport.md relies on.)
   static std::unique_ptr<Worker> create(const std::string &name);
+  // A TCP-only worker on `net_device` (an interface name such as "eth0" or "lo": the one the
+  // control connection goes through), in peer-error mode. Throws gf::Error.
+  static std::unique_ptr<Worker> create_networked(const std::string &name,
+                                                  const std::string &net_device);
   ~Worker();
   Worker(const Worker &) = delete;
   Worker &operator=(const Worker &) = delete;
 
   ucp_worker_h get() const { return worker_; }
+  // Whether its endpoints can be made in peer-error mode (TCP can, shared memory cannot).
+  bool peer_failure_handled() const { return peer_failure_handled_; }
+  const std::string &transports() const { return transports_; }
   const std::vector<uint8_t> &address() const { return address_; }
   // The worker's wake-up descriptor: readable when ucp_worker_arm said so and an event came.
   int event_fd() const { return efd_; }
@@ -55,6 +66,10 @@ class Worker {
 
  private:
   Worker() = default;
+  static std::unique_ptr<Worker> create_with(const std::string &name, const char *transports,
+                                             const std::string &net_device);
+  bool peer_failure_handled_ = false;
+  std::string transports_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   int efd_ = -1;

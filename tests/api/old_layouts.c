@@ -10,9 +10,11 @@
  *
  * When a field is appended to a struct in gpuflow.h, add today's layout here as the newest older
  * one (and GF_LAYOUT_END in src/capi/layouts.hpp). */
+#define _POSIX_C_SOURCE 200809L
 #include <gpuflow.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int failures = 0;
@@ -146,6 +148,33 @@ static int pool_from_v2_layout(void) {
   CHECK(gf_pool_dashboard_url(&url, pool) == GF_ERR_NOT_FOUND);
   gf_pool_destroy(pool);
   return pool != NULL;
+}
+
+/* 0.5's last layout: token_file was appended in 0.6. The trap bytes after it would be read as a
+ * token file path that does not exist. */
+typedef struct pool_config_v3 {
+  pool_config_v2 v2;
+  const char *dashboard;
+} pool_config_v3;
+
+static int pool_from_v3_layout(const char *endpoint) {
+  struct {
+    pool_config_v3 c;
+    trap t;
+  } v3;
+  memset(&v3, 0, sizeof v3);
+  fill_trap(&v3.t);
+  v3.c.v2.v1.v0.struct_size = sizeof v3.c;
+  v3.c.v2.v1.v0.backend = GF_BACKEND_HOST;
+  v3.c.v2.v1.v0.cpu_workers = 1;
+  v3.c.v2.v1.v0.emulated_devices = 1;
+  v3.c.v2.endpoint = endpoint;
+  gf_pool *pool = NULL;
+  gf_status status = gf_pool_create(&pool, (const gf_pool_config *)&v3.c);
+  CHECK(trap_intact(&v3.t));
+  if (status != GF_OK) return 0;
+  gf_pool_destroy(pool);
+  return 1;
 }
 
 /* ---- output structs: one published layout each (today's) ----------------------------------- */
@@ -366,6 +395,11 @@ int main(void) {
   if (!pool) return 1;
   CHECK(pool_from_v1_layout());
   CHECK(pool_from_v2_layout());
+  CHECK(pool_from_v3_layout("embedded"));
+  /* A remote endpoint with no token anywhere: the library must not take the trap for one. */
+  unsetenv("GPUFLOW_TOKEN_FILE");
+  CHECK(!pool_from_v3_layout("tcp://127.0.0.1:1"));
+  CHECK(strstr(gf_last_error(), "GPUFLOW_TOKEN_FILE") != NULL);
   check_pool_outputs(pool);
   run_old_tasks(pool);
   register_kernel(pool);

@@ -53,6 +53,7 @@ pool options:
   --backend auto|host|cuda
   --pool ENDPOINT        run on the node's shared pool (default: GPUFLOW_POOL, else a private
                          pool); 'embedded' forces a private one
+  --token-file F         the token of a tcp://HOST:PORT pool (default: GPUFLOW_TOKEN_FILE)
 validate checks the document and, against the pool the options describe, that every request is
 feasible; a graph naming kernels is checked against a pool only when --plugin provides them.
 run shows a progress bar on a terminal; otherwise a progress line every --progress-interval
@@ -76,7 +77,7 @@ struct Options {
   int emulated = 0;
   int cpu_workers = 0;
   gf_backend backend = GF_BACKEND_AUTO;
-  std::string trace, log_dir, endpoint, dask;
+  std::string trace, log_dir, endpoint, dask, token_file;
   bool progress = true, quiet = false, show_outputs = false;
   double progress_interval = 10.0;
   gf_run_where where = GF_RUN_ANYWHERE;
@@ -129,6 +130,8 @@ Options parse(int argc, char **argv) {
       if (b != "host" && b != "cuda" && b != "auto") usage_error("unknown backend '" + b + "'");
     } else if (a == "--pool") {
       o.endpoint = value();
+    } else if (a == "--token-file") {
+      o.token_file = value();
     } else if (a == "--dask") {
       o.dask = value();
     } else if (a == "--in-service") {
@@ -242,6 +245,7 @@ gf_pool *make_pool(const Options &o, int &rc) {
   config.cpu_workers = o.cpu_workers;
   config.emulated_devices = o.emulated;
   config.endpoint = o.endpoint.empty() ? nullptr : o.endpoint.c_str();
+  config.token_file = o.token_file.empty() ? nullptr : o.token_file.c_str();
   if (!o.devices.empty()) {
     if (o.backend == GF_BACKEND_HOST) {
       config.emulated_devices = static_cast<int32_t>(o.devices.size());

@@ -32,10 +32,11 @@ constexpr int kExitError = 2;
 const char *kServiceUsage = R"(usage:
   gpuflow serve  [pool options] [--socket PATH] [--group NAME] [--client-gpu-cap N]
                  [--user-gpu-cap N] [--user-weights USER=W,...] [--usage-half-life SECONDS]
-                 [--dashboard HOST:PORT] [--plugin LIB]...
+                 [--dashboard HOST:PORT] [--plugin LIB]... [--listen HOST:PORT --token-file F]
   gpuflow lease  [--pool ENDPOINT] [--gpus N] [--gpu-memory SIZE] [--cpus N] [--device ORDINAL]...
                  [--timeout SECONDS] [--name TEXT] -- COMMAND [ARGS...]
   gpuflow status [--pool ENDPOINT] [--json]
+  (client commands take --token-file F for a tcp:// ENDPOINT)
   gpuflow trace  [--pool ENDPOINT] [--seconds N] [--output FILE]
   gpuflow doctor [--pool ENDPOINT] [--seconds N]
 
@@ -44,7 +45,9 @@ and listens on a unix socket ($XDG_RUNTIME_DIR/gpuflow.sock, else /tmp/gpuflow-$
 mode 0600, or 0660 for --group). Clients find it through --pool or GPUFLOW_POOL. --dashboard
 serves a live page and Prometheus metrics (/metrics) over HTTP there (e.g. 127.0.0.1:8787).
 --plugin loads a kernel library: graphs naming its kernels run inside the service, for clients of
-the service's own user (gpuflow run --pool ENDPOINT GRAPH).
+the service's own user (gpuflow run --pool ENDPOINT GRAPH). --listen also accepts clients of other
+hosts over TCP (--pool tcp://HOST:PORT); they must show the token in F (created, mode 0600, when
+missing; clients name their copy with --token-file or GPUFLOW_TOKEN_FILE).
 lease waits its turn for the devices asked for, runs COMMAND with CUDA_VISIBLE_DEVICES and
 NVIDIA_VISIBLE_DEVICES (device UUIDs) and GPUFLOW_DEVICES (ordinals) set, and releases them when
 COMMAND exits, whatever its exit; it exits with COMMAND's status. --gpus takes a whole number of
@@ -63,7 +66,7 @@ exit codes: lease: COMMAND's, or 2 when no lease was granted; others: 0 ok, 2 er
 
 struct Args {
   std::string command;
-  std::string endpoint, socket, group, name, user_weights, dashboard;
+  std::string endpoint, socket, group, name, user_weights, dashboard, listen, token_file;
   double gpus = -1, cpus = 0, timeout_s = -1, seconds = 10;
   std::string output = "gpuflow-trace.json";
   uint64_t gpu_memory = 0;
@@ -135,6 +138,10 @@ Args parse(int argc, char **argv) {
       a.group = value();
     } else if (o == "--plugin") {
       a.plugins.push_back(value());
+    } else if (o == "--listen") {
+      a.listen = value();
+    } else if (o == "--token-file") {
+      a.token_file = value();
     } else if (o == "--name") {
       a.name = value();
     } else if (o == "--gpus") {
@@ -215,6 +222,7 @@ gf_pool *connect(const Args &a, int &rc) {
   gf_pool_config config = GF_POOL_CONFIG_INIT;
   config.endpoint = endpoint.c_str();
   config.cpu_workers = -1;  // this process runs no tasks: no CPU workers of its own
+  config.token_file = a.token_file.empty() ? nullptr : a.token_file.c_str();
   gf_pool *pool = nullptr;
   if (gf_pool_create(&pool, &config) != GF_OK) {
     rc = library_error("cannot reach the gpuflow service");
@@ -242,6 +250,9 @@ int cmd_serve(const Args &a) {
   for (const std::string &p : a.plugins) plugins.push_back(p.c_str());
   config.plugins = plugins.data();
   config.plugin_count = static_cast<uint32_t>(plugins.size());
+  config.listen = a.listen.empty() ? nullptr : a.listen.c_str();
+  config.token_file = a.token_file.empty() ? nullptr : a.token_file.c_str();
+  if (!a.listen.empty() && a.token_file.empty()) usage_error("--listen needs --token-file F");
   // Blocked before the service's thread exists, so only sigwait below sees them.
   sigset_t stop;
   sigemptyset(&stop);
@@ -253,6 +264,9 @@ int cmd_serve(const Args &a) {
   if (gf_service_start(&service, &config) != GF_OK) return library_error("cannot start");
   std::printf("gpuflow serve: listening on %s (pid %d)\n", gf_service_endpoint(service),
               static_cast<int>(getpid()));
+  if (const char *remote = gf_service_remote_endpoint(service))
+    std::printf("gpuflow serve: remote clients connect to %s with the token in %s\n", remote,
+                a.token_file.c_str());
   if (const char *url = gf_service_dashboard_url(service))
     std::printf("gpuflow serve: dashboard at %s (metrics: %smetrics)\n", url, url);
   std::fflush(stdout);

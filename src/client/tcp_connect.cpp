@@ -1,0 +1,134 @@
+#include "client/tcp_connect.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace gf::client {
+
+namespace {
+
+constexpr const char *kTcp = "tcp://";
+
+std::string device_with_address(const sockaddr_in &local) {
+  ifaddrs *all = nullptr;
+  if (::getifaddrs(&all) != 0) return {};
+  std::string name;
+  for (ifaddrs *i = all; i && name.empty(); i = i->ifa_next) {
+    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+        reinterpret_cast<sockaddr_in *>(i->ifa_addr)->sin_addr.s_addr == local.sin_addr.s_addr) {
+      name = i->ifa_name;
+    }
+  }
+  ::freeifaddrs(all);
+  return name;
+}
+
+}  // namespace
+
+bool is_remote_endpoint(const std::string &endpoint) {
+  return endpoint.rfind(kTcp, 0) == 0;
+}
+
+int connect_tcp(const std::string &endpoint, int timeout_ms, std::string &device) {
+  const std::string rest = endpoint.substr(std::strlen(kTcp));
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size() ||
+      rest.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
+    fail(GF_ERR_INVALID_ARGUMENT,
+         "endpoint '" + endpoint + "' is not tcp://HOST:PORT (e.g. tcp://10.0.0.5:7766)");
+  }
+  const std::string host = rest.substr(0, colon), port = rest.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo *found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    fail(GF_ERR_SYSTEM, "endpoint '" + endpoint + "': " + ::gai_strerror(rc));
+  }
+  std::string why = "no address";
+  int fd = -1;
+  for (addrinfo *a = found; a && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) continue;
+    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int error = ETIMEDOUT;
+      if (::poll(&p, 1, timeout_ms) == 1) {
+        socklen_t size = sizeof error;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size);
+      }
+      rc = error == 0 ? 0 : -1;
+      errno = error;
+    }
+    if (rc != 0) {
+      why = std::strerror(errno);
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd < 0) {
+    fail(GF_ERR_SYSTEM, "no gpuflow service at " + endpoint + ": " + why +
+                            " (start one there with `gpuflow serve --listen HOST:PORT "
+                            "--token-file F`)");
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  sockaddr_in local{};
+  socklen_t size = sizeof local;
+  if (::getsockname(fd, reinterpret_cast<sockaddr *>(&local), &size) == 0) {
+    device = device_with_address(local);
+  }
+  return fd;
+}
+
+std::string read_token(const std::string &token_file) {
+  std::string path = token_file;
+  if (path.empty()) {
+    const char *env = std::getenv("GPUFLOW_TOKEN_FILE");
+    path = env ? env : "";
+  }
+  if (path.empty()) {
+    fail(GF_ERR_INVALID_ARGUMENT,
+         "a tcp:// endpoint needs the service's token: set GPUFLOW_TOKEN_FILE (or "
+         "gf_pool_config.token_file) to a copy of its token file");
+  }
+  std::ifstream in(path);
+  std::string token;
+  if (!in || !std::getline(in, token)) {
+    fail(GF_ERR_INVALID_ARGUMENT, "cannot read the token file " + path);
+  }
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
+  if (token.empty()) fail(GF_ERR_INVALID_ARGUMENT, "the token file " + path + " is empty");
+  return token;
+}
+
+std::string user_name() {
+  std::vector<char> buffer(1 << 14);
+  passwd entry{};
+  passwd *found = nullptr;
+  if (::getpwuid_r(::getuid(), &entry, buffer.data(), buffer.size(), &found) == 0 && found) {
+    return found->pw_name;
+  }
+  return std::to_string(::getuid());
+}
+
+}  // namespace gf::client
