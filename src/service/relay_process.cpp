@@ -20,8 +20,13 @@ struct RelayProcess::State {
   int term_signal = 0;
   int open_handles = 0;
 
+  // Freed once libuv has closed every handle and its owner let go, whichever comes last.
   void closed() {
-    if (--open_handles == 0) delete this;
+    --open_handles;
+    free_if_done();
+  }
+  void free_if_done() {
+    if (open_handles == 0 && detached) delete this;
   }
   void close(uv_handle_t *h) {
     if (uv_is_closing(h)) return;
@@ -166,9 +171,9 @@ RelayProcess::~RelayProcess() {
   s->on_ready = nullptr;
   s->on_end = nullptr;
   // Its stdin closing ends it; SIGTERM in case it is stuck in UCX.
-  uv_close(reinterpret_cast<uv_handle_t *>(&s->in),
-           [](uv_handle_t *handle) { static_cast<State *>(handle->data)->closed(); });
   if (!s->exited) uv_process_kill(&s->process, SIGTERM);
+  s->close(reinterpret_cast<uv_handle_t *>(&s->in));
+  s->free_if_done();  // it ended on its own before: every handle is closed already
 }
 
 int RelayProcess::pid() const {

@@ -152,13 +152,10 @@ std::string relay_program() {
     std::string self = info.dli_fname;
     const std::string dir = self.substr(0, self.rfind('/') + 1);
     for (const std::string &candidate :
-         {dir + "gpuflow-relay", dir + "../libexec/gpuflow/gpuflow-relay"}) {
+         {dir + "gpuflow-relay", dir + GPUFLOW_RELAY_FROM_LIBDIR}) {
       if (executable(candidate)) return candidate;
     }
   }
-#ifdef GPUFLOW_RELAY_BUILT_AT
-  if (executable(GPUFLOW_RELAY_BUILT_AT)) return GPUFLOW_RELAY_BUILT_AT;
-#endif
   return {};
 }
 

@@ -28,8 +28,8 @@ bool same_token(const std::string &offered, const std::string &token);
 std::string peer_address_of(uv_tcp_t *tcp);
 std::string device_of(uv_tcp_t *tcp);
 
-// Where gpuflow-relay is: $GPUFLOW_RELAY, else next to the library (the build tree), else
-// ../libexec/gpuflow/ from it (an installed tree), else where the build put it. Empty when none.
+// Where gpuflow-relay is: $GPUFLOW_RELAY, else next to the library (the build tree), else the
+// install's libexec/gpuflow/ (found from the library's directory). Empty when none.
 std::string relay_program();
 
 }  // namespace gf::service

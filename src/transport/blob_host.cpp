@@ -28,6 +28,7 @@ struct BlobHost::State {
   std::map<uint64_t, Put> puts;     // by tag
   std::map<uint64_t, void *> gets;  // by tag: sends in flight
   bool closed = false;
+  std::string closed_why;  // what closed it, for later requests
   State(std::string w, uint64_t cap, std::shared_ptr<BlobTally> tally)
       : who(std::move(w)), store(cap, std::move(tally)) {}
 };
@@ -52,7 +53,10 @@ uint64_t BlobHost::bytes() const {
 }
 
 Refusal BlobHost::check(uint64_t tag) const {
-  if (state_->closed || !ep_) return {GF_ERR_SYSTEM, "the data plane to this client is closed"};
+  if (state_->closed || !ep_) {
+    return {GF_ERR_SYSTEM, "the data plane to this client is closed" +
+                               (state_->closed_why.empty() ? "" : ": " + state_->closed_why)};
+  }
   if ((tag >> 32) != client_id_) {
     return {GF_ERR_INVALID_ARGUMENT, "tag " + std::to_string(tag) +
                                          " is not in this client's tag space (" +
@@ -177,6 +181,7 @@ void BlobHost::expire(double now) {
 void BlobHost::close(const std::string &why) {
   if (state_->closed) return;
   state_->closed = true;
+  state_->closed_why = why;
   std::vector<void *> receives;
   std::vector<Reply> answers;
   for (auto &[tag, p] : state_->puts) {

@@ -2,7 +2,8 @@
 # install.consume: installs BUILD into a temporary prefix, then uses the installed gpuflow as a
 # user would: (a) a CMake project with find_package(gpuflow), (b) the same program compiled with
 # `cc $(pkg-config --cflags --libs gpuflow)`, (c) the installed `gpuflow` command running the
-# installed seed.json with the installed plugin, with no LD_LIBRARY_PATH.
+# installed seed.json with the installed plugin, with no LD_LIBRARY_PATH, (d) the installed
+# service running it for a tcp:// client, through the installed gpuflow-relay.
 # Usage: install_consume.sh BUILD_DIR CONSUMER_SOURCE_DIR LIBDIR DATADIR [C_COMPILER [FLAGS]]
 # FLAGS (e.g. -fsanitize=address,undefined) are added to the consumer's compile and link: a
 # sanitized libgpuflow needs its sanitizer runtime in the program.
@@ -15,7 +16,7 @@ if ! command -v pkg-config >/dev/null; then
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gpuflow-install.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-unset LD_LIBRARY_PATH GPUFLOW_LIBRARY
+unset LD_LIBRARY_PATH GPUFLOW_LIBRARY GPUFLOW_RELAY
 prefix=$tmp/prefix
 
 echo "== cmake --install $build --prefix $prefix"
@@ -41,4 +42,18 @@ echo "== (c) the installed gpuflow command and plugin"
 "$prefix/bin/gpuflow" --version
 "$prefix/bin/gpuflow" run "$prefix/$datadir/gpuflow/examples/seed.json" \
   --plugin "$prefix/$libdir/gpuflow/plugins/seed_kernels.so" --no-progress
+echo "== (d) the installed service finds its installed relay for a remote client"
+"$prefix/bin/gpuflow" serve --backend host --emulated-devices 1 --socket "$tmp/s.sock" \
+  --listen 127.0.0.1:0 --token-file "$tmp/token" \
+  --plugin "$prefix/$libdir/gpuflow/plugins/seed_kernels.so" >"$tmp/serve.out" 2>"$tmp/serve.err" &
+serve_pid=$!
+for _ in $(seq 100); do grep -q "remote clients connect to" "$tmp/serve.out" && break; sleep 0.1; done
+endpoint=$(grep -o 'tcp://[0-9.:]*' "$tmp/serve.out" || true)
+status=0
+"$prefix/bin/gpuflow" run --pool "$endpoint" --token-file "$tmp/token" \
+  --no-progress "$prefix/$datadir/gpuflow/examples/seed.json" || status=$?
+kill "$serve_pid"; wait "$serve_pid" || true
+if [ "$status" != 0 ] || ! grep -q "has a data plane (tcp (relayed))" "$tmp/serve.err"; then
+  cat "$tmp/serve.out" "$tmp/serve.err"; exit 1
+fi
 echo "install.consume: OK"

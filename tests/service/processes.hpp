@@ -19,6 +19,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -247,6 +248,18 @@ class Service {
   std::string socket_, log_, listening_;
   std::unique_ptr<Proc> proc_;
 };
+
+// The inodes of a process's sockets ("socket:[N]" in /proc/PID/fd), to find them in /proc/net.
+inline std::set<std::string> socket_inodes_of(pid_t pid) {
+  std::set<std::string> out;
+  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
+  std::error_code ec;
+  for (const auto &e : std::filesystem::directory_iterator(fds, ec)) {
+    const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (target.rfind("socket:[", 0) == 0) out.insert(target.substr(8, target.size() - 9));
+  }
+  return out;
+}
 
 // Runs the gpuflow command to its end: (exit status, standard output).
 inline std::pair<int, std::string> run_cli(const TempDir &dir, std::vector<std::string> args) {

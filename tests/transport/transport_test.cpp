@@ -231,17 +231,6 @@ TEST_F(TransportTest, ServiceKilledMidGetFailsNamingIt) {
 
 // ---- Security: no network socket ----
 
-std::set<std::string> socket_inodes_of(pid_t pid) {
-  std::set<std::string> out;
-  const std::string fds = "/proc/" + std::to_string(pid) + "/fd";
-  for (const auto &e : std::filesystem::directory_iterator(fds)) {
-    std::error_code ec;
-    const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
-    if (target.rfind("socket:[", 0) == 0) out.insert(target.substr(8, target.size() - 9));
-  }
-  return out;
-}
-
 TEST_F(TransportTest, DataPlaneOpensNoNetworkSocket) {
   Service service(dir, 1);
   ASSERT_TRUE(service.ready()) << service.log();
