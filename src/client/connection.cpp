@@ -57,7 +57,7 @@ std::shared_ptr<Connection> Connection::open(const std::string &endpoint, const 
                                              double weight, int timeout_ms, uint64_t on_behalf_of,
                                              const std::string &token_file) {
   if (is_remote_endpoint(endpoint)) {
-    const std::string token = read_token(token_file);
+    const std::string token = read_token(endpoint, token_file);
     std::string device;
     const int fd = connect_tcp(endpoint, timeout_ms, device);
     std::shared_ptr<Connection> c(new Connection(endpoint, fd));

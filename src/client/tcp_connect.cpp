@@ -100,7 +100,7 @@ int connect_tcp(const std::string &endpoint, int timeout_ms, std::string &device
   return fd;
 }
 
-std::string read_token(const std::string &token_file) {
+std::string read_token(const std::string &endpoint, const std::string &token_file) {
   std::string path = token_file;
   if (path.empty()) {
     const char *env = std::getenv("GPUFLOW_TOKEN_FILE");
@@ -108,13 +108,14 @@ std::string read_token(const std::string &token_file) {
   }
   if (path.empty()) {
     fail(GF_ERR_INVALID_ARGUMENT,
-         "a tcp:// endpoint needs the service's token: set GPUFLOW_TOKEN_FILE (or "
-         "gf_pool_config.token_file) to a copy of its token file");
+         "the service at " + endpoint +
+             " is remote and needs its token: set GPUFLOW_TOKEN_FILE (or "
+             "gf_pool_config.token_file, gpuflow --token-file) to a copy of its token file");
   }
   std::ifstream in(path);
   std::string token;
   if (!in || !std::getline(in, token)) {
-    fail(GF_ERR_INVALID_ARGUMENT, "cannot read the token file " + path);
+    fail(GF_ERR_INVALID_ARGUMENT, "cannot read the token file " + path + " for " + endpoint);
   }
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
   if (token.empty()) fail(GF_ERR_INVALID_ARGUMENT, "the token file " + path + " is empty");

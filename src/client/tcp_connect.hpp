@@ -12,9 +12,9 @@ bool is_remote_endpoint(const std::string &endpoint);
 // Throws gf::Error (GF_ERR_INVALID_ARGUMENT for a malformed endpoint, GF_ERR_SYSTEM naming it
 // when nothing answers).
 int connect_tcp(const std::string &endpoint, int timeout_ms, std::string &device);
-// The first line of `token_file`, else of $GPUFLOW_TOKEN_FILE. Throws gf::Error naming the file
-// (or saying neither was given).
-std::string read_token(const std::string &token_file);
+// The first line of `token_file`, else of $GPUFLOW_TOKEN_FILE, to show the service at `endpoint`.
+// Throws gf::Error naming the endpoint and the file (or saying neither was given).
+std::string read_token(const std::string &endpoint, const std::string &token_file);
 // This process's user name (or uid), for the service's status.
 std::string user_name();
 
