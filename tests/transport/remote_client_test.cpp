@@ -170,6 +170,17 @@ TEST_F(RemoteClientTest, TheSeedGraphRunsInTheServiceFromGpuflowRun) {
   EXPECT_TRUE(contains(remote.log(), "@127.0.0.1:")) << remote.log();
 }
 
+TEST_F(RemoteClientTest, DoctorChecksTheRemoteDataPlane) {
+  RemoteService remote(dir);
+  ASSERT_TRUE(remote.ready()) << remote.log();
+  auto [rc, out] = run_cli(dir, {"doctor", "--pool", remote.endpoint(), "--token-file",
+                                 remote.token_file(), "--seconds", "0.5"});
+  EXPECT_TRUE(contains(out, "ok   the service answers")) << out;
+  EXPECT_TRUE(contains(out, "ok   data plane to the service: tcp/lo")) << out;
+  EXPECT_TRUE(contains(out, "1 MiB blobs, content checked")) << out;
+  EXPECT_FALSE(contains(out, "FAIL data plane")) << out;
+}
+
 TEST_F(RemoteClientTest, WrongTokensAndGarbageAreRefusedWithoutHarm) {
   RemoteService remote(dir);
   ASSERT_TRUE(remote.ready()) << remote.log();

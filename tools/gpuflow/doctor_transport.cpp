@@ -90,8 +90,12 @@ void print_data_plane_check(gf_pool *pool, double seconds,
   if (doc.is_null()) return;
   print_inventory(doc, line);
   const auto &plane = doc["data_plane"];
-  line(true, "data plane to the service: " + plane.value("transports", std::string("?")) +
-                 " (shared memory only: docs/transport.md, \"Trust\")");
+  const std::string transports = plane.value("transports", std::string("?"));
+  line(true, "data plane to the service: " + transports +
+                 (transports.rfind("tcp", 0) == 0
+                      ? " (to the service's relay on its host: docs/transport.md, \"Remote "
+                        "clients\")"
+                      : " (shared memory only: docs/transport.md, \"Trust\")"));
   for (const auto &r : plane.value("results", nlohmann::json::array())) {
     const double bytes = r.value("bytes", 0.0);
     std::string text = "data plane " + size_text(bytes) + " blobs, content checked, " +

@@ -441,12 +441,18 @@ int cmd_doctor(const Args &a) {
   std::string endpoint = !a.endpoint.empty() ? a.endpoint
                          : env && *env       ? std::string(env)
                                              : std::string(gf_default_endpoint());
+  const bool remote = endpoint.rfind("tcp://", 0) == 0;
   std::string path = endpoint.rfind("unix://", 0) == 0 ? endpoint.substr(7) : endpoint;
   struct stat st {};
-  bool exists = ::stat(path.c_str(), &st) == 0;
-  line(exists && S_ISSOCK(st.st_mode),
-       "service socket " + path +
-           (exists ? (S_ISSOCK(st.st_mode) ? "" : " is not a socket") : " does not exist"));
+  bool exists = remote || ::stat(path.c_str(), &st) == 0;
+  if (remote) {
+    std::printf("note service on another host: %s (its data plane is UCX's TCP, relayed there)\n",
+                endpoint.c_str());
+  } else {
+    line(exists && S_ISSOCK(st.st_mode),
+         "service socket " + path +
+             (exists ? (S_ISSOCK(st.st_mode) ? "" : " is not a socket") : " does not exist"));
+  }
   int rc = 0;
   bool service_answered = false;
   if (exists) {

@@ -95,6 +95,11 @@ class gf_pool_config_v4(Structure):
     _fields_ = gf_pool_config_v3._fields_ + [("dashboard", c_char_p)]
 
 
+class gf_pool_config_v5(Structure):
+    """gf_pool_config with `token_file` (0.6): the token of a tcp:// service on another host."""
+    _fields_ = gf_pool_config_v4._fields_ + [("token_file", c_char_p)]
+
+
 LOG_FN = CFUNCTYPE(None, c_char_p, c_void_p)  # gf_log_fn
 
 

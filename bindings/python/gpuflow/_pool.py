@@ -7,6 +7,7 @@ for the GIL of a dead interpreter.
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import weakref
 from collections import namedtuple
@@ -32,7 +33,8 @@ DeviceMemory.__doc__ = (
 # The newest gf_pool_config layout the loaded library understands.
 def _newest_pool_config():
     size = F.library_struct_size(F.gf_pool_config_init)
-    for layout in (F.gf_pool_config_v4, F.gf_pool_config_v3, F.gf_pool_config_v2):
+    for layout in (F.gf_pool_config_v5, F.gf_pool_config_v4, F.gf_pool_config_v3,
+                   F.gf_pool_config_v2):
         if size >= ctypes.sizeof(layout):
             return layout
     return F.gf_pool_config
@@ -46,7 +48,7 @@ _BACKENDS = {"auto": F.GF_BACKEND_AUTO, "host": F.GF_BACKEND_HOST, "cuda": F.GF_
 def pool_config(cpu_workers=None, emulated_devices=None, device_memory=None, bandwidth=None,
                 gpu_worker_threads=None, cpu_labels=None, gpu_labels=None, backend="auto",
                 devices=None, device_memory_limit=None, spill_threshold=None, endpoint=None,
-                dashboard=None):
+                dashboard=None, token_file=None):
     """A gf_pool_config of the newest layout the library knows, from Pool's arguments; returns
     it with the ctypes objects it points into (keep them alive while the config is used)."""
     cfg = _POOL_CONFIG()
@@ -91,13 +93,17 @@ def pool_config(cpu_workers=None, emulated_devices=None, device_memory=None, ban
         if spill_threshold is not None:
             cfg.spill_threshold = float(spill_threshold)
     if endpoint is not None:
-        if _POOL_CONFIG not in (F.gf_pool_config_v3, F.gf_pool_config_v4):
+        if _POOL_CONFIG not in (F.gf_pool_config_v3, F.gf_pool_config_v4, F.gf_pool_config_v5):
             raise TypeError("this libgpuflow has no shared pools (0.2 or newer is needed)")
         cfg.endpoint = endpoint.encode()
     if dashboard is not None:
-        if _POOL_CONFIG is not F.gf_pool_config_v4:
+        if _POOL_CONFIG not in (F.gf_pool_config_v4, F.gf_pool_config_v5):
             raise TypeError("this libgpuflow has no dashboard (a newer library is needed)")
         cfg.dashboard = dashboard.encode()
+    if token_file is not None:
+        if _POOL_CONFIG is not F.gf_pool_config_v5:
+            raise TypeError("this libgpuflow has no remote services (0.6 or newer is needed)")
+        cfg.token_file = os.fsencode(token_file)
     return cfg, (cpu_arr, keep1, gpu_arr, keep2, dev_arr)
 
 
@@ -131,7 +137,9 @@ class Pool:
       device the pool may use, spilling threshold (libraries that know them; see gpuflow.h).
     - ``endpoint``: the node's shared pool (``gpuflow serve``), e.g. "unix:///run/gf.sock";
       default: GPUFLOW_POOL when set, else a pool private to this process. Tasks still run in
-      this process, on devices the service grants it.
+      this process, on devices the service grants it. "tcp://HOST:PORT" is a service on another
+      host (``gpuflow serve --listen``): ``token_file`` (default: GPUFLOW_TOKEN_FILE) names a
+      copy of its token file.
     - ``dashboard``: "HOST:PORT" to serve the live page and Prometheus ``/metrics`` on, e.g.
       "127.0.0.1:0" (any free port: read ``dashboard_url``); default: GPUFLOW_DASHBOARD when
       set, else none; "off": none.
@@ -145,13 +153,14 @@ class Pool:
                  gpu_labels: dict | None = None, backend: str = "auto",
                  devices=None, device_memory_limit: int | None = None,
                  spill_threshold: float | None = None, endpoint: str | None = None,
-                 dashboard: str | None = None):
+                 dashboard: str | None = None, token_file: str | None = None):
         cfg, self._keep = pool_config(
             cpu_workers=cpu_workers, emulated_devices=emulated_devices,
             device_memory=device_memory, bandwidth=bandwidth,
             gpu_worker_threads=gpu_worker_threads, cpu_labels=cpu_labels, gpu_labels=gpu_labels,
             backend=backend, devices=devices, device_memory_limit=device_memory_limit,
-            spill_threshold=spill_threshold, endpoint=endpoint, dashboard=dashboard)
+            spill_threshold=spill_threshold, endpoint=endpoint, dashboard=dashboard,
+            token_file=token_file)
         tune_for_large_values()
         handle = c_void_p()
         check(F.gf_pool_create_versioned(byref(handle), byref(cfg), F.GF_VERSION_MAJOR))

@@ -141,3 +141,32 @@ def test_service_started_from_python_grants_distinct_devices_and_stops_cleanly(t
     service.stop()  # idempotent
     with pytest.raises(TypeError, match="endpoint"):
         gpuflow.Service(socket_path=str(tmp_path / "x.sock"), endpoint="unix:///x")
+
+
+def test_a_pool_on_another_host_connects_over_tcp_with_the_token(tmp_path):
+    """A service listening on TCP (as for clients of other hosts; loopback here): Python tasks run
+    on devices it leases, given its token; a wrong token is refused naming the reason."""
+    token = tmp_path / "token"
+    log = open(tmp_path / "serve.log", "w")
+    proc = subprocess.Popen([_cli(), "serve", "--backend", "host", "--emulated-devices", "2",
+                             "--cpu-workers", "2", "--socket", str(tmp_path / "gf.sock"),
+                             "--listen", "127.0.0.1:0", "--token-file", str(token)],
+                            stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        assert "listening on" in proc.stdout.readline()
+        line = proc.stdout.readline()  # "gpuflow serve: remote clients connect to tcp://…"
+        endpoint = line.split()[6]
+        assert endpoint.startswith("tcp://127.0.0.1:"), line
+        with gpuflow.Pool(endpoint=endpoint, token_file=str(token), cpu_workers=1) as pool:
+            futures = [pool.submit(lambda i=i: i * i, resources={"GPU": 1}) for i in range(4)]
+            assert [f.result() for f in futures] == [0, 1, 4, 9]
+            clients = pool.service_status()["clients"]
+            assert any(c["user"].endswith("@127.0.0.1:" + c["user"].rsplit(":", 1)[1])
+                       for c in clients), clients
+        wrong = tmp_path / "wrong"
+        wrong.write_text("0123456789abcdef-not-it\n")
+        with pytest.raises(gpuflow.GpuflowError, match="wrong token"):
+            gpuflow.Pool(endpoint=endpoint, token_file=str(wrong), cpu_workers=1)
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0
