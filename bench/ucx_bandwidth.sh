@@ -4,8 +4,11 @@
 # four in flight (four threads, as perftest keeps a window of sends), beside ucx_perftest's
 # tag_bw on the same transports (two local processes) and a memcpy ceiling; the small-message
 # round trip beside tag_lat. Same UCX_TLS for both: what the service forces (self,posix,cma).
+# REMOTE=1 measures a remote client instead (docs/transport.md, "Remote clients"): the client
+# connects to tcp://127.0.0.1 with a token, its bytes go over UCX's TCP through the service's
+# gpuflow-relay, and ucx_perftest runs with UCX_TLS=tcp.
 #
-#   bench/ucx_bandwidth.sh [BUILD_DIR] [ROUNDS]     defaults: build 5
+#   [REMOTE=1] bench/ucx_bandwidth.sh [BUILD_DIR] [ROUNDS]     defaults: build 5
 # Needs gpuflow_cli and ucx_bandwidth built in BUILD_DIR, and ucx_perftest (ucx-utils).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,13 +20,24 @@ for bin in "$GPUFLOW" "$BENCH"; do
   [ -x "$bin" ] || { echo "ucx_bandwidth.sh: $bin not found: build it first" >&2; exit 2; }
 done
 command -v ucx_perftest >/dev/null || { echo "ucx_bandwidth.sh: no ucx_perftest (ucx-utils)" >&2; exit 2; }
-export UCX_TLS=self,posix,cma
+REMOTE=${REMOTE:-0}
 DIR=$(mktemp -d)
-"$GPUFLOW" serve --backend host --emulated-devices 1 --socket "$DIR/s.sock" 2>"$DIR/serve.log" &
+if [ "$REMOTE" = 1 ]; then
+  export UCX_TLS=tcp GPUFLOW_TOKEN_FILE=$DIR/token
+  "$GPUFLOW" serve --backend host --emulated-devices 1 --socket "$DIR/s.sock" \
+    --listen 127.0.0.1:0 --token-file "$DIR/token" >"$DIR/serve.out" 2>"$DIR/serve.log" &
+else
+  export UCX_TLS=self,posix,cma
+  "$GPUFLOW" serve --backend host --emulated-devices 1 --socket "$DIR/s.sock" 2>"$DIR/serve.log" &
+fi
 SERVE=$!
 trap 'kill $SERVE 2>/dev/null; wait $SERVE 2>/dev/null; rm -rf "$DIR"' EXIT
 for _ in $(seq 200); do [ -S "$DIR/s.sock" ] && break; sleep 0.05; done
 EP=unix://$DIR/s.sock
+if [ "$REMOTE" = 1 ]; then
+  for _ in $(seq 200); do grep -q 'tcp://' "$DIR/serve.out" && break; sleep 0.05; done
+  EP=$(grep -o 'tcp://[0-9.:]*' "$DIR/serve.out")
+fi
 PORT=$((20000 + RANDOM % 20000))
 
 # perftest TEST SIZE ITERS -> the "Final:" line's bandwidth (MiB/s) or latency (usec, one way)
@@ -46,7 +60,7 @@ iters_for() {
 # median VALUES...: the middle one (the lower middle for an even count)
 median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
 
-echo "# $(date -u +%FT%TZ), $(nproc) CPU(s), UCX_TLS=$UCX_TLS, $ROUNDS round(s) interleaved, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# $(date -u +%FT%TZ), $(nproc) CPU(s), client at $EP, UCX_TLS=$UCX_TLS, $ROUNDS round(s) interleaved, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# per round: put / put, 4 in flight / perftest tag_bw / memcpy (MiB/s); then the medians"
 printf '%-10s %14s %14s %14s %8s %8s %14s\n' size put_MiB/s put4_MiB/s perftest_MiB/s ratio ratio4 memcpy_MiB/s
 for size in 65536 1048576 16777216 268435456; do

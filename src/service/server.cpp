@@ -43,6 +43,7 @@ constexpr uint64_t kTickMs = 20;  // request deadlines are checked this often
 constexpr double kRevokePatience_s = 1.0;
 // How long a TCP connection may stay without a Hello carrying the right token.
 constexpr double kRemoteHelloTimeout_s = 10.0;
+constexpr size_t kMaxRemoteHello = 16u << 10;
 
 std::string str(const fb::String *s) {
   return s ? s->str() : std::string();
@@ -245,6 +246,10 @@ struct Server::Impl {
       return;
     }
     std::string problem = c.reader.feed(bytes, static_cast<size_t>(n));
+    // Before it showed the token, a remote peer gets no more than a Hello's worth of memory.
+    if (problem.empty() && c.remote && !c.greeted && c.reader.buffered() > kMaxRemoteHello) {
+      problem = "more than " + std::to_string(kMaxRemoteHello) + " bytes before its Hello";
+    }
     std::vector<uint8_t> payload;
     while (problem.empty() && !c.closing && c.reader.next(payload, problem)) {
       handle(c, *wire::message_of(payload), problem);

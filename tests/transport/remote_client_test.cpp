@@ -201,10 +201,14 @@ TEST_F(RemoteClientTest, WrongTokensAndGarbageAreRefusedWithoutHarm) {
   } catch (const gf::Error &e) {
     EXPECT_TRUE(contains(e.what(), "GPUFLOW_TOKEN_FILE")) << e.what();
   }
-  // Raw bytes on the TCP port: a frame too long, and a Hello-less request.
+  // Raw bytes on the TCP port: a frame too long, a Hello-less request, and a 1 MiB frame (which
+  // a token holder may send) begun before any Hello.
   const int port = std::stoi(remote.endpoint().substr(remote.endpoint().rfind(':') + 1));
+  std::string big_frame("\x00\x00\x10\x00", 4);
+  big_frame += std::string(20000, 'x');
   for (const std::string &garbage :
-       {std::string("\xff\xff\xff\x7fGET / HTTP/1.1\r\n\r\n", 22), std::string(64, '\0')}) {
+       {std::string("\xff\xff\xff\x7fGET / HTTP/1.1\r\n\r\n", 22), std::string(64, '\0'),
+        big_frame}) {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -218,6 +222,8 @@ TEST_F(RemoteClientTest, WrongTokensAndGarbageAreRefusedWithoutHarm) {
     ::close(fd);
   }
   EXPECT_TRUE(contains(remote.log(), "refused: wrong token")) << remote.log();
+  EXPECT_TRUE(wait_for([&] { return contains(remote.log(), "bytes before its Hello"); }, 5000))
+      << remote.log();
   // Nobody got in, nothing was spawned, and a client with the token is served as before.
   EXPECT_TRUE(children_named(remote.pid(), "gpuflow-relay").empty());
   auto c = remote.connect("good");
