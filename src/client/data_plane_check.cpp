@@ -30,6 +30,7 @@ double median(std::vector<double> v) {
 std::string inventory_json() {
   const transport::Inventory inv = transport::inventory();
   std::string out = "\"ucx_version\":" + json_quoted(inv.version) +
+                    ",\"ucx_library\":" + json_quoted(inv.library) +
                     ",\"cuda_aware\":" + (inv.cuda_aware ? "true" : "false") + ",\"offered\":[";
   for (size_t i = 0; i < inv.offered.size(); ++i) {
     const auto &t = inv.offered[i];

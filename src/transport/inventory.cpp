@@ -62,6 +62,7 @@ Inventory inventory() {
   Inventory out;
   const UcxApi &api = ucx();
   out.version = api.ucp_get_version_string();
+  out.library = ucx_library();
   uct_component_h *components = nullptr;
   unsigned count = 0;
   ucs_status_t status = api.uct_query_components(&components, &count);

@@ -18,6 +18,7 @@ struct OfferedTransport {
 
 struct Inventory {
   std::string version;  // UCX's, e.g. "1.13.1"
+  std::string library;  // the libucp file loaded (GPUFLOW_UCX_LIBRARY, -DGPUFLOW_UCX_LIBRARY)
   std::vector<OfferedTransport> offered;
   bool cuda_aware = false;            // a CUDA component (cuda_cpy, cuda_ipc, gdr_copy) is present
   std::vector<std::string> problems;  // components that could not be opened, with UCX's reason

@@ -7,6 +7,8 @@
 #include <ucp/api/ucp.h>
 #include <uct/api/uct.h>
 
+#include <string>
+
 namespace gf::transport {
 
 #define GF_UCX_FUNCTIONS(X)                                                   \
@@ -53,5 +55,8 @@ struct UcxApi {
 // The loaded library (libucp.so.0, and through it libucs). Throws gf::Error (GF_ERR_SYSTEM)
 // with dlopen's or dlsym's words when UCX cannot be loaded; later calls throw the same.
 const UcxApi &ucx();
+// The file UCX was loaded from (GPUFLOW_UCX_LIBRARY, else the configured one, as the dynamic
+// loader resolved it). Throws like ucx().
+const std::string &ucx_library();
 
 }  // namespace gf::transport

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -53,6 +54,33 @@ TEST(DataPlaneCheck, TheMachinesInventoryNeedsNoService) {
     cuda_component |= t.at("component").get<std::string>().rfind("cuda", 0) == 0;
   EXPECT_EQ(doc.at("cuda_aware").get<bool>(), cuda_component) << doc.dump();
   EXPECT_FALSE(doc.contains("data_plane")) << "no pool, no self-test";
+  // Which UCX was loaded, as a file that exists (what -DGPUFLOW_UCX_LIBRARY chose).
+  const std::string library = doc.at("ucx_library").get<std::string>();
+  EXPECT_TRUE(std::filesystem::exists(library)) << doc.dump();
+}
+
+// GPUFLOW_UCX_LIBRARY picks another UCX (a CUDA-enabled one, say) at run time; doctor names the
+// one it loaded, or says why it could not.
+TEST(DataPlaneCheck, TheUcxLibraryCanBeChosenAndIsReported) {
+  const nlohmann::json doc = check(nullptr, 0);
+  ASSERT_FALSE(doc.is_null()) << last_error();
+  const std::string library =
+      std::filesystem::canonical(doc.at("ucx_library").get<std::string>()).string();
+  TempDir dir;
+  auto doctor = [&](const std::string &choice) {
+    Proc p({GPUFLOW_CLI_PATH, "doctor", "--pool", "unix://" + (dir / "none.sock")},
+           dir / "doctor.err", {"GPUFLOW_UCX_LIBRARY=" + choice});
+    std::string out;
+    while (std::optional<std::string> l = p.line(30000 * kTimeFactor)) out += *l + "\n";
+    p.wait(30000 * kTimeFactor);
+    return out;
+  };
+  const std::string chosen = doctor(library);
+  EXPECT_TRUE(contains(chosen, "ok   UCX 1.") && contains(chosen, "(" + library + ") offers:"))
+      << chosen;
+  const std::string missing = doctor(dir / "no-such-libucp.so");
+  EXPECT_TRUE(contains(missing, "FAIL UCX: cannot load UCX (" + (dir / "no-such-libucp.so")))
+      << missing;
 }
 
 TEST(DataPlaneCheck, BadArgumentsAndEmbeddedPoolsAreRefused) {

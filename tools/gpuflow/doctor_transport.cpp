@@ -64,7 +64,8 @@ void print_inventory(const nlohmann::json &doc,
     std::string &list = devices[name];
     list += (list.empty() ? "" : ", ") + t.value("device", "?");
   }
-  std::string text = "UCX " + doc.value("ucx_version", std::string("?")) + " offers:";
+  std::string text = "UCX " + doc.value("ucx_version", std::string("?")) + " (" +
+                     doc.value("ucx_library", std::string("?")) + ") offers:";
   for (const auto &name : order) text += " " + name + " (" + devices[name] + ");";
   if (order.empty()) text += " no transport";
   line(!order.empty(), text);
