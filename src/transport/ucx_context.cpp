@@ -81,6 +81,10 @@ void Worker::settle() {
   }
 }
 
+bool Worker::arm() {
+  return ucx().ucp_worker_arm(worker_) != UCS_ERR_BUSY;
+}
+
 bool Worker::progress_and_arm() {
   drain();
   return ucx().ucp_worker_arm(worker_) != UCS_ERR_BUSY;

@@ -55,6 +55,9 @@ class Worker {
   // Progresses until nothing is left to do, then arms the wake-up descriptor. False when events
   // arrived while arming (UCS_ERR_BUSY): progress again before sleeping.
   bool progress_and_arm();
+  // Arms the wake-up descriptor without progressing first (the caller just drained the worker and
+  // handled what came). False when events are pending (UCS_ERR_BUSY): progress again.
+  bool arm();
   // Progresses until there is nothing left to do; returns whether anything was done.
   bool drain();
   // Before the worker goes: lets forced closes and cancelled requests complete (they do on

@@ -65,7 +65,9 @@ bool relay(gf::transport::TagRelay &pump, gf::transport::Worker &inner,
       why = pump.error();
       return false;
     }
-    if (!inner.progress_and_arm() || !outer.progress_and_arm()) continue;
+    // pump() drained both workers and took what arrived; draining again here would queue new
+    // arrivals unseen until the next wake-up. Armed as they are: busy means go round again.
+    if (!inner.arm() || !outer.arm()) continue;
     pollfd fds[3] = {{inner.event_fd(), POLLIN, 0}, {outer.event_fd(), POLLIN, 0}, {0, POLLIN, 0}};
     // The wake-up descriptors alone can miss TCP wire-up events: never sleep long.
     ::poll(fds, 3, pump.busy() ? 1 : 50);
