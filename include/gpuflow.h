@@ -175,7 +175,8 @@ typedef enum gf_worker_kind {
  *   on demand; 0: 0.8 (GPUFLOW_SPILL_THRESHOLD); 1 or more: never spill.
  * - endpoint: the node's shared pool to connect to, "unix:///path/to.sock" or a socket path, or
  *   "tcp://HOST:PORT" for a service on another host (gf_service_config.listen; the token comes
- *   from token_file);
+ *   from token_file): such a pool has no GPU workers (the devices are on that host; graphs that
+ *   need them run there, see gf_run_where), and its CPU workers are this host's, unleased;
  *   NULL or "": GPUFLOW_POOL when set, else an embedded pool private to this process. "embedded"
  *   forces a private pool whatever GPUFLOW_POOL says. A connected pool takes its devices from
  *   the service (the device options above are then ignored); see "Shared pools". Its weight
@@ -594,7 +595,10 @@ typedef enum gf_run_where {
   /* In the service when the pool is connected, the service offers a data plane, and the graph
    * names at least one kernel that the service has and this pool has not, with every other body
    * one of those kernels or a command; split between the two (GF_RUN_SPLIT) when other bodies
-   * are only this process's; in this process otherwise. */
+   * are only this process's; in this process otherwise. A pool connected to a service on another
+   * host (a "tcp://" endpoint) has none of the service's devices: there every graph the service
+   * can run (kernels it has, commands) runs there, and in a split graph the tasks that need a
+   * device go there too. */
   GF_RUN_ANYWHERE = 0,
   GF_RUN_IN_PROCESS = 1, /* this process's workers, under the service's leases when connected */
   GF_RUN_IN_SERVICE = 2, /* the service, or GF_ERR_INFEASIBLE saying why it cannot */

@@ -46,7 +46,15 @@ std::string program_name() {
 }
 
 // A connected pool mirrors the service's devices: the same backend, the same devices.
-PoolOptions connected_options(PoolOptions options, const client::Welcome &welcome) {
+PoolOptions connected_options(PoolOptions options, const client::Welcome &welcome,
+                              bool remote) {
+  if (remote) {
+    // The service's devices are on its host: this process has none of them. Its CPU workers
+    // are this host's own; work that needs a device runs in the service (pool/where.cpp).
+    options.backend = GF_BACKEND_HOST;
+    options.host.devices = 0;
+    return options;
+  }
   if (welcome.backend == "cuda") {
     options.backend = GF_BACKEND_CUDA;
     options.cuda.devices.clear();
@@ -107,7 +115,7 @@ std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
 
 std::shared_ptr<PoolCore> PoolCore::create_connected(
     PoolOptions options, std::shared_ptr<client::Connection> connection) {
-  options = connected_options(std::move(options), connection->welcome());
+  options = connected_options(std::move(options), connection->welcome(), connection->remote());
   return owned(new PoolCore(options, std::move(connection)));
 }
 
@@ -154,9 +162,10 @@ PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::Connectio
   scheduler_ = std::make_unique<Scheduler>(*backend_, std::move(registry), std::move(states),
                                            gpu_memory, options.spill_threshold);
   scheduler_->set_events(&events_);
-  if (connection_) {
+  if (connection_ && !connection_->remote()) {
     // Every worker runs tasks only on what the service grants: a device each, and one CPU
-    // for each CPU worker.
+    // for each CPU worker. (A remote service's CPUs and devices are not this host's: nothing
+    // here is leased from it.)
     std::vector<LeaseAgent::Device> leased;
     for (const WorkerState *w : worker_states_) {
       const bool device = w->kind == GF_WORKER_GPU;

@@ -4,18 +4,32 @@
 #include <unordered_set>
 
 #include "core/error.hpp"
+#include "core/resource_names.hpp"
 #include "pool/pool_core.hpp"
 
 namespace gf {
 
 namespace {
 
-// A kernel the service loaded and this pool has not.
+// Whether a task asks for a device (a GPU, or a command on GPU workers).
+bool needs_device(const Graph &graph, const TaskDesc &task) {
+  if (task.command_on_gpu) return true;
+  for (const auto &[name, amount] : graph.requests().get(task.request)) {
+    if (name == resource_names::kGpu || name == resource_names::kGpuMemory) return true;
+  }
+  return false;
+}
+
+// Whether a task must run in the service: a kernel the service loaded and this pool has not,
+// or, when the service is on another host (none of its devices are here), a task that needs a
+// device and whose body the service can run (its kernel, or a command).
 bool service_only(PoolCore &pool, const std::unordered_set<std::string> &service_kernels,
-                  const TaskDesc &task) {
+                  const Graph &graph, const TaskDesc &task) {
   TaskBody body;
-  return !task.kernel.empty() && service_kernels.count(task.kernel) &&
-         !pool.kernels().resolve(task.kernel, body);
+  const bool service_kernel = !task.kernel.empty() && service_kernels.count(task.kernel);
+  if (service_kernel && !pool.kernels().resolve(task.kernel, body)) return true;
+  return pool.connection()->remote() && needs_device(graph, task) &&
+         (service_kernel || task.command != UINT32_MAX);
 }
 
 std::unordered_set<std::string> kernels_of(const client::Connection &connection) {
@@ -78,8 +92,10 @@ gf_run_where choose_where(PoolCore &pool, const Graph &graph, gf_run_where asked
   }
   // A kernel only the service has must run there; the rest follows (the service can run
   // commands and kernels both have; only this process runs what only it has).
+  // A remote service runs whatever it can run: the caller connected to it to use that node.
+  if (connection->remote() && local_only.empty()) return GF_RUN_IN_SERVICE;
   for (TaskIndex t = 0; t < graph.task_count() && !any_service_only; ++t) {
-    any_service_only = service_only(pool, service_kernels, graph.task(t));
+    any_service_only = service_only(pool, service_kernels, graph, graph.task(t));
   }
   if (!any_service_only) return GF_RUN_IN_PROCESS;
   return local_only.empty() ? GF_RUN_IN_SERVICE : GF_RUN_SPLIT;
@@ -89,7 +105,7 @@ std::vector<bool> service_tasks(PoolCore &pool, const Graph &graph) {
   const std::unordered_set<std::string> service_kernels = kernels_of(*pool.connection());
   std::vector<bool> out(graph.task_count());
   for (TaskIndex t = 0; t < graph.task_count(); ++t) {
-    out[t] = service_only(pool, service_kernels, graph.task(t));
+    out[t] = service_only(pool, service_kernels, graph, graph.task(t));
   }
   return out;
 }

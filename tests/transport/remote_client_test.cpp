@@ -170,6 +170,29 @@ TEST_F(RemoteClientTest, TheSeedGraphRunsInTheServiceFromGpuflowRun) {
   EXPECT_TRUE(contains(remote.log(), "@127.0.0.1:")) << remote.log();
 }
 
+// A remote service's devices are on its host: a graph of commands that need GPUs runs there,
+// and this process, which has none of them, refuses to run it here.
+TEST_F(RemoteClientTest, GraphsThatNeedTheNodesDevicesRunThere) {
+  RemoteService remote(dir);
+  ASSERT_TRUE(remote.ready()) << remote.log();
+  const std::string pipeline = std::string(SOURCE_DIR) + "/examples/json/gpu_pipeline.json";
+  auto [rc, out] = run_cli(dir, {"run", "--pool", remote.endpoint(), "--token-file",
+                                 remote.token_file(), "--no-progress", pipeline});
+  EXPECT_EQ(rc, 0) << out << remote.log();
+  EXPECT_TRUE(contains(out, "running in the service at " + remote.endpoint())) << out;
+  EXPECT_TRUE(contains(out, "8 tasks: 8 succeeded, 0 failed")) << out;
+  EXPECT_TRUE(contains(remote.log(), "granted to client")) << remote.log();
+  auto [here_rc, here] = run_cli(dir, {"run", "--pool", remote.endpoint(), "--token-file",
+                                       remote.token_file(), "--in-process", pipeline});
+  EXPECT_NE(here_rc, 0) << here;
+  EXPECT_TRUE(contains(here, "train-0")) << here;  // the first task that needs a GPU, named
+  // And `gpuflow lease`, whose command would run here, says why it will not.
+  auto [lease_rc, lease] = run_cli(dir, {"lease", "--pool", remote.endpoint(), "--token-file",
+                                         remote.token_file(), "--", "true"});
+  EXPECT_EQ(lease_rc, 2) << lease;
+  EXPECT_TRUE(contains(lease, "another host")) << lease;
+}
+
 TEST_F(RemoteClientTest, DoctorChecksTheRemoteDataPlane) {
   RemoteService remote(dir);
   ASSERT_TRUE(remote.ready()) << remote.log();

@@ -285,6 +285,15 @@ std::string join(const std::vector<std::string> &items) {
 
 int cmd_lease(const Args &a) {
   int rc = 0;
+  const char *pool_env = std::getenv("GPUFLOW_POOL");
+  const std::string endpoint = !a.endpoint.empty() ? a.endpoint : pool_env ? pool_env : "";
+  if (endpoint.rfind("tcp://", 0) == 0) {
+    std::cerr << "gpuflow: lease runs COMMAND here, but " << endpoint
+              << " is a service on another host, whose devices are not here: run a graph of "
+                 "commands there instead (gpuflow run --pool "
+              << endpoint << " GRAPH)\n";
+    return kExitError;
+  }
   gf_pool *pool = connect(a, rc);
   if (!pool) return rc;
   gf_lease_request request = GF_LEASE_REQUEST_INIT;
@@ -463,7 +472,13 @@ int cmd_doctor(const Args &a) {
     if (pool) {
       uint32_t devices = 0;
       gf_pool_device_count(&devices, pool);
-      line(devices > 0, "the service offers " + std::to_string(devices) + " device(s)");
+      if (remote) {
+        std::printf("note the service's devices are on its host: graphs that need them run "
+                    "there (gpuflow status --pool %s lists them)\n",
+                    endpoint.c_str());
+      } else {
+        line(devices > 0, "the service offers " + std::to_string(devices) + " device(s)");
+      }
       gpuflow_cli::print_data_plane_check(pool, a.seconds, line);
       gf_pool_destroy(pool);
     }
