@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "../api/test_support.hpp"
 #include "../service/processes.hpp"
 #include "client/connection.hpp"
 #include "core/error.hpp"
@@ -21,6 +22,7 @@
 #include "wire/framing.hpp"
 
 using namespace gfsvc;
+using namespace gft;
 
 namespace {
 
@@ -191,6 +193,52 @@ TEST_F(RemoteClientTest, GraphsThatNeedTheNodesDevicesRunThere) {
                                          remote.token_file(), "--", "true"});
   EXPECT_EQ(lease_rc, 2) << lease;
   EXPECT_TRUE(contains(lease, "another host")) << lease;
+}
+
+// A graph with a C callback of this process and a command that needs a GPU, on a pool connected
+// to a remote service: split, the callback here (on this host's CPU), the command there.
+TEST_F(RemoteClientTest, ASplitGraphSendsItsDeviceTasksToTheRemoteNode) {
+  RemoteService remote(dir);
+  ASSERT_TRUE(remote.ready()) << remote.log();
+  gf_pool_config config = GF_POOL_CONFIG_INIT;
+  const std::string endpoint = remote.endpoint();
+  config.endpoint = endpoint.c_str();
+  config.token_file = remote.token_file().c_str();
+  config.cpu_workers = 1;
+  Pool pool = make_pool(config);
+  ASSERT_TRUE(pool) << last_error();
+  uint32_t devices = 99;
+  GF_EXPECT_OK(gf_pool_device_count(&devices, pool.get()));
+  EXPECT_EQ(devices, 0u) << "the service's devices are on its host";
+  Graph graph = make_graph();
+  const std::string mark = dir / "mark", used = dir / "used";
+  TaskSpec here;
+  here.name = "mark";
+  here.cpu = [mark](gf_task_ctx *) { return std::ofstream(mark) << "x" ? 0 : 1; };
+  const gf_task first = must_add_task(graph.get(), here);
+  const std::string script = "test -f " + mark + " && touch " + used;
+  const char *argv[] = {"sh", "-c", script.c_str()};
+  gf_command_desc command = GF_COMMAND_DESC_INIT;
+  command.argv = argv;
+  command.argc = 3;
+  gf_resource gpu{"GPU", 1};
+  gf_task_desc there = GF_TASK_DESC_INIT;
+  there.name = "use";
+  there.command = &command;
+  there.resources = &gpu;
+  there.resource_count = 1;
+  there.after = &first;
+  there.after_count = 1;
+  gf_task second{0};
+  GF_ASSERT_OK(gf_graph_add_task(&second, graph.get(), &there));
+  gf_run *run = submit(pool.get(), graph.get());
+  ASSERT_NE(run, nullptr) << last_error();
+  gf_run_where where = GF_RUN_ANYWHERE;
+  GF_EXPECT_OK(gf_run_where_get(&where, run));
+  EXPECT_EQ(where, GF_RUN_SPLIT);
+  EXPECT_EQ(gf_run_wait(run, 30000 * kTimeFactor), GF_OK) << last_error() << remote.log();
+  gf_run_destroy(run);
+  EXPECT_TRUE(std::filesystem::exists(used)) << remote.log();
 }
 
 TEST_F(RemoteClientTest, DoctorChecksTheRemoteDataPlane) {
