@@ -44,6 +44,8 @@ constexpr double kRevokePatience_s = 1.0;
 // How long a TCP connection may stay without a Hello carrying the right token.
 constexpr double kRemoteHelloTimeout_s = 10.0;
 constexpr size_t kMaxRemoteHello = 16u << 10;
+// How long a relay may take to start and give its addresses.
+constexpr double kRelayStartTimeout_s = 10.0;
 
 std::string str(const fb::String *s) {
   return s ? s->str() : std::string();
@@ -73,7 +75,8 @@ struct Client {
   std::string net_device;
   std::unique_ptr<RelayProcess> relay;
   double hello_deadline = 0;  // a remote client not greeted by then is dropped
-  uint64_t plane_request = 0;  // a DataPlaneHello waiting for its relay
+  uint64_t plane_request = 0;  // a DataPlaneHello waiting for its relay (0: none)
+  double relay_deadline = 0;   // when that relay must have given its addresses
   struct Server::Impl *server = nullptr;
   ClientId id = 0;
   Peer peer;
@@ -475,6 +478,8 @@ struct Server::Impl {
     const ClientId client = c.id;
     const std::string input =
         transport::to_hex(plane->worker().address()) + " " + transport::to_hex(address) + "\n";
+    c.plane_request = request;
+    c.relay_deadline = now() + kRelayStartTimeout_s;
     try {
       c.relay = RelayProcess::start(
           &loop, program,
@@ -485,6 +490,7 @@ struct Server::Impl {
             auto it = clients.find(client);
             if (it == clients.end()) return;
             Client &k = *it->second;
+            k.plane_request = 0;
             if (a.toward_service.empty() || a.toward_client.empty()) {
               k.relay.reset();
               return send_error(k, request, GF_ERR_SYSTEM,
@@ -497,6 +503,8 @@ struct Server::Impl {
             if (it == clients.end()) return;
             Client &k = *it->second;
             log(who(k) + ": " + why);
+            k.plane_request = 0;
+            k.relay.reset();  // lets a later DataPlaneHello start another
             if (k.blobs) {
               k.blobs->close(why);  // its transfers fail naming it; the connection stays
             } else {
@@ -504,6 +512,7 @@ struct Server::Impl {
             }
           });
     } catch (const Error &e) {
+      c.plane_request = 0;
       log(who(c) + ": data plane refused: " + e.what());
       return send_error(c, request, GF_ERR_SYSTEM, e.what());
     }
@@ -879,6 +888,15 @@ struct Server::Impl {
     for (Client *c : silent) {
       drop(*c, "no Hello with the token within " + amount_text(kRemoteHelloTimeout_s) + " s",
            false);
+    }
+    for (auto &[id, c] : clients) {
+      if (c->plane_request == 0 || c->relay_deadline > t) continue;
+      const std::string why = "its data-plane relay gave no addresses within " +
+                              amount_text(kRelayStartTimeout_s) + " s: stopped";
+      log(who(*c) + ": " + why);
+      send_error(*c, c->plane_request, GF_ERR_SYSTEM, why);
+      c->plane_request = 0;
+      c->relay.reset();
     }
     std::vector<std::pair<Client *, RequestId>> due;
     for (auto &[id, c] : clients) {

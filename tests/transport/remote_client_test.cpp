@@ -322,6 +322,43 @@ TEST_F(RemoteClientTest, TheTokenFileIsMadePrivateAndAReadableOneIsRefused) {
   EXPECT_TRUE(contains(out, "readable by no one else")) << out;
 }
 
+// A relay that fails to start, talks nonsense, or never answers: the remote client's data plane
+// is refused saying why (within 10 s), the relay is not left behind, the service carries on.
+TEST_F(RemoteClientTest, ARelayThatCannotServeIsRefusedNamingWhy) {
+  const std::string sleeper = dir / "sleeping-relay", babbler = dir / "babbling-relay";
+  std::ofstream(sleeper) << "#!/bin/sh\nexec sleep 60\n";
+  std::ofstream(babbler) << "#!/bin/sh\necho not-hex also-not-hex\nexec sleep 60\n";
+  ::chmod(sleeper.c_str(), 0755);
+  ::chmod(babbler.c_str(), 0755);
+  struct Case {
+    std::string relay, expected;
+  };
+  for (const Case &k : {Case{"/bin/false", "ended (exit status 1)"},
+                        Case{babbler, "did not give its addresses"},
+                        Case{sleeper, "gave no addresses within 10 s"}}) {
+    ::setenv("GPUFLOW_RELAY", k.relay.c_str(), 1);
+    TempDir own;
+    RemoteService remote(own);
+    ::unsetenv("GPUFLOW_RELAY");
+    ASSERT_TRUE(remote.ready()) << remote.log();
+    auto c = remote.connect("unlucky");
+    try {
+      c->open_data_plane();
+      ADD_FAILURE() << k.relay << ": a data plane opened";
+    } catch (const gf::Error &e) {
+      EXPECT_TRUE(contains(e.what(), k.expected)) << k.relay << ": " << e.what();
+    }
+    EXPECT_TRUE(wait_for(
+        [&] {
+          return children_named(remote.pid(), "sleep").empty() &&
+                 children_named(remote.pid(), "false").empty();
+        },
+        5000))
+        << k.relay;
+    EXPECT_NO_THROW(c->status()) << k.relay;
+  }
+}
+
 TEST_F(RemoteClientTest, AKilledRelayFailsItsClientsTransfersNamingIt) {
   RemoteService remote(dir);
   ASSERT_TRUE(remote.ready()) << remote.log();
