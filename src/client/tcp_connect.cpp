@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/tcp_keepalive.hpp"
 
 namespace gf::client {
 
@@ -92,10 +93,17 @@ int connect_tcp(const std::string &endpoint, int timeout_ms, std::string &device
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  core::keep_alive(fd);
   sockaddr_in local{};
   socklen_t size = sizeof local;
   if (::getsockname(fd, reinterpret_cast<sockaddr *>(&local), &size) == 0) {
     device = device_with_address(local);
+  }
+  if (device.empty()) {
+    ::close(fd);
+    fail(GF_ERR_SYSTEM, "connected to " + endpoint +
+                            ", but no network device of this host has the address it left from "
+                            "(the data plane goes over the same device)");
   }
   return fd;
 }

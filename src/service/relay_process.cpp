@@ -171,7 +171,9 @@ RelayProcess::~RelayProcess() {
   s->on_ready = nullptr;
   s->on_end = nullptr;
   // Its stdin closing ends it; SIGTERM in case it is stuck in UCX.
-  if (!s->exited) uv_process_kill(&s->process, SIGTERM);
+  // Nothing in the relay needs a graceful end, and SIGTERM can be ignored or wait behind UCX:
+  // the service's stop must not hang on it.
+  if (!s->exited) uv_process_kill(&s->process, SIGKILL);
   s->close(reinterpret_cast<uv_handle_t *>(&s->in));
   s->free_if_done();  // it ended on its own before: every handle is closed already
 }

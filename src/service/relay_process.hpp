@@ -29,7 +29,7 @@ class RelayProcess {
                                              const std::vector<std::string> &args,
                                              const std::string &input, OnReady on_ready,
                                              OnEnd on_end);
-  // Closes its standard input (it ends by itself) and sends SIGTERM; no callback runs after.
+  // Closes its standard input and kills it (SIGKILL); no callback runs after.
   ~RelayProcess();
   RelayProcess(const RelayProcess &) = delete;
   RelayProcess &operator=(const RelayProcess &) = delete;

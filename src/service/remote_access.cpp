@@ -13,11 +13,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <sstream>
 
 #include "core/error.hpp"
 #include "core/host_port.hpp"
+#include "core/tcp_keepalive.hpp"
 
 namespace gf::service {
 
@@ -63,7 +63,20 @@ std::string listen_tcp(uv_loop_t *loop, uv_tcp_t *tcp, const std::string &addres
   sockaddr_storage bound{};
   int size = sizeof bound;
   uv_tcp_getsockname(tcp, reinterpret_cast<sockaddr *>(&bound), &size);
-  return text_of(bound);
+  std::string text = text_of(bound);
+  if (a.host == "0.0.0.0") {
+    // Every interface: clients elsewhere need a name they can reach, not 0.0.0.0.
+    char host[256] = "";
+    if (::gethostname(host, sizeof host - 1) == 0 && *host) {
+      text = std::string(host) + text.substr(text.rfind(':'));
+    }
+  }
+  return text;
+}
+
+void keep_alive(uv_tcp_t *tcp) {
+  uv_os_fd_t fd = -1;
+  if (uv_fileno(reinterpret_cast<uv_handle_t *>(tcp), &fd) == 0) core::keep_alive(fd);
 }
 
 std::string load_token(const std::string &path) {
@@ -91,18 +104,26 @@ std::string load_token(const std::string &path) {
   if (fd < 0) fail(GF_ERR_SYSTEM, "opening the token file " + path + ": " + std::strerror(errno));
   struct stat st {};
   ::fstat(fd, &st);
-  ::close(fd);
-  if (!S_ISREG(st.st_mode)) fail(GF_ERR_INVALID_ARGUMENT, "the token file " + path + " is not a file");
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(GF_ERR_INVALID_ARGUMENT, "the token file " + path + " is not a file");
+  }
   if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 0777));
+    ::close(fd);
     fail(GF_ERR_INVALID_ARGUMENT, "the token file " + path + " (mode " + mode + ", owner uid " +
                                       std::to_string(st.st_uid) +
                                       ") must be this user's and readable by no one else (0600)");
   }
-  std::ifstream in(path);
-  std::string token;
-  std::getline(in, token);
+  // Read from the descriptor checked above, not the path again (which could change meanwhile).
+  std::string content;
+  char buffer[4096];
+  for (ssize_t n; content.size() < (64u << 10) && (n = ::read(fd, buffer, sizeof buffer)) > 0;) {
+    content.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  std::string token = content.substr(0, content.find('\n'));
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
   if (token.size() < 16) {
     fail(GF_ERR_INVALID_ARGUMENT,

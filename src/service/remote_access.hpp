@@ -10,8 +10,8 @@
 namespace gf::service {
 
 // Binds and listens on "HOST:PORT" (IPv4; port 0 picks a free one), `data` on the handle, calling
-// `on_connection` for each connection. Throws gf::Error naming it. Returns the address actually
-// bound, "HOST:PORT".
+// `on_connection` for each connection. Throws gf::Error naming it. Returns where clients connect,
+// "HOST:PORT" with the port actually bound (and this host's name for 0.0.0.0).
 std::string listen_tcp(uv_loop_t *loop, uv_tcp_t *tcp, const std::string &address,
                        uv_connection_cb on_connection, void *data);
 
@@ -22,6 +22,9 @@ std::string load_token(const std::string &path);
 
 // Whether `offered` is `token`, in time that does not depend on where they differ.
 bool same_token(const std::string &offered, const std::string &token);
+
+// core::keep_alive on an accepted connection.
+void keep_alive(uv_tcp_t *tcp);
 
 // The "IP:PORT" of a connection's other end, and the name of the local network device its
 // traffic comes in through ("lo", "eth0", "veth1"; empty when not found).

@@ -44,6 +44,8 @@ constexpr double kRevokePatience_s = 1.0;
 // How long a TCP connection may stay without a Hello carrying the right token.
 constexpr double kRemoteHelloTimeout_s = 10.0;
 constexpr size_t kMaxRemoteHello = 16u << 10;
+// Remote connections that have not shown the token yet, at most (more are closed at once).
+constexpr size_t kMaxRemoteUngreeted = 64;
 // How long a relay may take to start and give its addresses.
 constexpr double kRelayStartTimeout_s = 10.0;
 
@@ -102,6 +104,7 @@ struct Server::Impl {
   std::string remote_endpoint;  // "tcp://HOST:PORT"
   std::string token;
   std::set<Client *> dropped;  // closing: their handles go once libuv is done
+  bool warned_ungreeted = false;
   uv_async_t wake{};
   uv_timer_t tick{};
   std::thread thread;
@@ -210,9 +213,19 @@ struct Server::Impl {
     }
     if (remote) {
       // Who it is comes from the token it shows in its Hello (greet), not from the kernel.
+      size_t waiting = 0;
+      for (const auto &[id, k] : clients) waiting += k->remote && !k->greeted;
+      if (waiting >= kMaxRemoteUngreeted) {
+        uv_close(c->handle(), [](uv_handle_t *h) { delete static_cast<Client *>(h->data); });
+        if (!warned_ungreeted) log("remote connections refused: " +
+                                   std::to_string(waiting) + " already wait for their Hello");
+        warned_ungreeted = true;
+        return;
+      }
+      warned_ungreeted = false;
       uv_tcp_nodelay(&c->io.tcp, 1);
+      keep_alive(&c->io.tcp);
       c->address = peer_address_of(&c->io.tcp);
-      c->net_device = device_of(&c->io.tcp);
       c->peer.user = c->address;
       c->hello_deadline = now() + kRemoteHelloTimeout_s;
     } else {
@@ -376,7 +389,7 @@ struct Server::Impl {
         send_error(c, 0, GF_ERR_INVALID_ARGUMENT,
                    "wrong token: a remote client must show the token of the service's token "
                    "file (gpuflow serve --token-file)");
-        problem = "a Hello without the right token";
+        drop(c, "it sent a Hello without the right token");
         return;
       }
       std::string user = str(hello.user());
@@ -440,6 +453,8 @@ struct Server::Impl {
     if (!plane) {
       return send_error(c, id, GF_ERR_STATE, "this service has no data plane: " + plane_error);
     }
+    // One that failed (closed, or its relay gone) may be opened again; a working one may not.
+    if (c.blobs && c.blobs->closed() && !c.relay) c.blobs.reset();
     if (c.blobs || c.relay) return send_error(c, id, GF_ERR_STATE, "you already have a data plane");
     // UCX's shared memory is reached through /proc/PID/fd and process_vm_readv: both need the
     // peer to be ptrace-able, i.e. the same user. Another user would fail deep in UCX's wire-up;
@@ -471,9 +486,11 @@ struct Server::Impl {
                         "this service cannot serve a remote data plane: gpuflow-relay was not "
                         "found (set GPUFLOW_RELAY to its path)");
     }
+    c.net_device = device_of(&c.io.tcp);
     if (c.net_device.empty()) {
       return send_error(c, request, GF_ERR_SYSTEM,
-                        "no network device found for the connection from " + c.address);
+                        "no network device of this host has the address the connection from " +
+                            c.address + " came to (a NAT or virtual address?)");
     }
     const ClientId client = c.id;
     const std::string input =
@@ -536,6 +553,7 @@ struct Server::Impl {
           });
     } catch (const Error &e) {
       log(who(c) + ": data plane refused: " + e.what());
+      c.relay.reset();
       return send_error(c, id, GF_ERR_SYSTEM, e.what());
     }
     log(who(c) + " has a data plane (" + transports + ")");
@@ -889,14 +907,20 @@ struct Server::Impl {
       drop(*c, "no Hello with the token within " + amount_text(kRemoteHelloTimeout_s) + " s",
            false);
     }
-    for (auto &[id, c] : clients) {
-      if (c->plane_request == 0 || c->relay_deadline > t) continue;
+    std::vector<ClientId> stuck;
+    for (auto &[id, c] : clients)
+      if (c->plane_request != 0 && c->relay_deadline <= t) stuck.push_back(id);
+    for (ClientId id : stuck) {
+      auto it = clients.find(id);  // an earlier one's error may have dropped this one
+      if (it == clients.end()) continue;
+      Client &c = *it->second;
       const std::string why = "its data-plane relay gave no addresses within " +
                               amount_text(kRelayStartTimeout_s) + " s: stopped";
-      log(who(*c) + ": " + why);
-      send_error(*c, c->plane_request, GF_ERR_SYSTEM, why);
-      c->plane_request = 0;
-      c->relay.reset();
+      log(who(c) + ": " + why);
+      const uint64_t request = c.plane_request;
+      c.plane_request = 0;
+      c.relay.reset();
+      send_error(c, request, GF_ERR_SYSTEM, why);
     }
     std::vector<std::pair<Client *, RequestId>> due;
     for (auto &[id, c] : clients) {
@@ -992,6 +1016,14 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
       [impl = &s](RunNews n) { impl->post_news(std::move(n)); });
   if (int rc = uv_loop_init(&s.loop))
     fail(GF_ERR_SYSTEM, std::string("uv_loop_init: ") + uv_strerror(rc));
+  if (!s.options.listen.empty()) {
+    try {
+      s.token = load_token(s.options.token_file);
+    } catch (...) {
+      uv_loop_close(&s.loop);
+      throw;
+    }
+  }
   try {
     listen_on(&s.loop, &s.listener, s.socket_path, s.options.group);
   } catch (...) {
@@ -999,12 +1031,10 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
     throw;
   }
   s.listener.data = &s;
-  uv_listen(reinterpret_cast<uv_stream_t *>(&s.listener), 128, [](uv_stream_t *l, int status) {
-    if (status == 0) static_cast<Impl *>(l->data)->accept(false);
-  });
   if (!s.options.listen.empty()) {
+    // Before the unix socket listens: while it does not, nothing can connect to it while a
+    // failure here closes everything down.
     try {
-      s.token = load_token(s.options.token_file);
       s.remote_endpoint =
           "tcp://" + listen_tcp(&s.loop, &s.tcp_listener, s.options.listen,
                                 [](uv_stream_t *l, int status) {
@@ -1020,6 +1050,9 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
     }
     s.listening_tcp = true;
   }
+  uv_listen(reinterpret_cast<uv_stream_t *>(&s.listener), 128, [](uv_stream_t *l, int status) {
+    if (status == 0) static_cast<Impl *>(l->data)->accept(false);
+  });
   uv_async_init(&s.loop, &s.wake, [](uv_async_t *a) {
     auto *self = static_cast<Impl *>(a->data);
     if (!self->stopping) self->shut_down();

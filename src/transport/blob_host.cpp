@@ -178,6 +178,10 @@ void BlobHost::expire(double now) {
   }
 }
 
+bool BlobHost::closed() const {
+  return state_->closed;
+}
+
 void BlobHost::close(const std::string &why) {
   if (state_->closed) return;
   state_->closed = true;

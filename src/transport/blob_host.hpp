@@ -71,6 +71,8 @@ class BlobHost {
   void expire(double now);
   // Cancels what is in flight, closes the endpoint (forced), frees every blob. Idempotent.
   void close(const std::string &why);
+  // Whether close() ran: its transfers fail, and the client may open a new data plane.
+  bool closed() const;
   uint64_t bytes() const;
   std::string transports() const { return ep_ ? ep_->transports() : std::string(); }
 

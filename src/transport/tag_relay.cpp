@@ -22,13 +22,18 @@ void TagRelay::take_arrivals(int from) {
   ucp_worker_h worker = sides_[from].worker->get();
   for (;;) {
     ucp_tag_recv_info_t info{};
-    ucp_tag_message_h handle = ucx().ucp_tag_probe_nb(worker, 0, 0, 1, &info);
-    if (!handle) return;
+    if (!ucx().ucp_tag_probe_nb(worker, 0, 0, 0, &info)) return;
     if (info.length > max_message_) {
       fail(sides_[from].name + " sent a message of " + std::to_string(info.length) +
            " bytes, more than the " + std::to_string(max_message_) + " a client may hold");
       return;
     }
+    // Bytes held here stay under twice a client's cap: the rest waits in UCX (rendezvous
+    // messages are only announced; their bytes stay with the sender until received).
+    if (bytes_held_ > 0 && bytes_held_ + info.length > max_message_) return;
+    ucp_tag_message_h handle = ucx().ucp_tag_probe_nb(worker, 0, 0, 1, &info);
+    if (!handle) return;
+    bytes_held_ += info.length;
     auto message = std::make_shared<Message>();
     message->size = info.length;
     message->tag = info.sender_tag;
@@ -54,6 +59,7 @@ void TagRelay::take_arrivals(int from) {
       TagRelay &relay = *arrival->relay;
       --relay.in_flight_;
       if (status != UCS_OK) {
+        relay.bytes_held_ -= arrival->message->size;
         relay.fail("receiving from " + relay.sides_[arrival->from].name +
                    " failed: " + ucx().ucs_status_string(status));
         return;
@@ -68,6 +74,7 @@ void TagRelay::take_arrivals(int from) {
       std::unique_ptr<Arrival> arrival(static_cast<Arrival *>(param.user_data));
       --in_flight_;
       if (r != nullptr) {
+        bytes_held_ -= message->size;
         fail("receiving from " + sides_[from].name +
              " failed: " + ucx().ucs_status_string(UCS_PTR_STATUS(r)));
         return;
@@ -96,6 +103,7 @@ bool TagRelay::pump() {
       tag_send(to.to_peer->get(), data, size, message->tag,
                [this, message, name = to.name](ucs_status_t status, size_t) {
                  --in_flight_;
+                 bytes_held_ -= message->size;
                  if (status != UCS_OK) {
                    fail("sending to " + name + " failed: " + ucx().ucs_status_string(status));
                  }

@@ -37,7 +37,7 @@ class TagRelay {
   // (error() says what); the relay should then end.
   bool pump();
   // Whether messages are in flight (poll briefly rather than sleep).
-  bool busy() const { return in_flight_ > 0; }
+  bool busy() const { return in_flight_ > 0 || bytes_held_ > 0; }
   const std::string &error() const { return error_; }
   // Called by an endpoint's error callback.
   void fail(const std::string &why) {
@@ -54,6 +54,7 @@ class TagRelay {
   uint64_t max_message_;
   std::deque<std::shared_ptr<Message>> arrived_[2];  // received, to send to the other side
   int in_flight_ = 0;
+  uint64_t bytes_held_ = 0;  // received or being received, not yet sent on
   uint64_t messages_ = 0, bytes_ = 0;
   std::string error_;
 };
