@@ -57,7 +57,11 @@ struct RelayProcess::State {
     } catch (const Error &) {
       a = {};
     }
-    if (!detached && on_ready) on_ready(std::move(a));  // empty addresses: it said nonsense
+    // Out of the member first: the callback may let the RelayProcess go, whose destructor
+    // clears the callbacks (this one's closure would be destroyed while it runs).
+    OnReady ready_callback = std::move(on_ready);
+    on_ready = nullptr;
+    if (!detached && ready_callback) ready_callback(std::move(a));  // empty: it said nonsense
   }
 
   void on_stderr(const char *bytes, size_t n) {
