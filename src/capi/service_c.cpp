@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "capi/dashboards.hpp"
-#include "core/host_port.hpp"
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
+#include "core/host_port.hpp"
 
 using namespace gf;
 using namespace gf::capi;

@@ -100,11 +100,10 @@ void Connection::handshake(const std::string &name, double weight, int timeout_m
                            uint64_t on_behalf_of, const std::string &token) {
   fb::FlatBufferBuilder b;
   const bool remote = !token.empty();
-  send(wire::frame_of(
-      b, wire::CreateHello(b, wire::kProtocolVersion, b.CreateString(name), weight,
-                           remote ? b.CreateString(token) : 0, on_behalf_of,
-                           remote ? b.CreateString(user_name()) : 0,
-                           remote ? static_cast<uint32_t>(::getpid()) : 0)));
+  send(wire::frame_of(b, wire::CreateHello(b, wire::kProtocolVersion, b.CreateString(name), weight,
+                                           remote ? b.CreateString(token) : 0, on_behalf_of,
+                                           remote ? b.CreateString(user_name()) : 0,
+                                           remote ? static_cast<uint32_t>(::getpid()) : 0)));
   wire::FrameReader reader;
   std::vector<uint8_t> payload;
   std::string error;

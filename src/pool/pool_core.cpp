@@ -46,8 +46,7 @@ std::string program_name() {
 }
 
 // A connected pool mirrors the service's devices: the same backend, the same devices.
-PoolOptions connected_options(PoolOptions options, const client::Welcome &welcome,
-                              bool remote) {
+PoolOptions connected_options(PoolOptions options, const client::Welcome &welcome, bool remote) {
   if (remote) {
     // The service's devices are on its host: this process has none of them. Its CPU workers
     // are this host's own; work that needs a device runs in the service (pool/where.cpp).
@@ -105,10 +104,9 @@ std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
   PoolOptions options = resolve_pool_options(config);
   const std::string endpoint = client::resolve_endpoint(config.endpoint);
   if (!endpoint.empty()) {
-    return create_connected(std::move(options),
-                            client::Connection::open(endpoint, program_name(), client_weight(),
-                                                     5000, 0,
-                                                     config.token_file ? config.token_file : ""));
+    return create_connected(std::move(options), client::Connection::open(
+                                                    endpoint, program_name(), client_weight(), 5000,
+                                                    0, config.token_file ? config.token_file : ""));
   }
   return owned(new PoolCore(options, nullptr));
 }

@@ -94,7 +94,8 @@ std::string load_token(const std::string &path) {
       token += digits[b & 15];
     }
     fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) fail(GF_ERR_SYSTEM, "creating the token file " + path + ": " + std::strerror(errno));
+    if (fd < 0)
+      fail(GF_ERR_SYSTEM, "creating the token file " + path + ": " + std::strerror(errno));
     const std::string line = token + "\n";
     const bool written = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
     ::close(fd);
@@ -172,8 +173,7 @@ std::string relay_program() {
   if (::dladdr(reinterpret_cast<void *>(&relay_program), &info) && info.dli_fname) {
     std::string self = info.dli_fname;
     const std::string dir = self.substr(0, self.rfind('/') + 1);
-    for (const std::string &candidate :
-         {dir + "gpuflow-relay", dir + GPUFLOW_RELAY_FROM_LIBDIR}) {
+    for (const std::string &candidate : {dir + "gpuflow-relay", dir + GPUFLOW_RELAY_FROM_LIBDIR}) {
       if (executable(candidate)) return candidate;
     }
   }

@@ -76,7 +76,7 @@ struct Client {
   std::string address;
   std::string net_device;
   std::unique_ptr<RelayProcess> relay;
-  double hello_deadline = 0;  // a remote client not greeted by then is dropped
+  double hello_deadline = 0;   // a remote client not greeted by then is dropped
   uint64_t plane_request = 0;  // a DataPlaneHello waiting for its relay (0: none)
   double relay_deadline = 0;   // when that relay must have given its addresses
   struct Server::Impl *server = nullptr;
@@ -167,8 +167,7 @@ struct Server::Impl {
   // ---- Writing ----
   void write(Client &c, std::vector<uint8_t> bytes) {
     if (c.closing) return;
-    if (uv_stream_get_write_queue_size(c.stream()) >
-        kMaxQueuedWrite) {
+    if (uv_stream_get_write_queue_size(c.stream()) > kMaxQueuedWrite) {
       drop(c,
            "it does not read its replies (more than " + std::to_string(kMaxQueuedWrite >> 20) +
                " MiB queued)",
@@ -217,8 +216,9 @@ struct Server::Impl {
       for (const auto &[id, k] : clients) waiting += k->remote && !k->greeted;
       if (waiting >= kMaxRemoteUngreeted) {
         uv_close(c->handle(), [](uv_handle_t *h) { delete static_cast<Client *>(h->data); });
-        if (!warned_ungreeted) log("remote connections refused: " +
-                                   std::to_string(waiting) + " already wait for their Hello");
+        if (!warned_ungreeted)
+          log("remote connections refused: " + std::to_string(waiting) +
+              " already wait for their Hello");
         warned_ungreeted = true;
         return;
       }
@@ -303,11 +303,10 @@ struct Server::Impl {
     dropped.insert(&c);
     log(line);
     auto *shutdown = new uv_shutdown_t;
-    if (!flush || uv_shutdown(shutdown, c.stream(),
-                              [](uv_shutdown_t *req, int) {
-                                close_client(reinterpret_cast<uv_handle_t *>(req->handle));
-                                delete req;
-                              }) != 0) {
+    if (!flush || uv_shutdown(shutdown, c.stream(), [](uv_shutdown_t *req, int) {
+                    close_client(reinterpret_cast<uv_handle_t *>(req->handle));
+                    delete req;
+                  }) != 0) {
       delete shutdown;
       close_client(c.handle());
     }
@@ -542,8 +541,8 @@ struct Server::Impl {
     const ClientId client = c.id;
     try {
       c.blobs = std::make_unique<transport::BlobHost>(
-          *plane, c.id, who(c), address,
-          options.blob_cap, options.blob_put_timeout_s, [this, client](const std::string &why) {
+          *plane, c.id, who(c), address, options.blob_cap, options.blob_put_timeout_s,
+          [this, client](const std::string &why) {
             // Its transfers fail naming it; the control connection (and its leases) stay: a
             // client that died is dropped when its socket closes.
             auto it = clients.find(client);
@@ -560,9 +559,9 @@ struct Server::Impl {
     fb::FlatBufferBuilder b;
     const std::vector<uint8_t> &mine =
         welcome_address.empty() ? plane->worker().address() : welcome_address;
-    write(c, wire::frame_of(b, wire::CreateDataPlaneWelcome(b, id, b.CreateVector(mine),
-                                                            options.blob_cap,
-                                                            b.CreateString(transports))));
+    write(c, wire::frame_of(
+                 b, wire::CreateDataPlaneWelcome(b, id, b.CreateVector(mine), options.blob_cap,
+                                                 b.CreateString(transports))));
     plane->progress().kick();
   }
 
@@ -1035,12 +1034,13 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
     // Before the unix socket listens: while it does not, nothing can connect to it while a
     // failure here closes everything down.
     try {
-      s.remote_endpoint =
-          "tcp://" + listen_tcp(&s.loop, &s.tcp_listener, s.options.listen,
-                                [](uv_stream_t *l, int status) {
-                                  if (status == 0) static_cast<Impl *>(l->data)->accept(true);
-                                },
-                                &s);
+      s.remote_endpoint = "tcp://" + listen_tcp(
+                                         &s.loop, &s.tcp_listener, s.options.listen,
+                                         [](uv_stream_t *l, int status) {
+                                           if (status == 0)
+                                             static_cast<Impl *>(l->data)->accept(true);
+                                         },
+                                         &s);
     } catch (...) {
       uv_close(reinterpret_cast<uv_handle_t *>(&s.listener), nullptr);
       uv_run(&s.loop, UV_RUN_NOWAIT);
@@ -1080,7 +1080,9 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
   s.publish_snapshot();
   s.log("serving " + std::to_string(s.book->slots().size()) + " device(s) (" + s.backend_name +
         ") and " + amount_text(s.book->cpus()) + " CPU(s) at " + s.endpoint +
-        (s.remote_endpoint.empty() ? "" : " and " + s.remote_endpoint + " (remote clients, token in " + s.options.token_file + ")"));
+        (s.remote_endpoint.empty() ? ""
+                                   : " and " + s.remote_endpoint + " (remote clients, token in " +
+                                         s.options.token_file + ")"));
   s.thread = std::thread([&s] {
     // libuv writes to client sockets with write(2): a client gone mid-reply would raise SIGPIPE,
     // whose default kills the whole process. Blocked on this thread, the write fails with EPIPE

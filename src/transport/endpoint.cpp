@@ -39,7 +39,8 @@ Endpoint::Endpoint(Worker &worker, const std::vector<uint8_t> &peer_address, std
   params.address = reinterpret_cast<const ucp_address_t *>(peer_address.data());
   // UCX refuses peer-error mode on transports without a failure handler ("destination is
   // unreachable"): asked for only where it can be had.
-  params.err_mode = worker.peer_failure_handled() ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+  params.err_mode =
+      worker.peer_failure_handled() ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
   params.err_handler.cb = on_ep_error;
   params.err_handler.arg = sink_.get();
   ucs_status_t status = ucx().ucp_ep_create(worker.get(), &params, &ep_);

@@ -14,7 +14,8 @@ struct TagRelay::Message {
   bool received = false;
 };
 
-TagRelay::TagRelay(Side a, Side b, uint64_t max_message) : sides_{a, b}, max_message_(max_message) {}
+TagRelay::TagRelay(Side a, Side b, uint64_t max_message)
+    : sides_{a, b}, max_message_(max_message) {}
 
 TagRelay::~TagRelay() = default;
 
@@ -67,8 +68,8 @@ void TagRelay::take_arrivals(int from) {
       arrival->message->received = true;
       relay.arrived_[arrival->from].push_back(std::move(arrival->message));
     };
-    ucs_status_ptr_t r = ucx().ucp_tag_msg_recv_nbx(worker, message->bytes.get(), message->size,
-                                                    handle, &param);
+    ucs_status_ptr_t r =
+        ucx().ucp_tag_msg_recv_nbx(worker, message->bytes.get(), message->size, handle, &param);
     if (r == nullptr || UCS_PTR_IS_ERR(r)) {
       // Done (or failed) inside the call: the callback did not run.
       std::unique_ptr<Arrival> arrival(static_cast<Arrival *>(param.user_data));

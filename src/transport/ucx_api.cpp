@@ -37,8 +37,8 @@ Loaded load() {
     return out;
   }
   link_map *map = nullptr;
-  out.path = ::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name ? map->l_name
-                                                                                   : name;
+  out.path =
+      ::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name ? map->l_name : name;
 #define GF_UCX_LOOKUP(name)                                                               \
   if (out.error.empty()) {                                                                \
     out.api.name = reinterpret_cast<decltype(out.api.name)>(::dlsym(handle, #name));      \

@@ -63,9 +63,9 @@ class RemoteService {
  public:
   RemoteService(const TempDir &dir, const std::string &host = "127.0.0.1")
       : token_file_(dir / "token"),
-        service_(dir, 2,
-                 {"--listen", host + ":0", "--token-file", dir / "token", "--plugin",
-                  kSeedKernels}) {
+        service_(
+            dir, 2,
+            {"--listen", host + ":0", "--token-file", dir / "token", "--plugin", kSeedKernels}) {
     if (!service_.ready()) return;
     const std::string line =
         service_.proc().expect("gpuflow serve: remote clients connect to", 10000 * kTimeFactor);
@@ -142,8 +142,7 @@ TEST_F(RemoteClientTest, RoundTripsFromZeroBytesTo256MiBThroughTheRelay) {
   EXPECT_EQ(ports, std::set<std::string>{hex}) << "the service's own TCP sockets";
   // Letting go ends the relay and frees the blobs.
   c.reset();
-  EXPECT_TRUE(wait_for([&] { return children_named(remote.pid(), "gpuflow-relay").empty(); },
-                       5000))
+  EXPECT_TRUE(wait_for([&] { return children_named(remote.pid(), "gpuflow-relay").empty(); }, 5000))
       << remote.log();
   EXPECT_TRUE(wait_for([&] { return contains(remote.log(), "data plane closed"); }, 5000));
 }
@@ -259,9 +258,7 @@ TEST_F(RemoteClientTest, DoctorChecksTheRemoteDataPlane) {
 TEST_F(RemoteClientTest, WrongTokensAndGarbageAreRefusedWithoutHarm) {
   RemoteService remote(dir);
   ASSERT_TRUE(remote.ready()) << remote.log();
-  {
-    std::ofstream(dir / "wrong") << "not-the-token-at-all\n";
-  }
+  { std::ofstream(dir / "wrong") << "not-the-token-at-all\n"; }
   try {
     gf::client::Connection::open(remote.endpoint(), "intruder", 1, 5000, 0, dir / "wrong");
     ADD_FAILURE() << "a wrong token was let in";
@@ -281,9 +278,8 @@ TEST_F(RemoteClientTest, WrongTokensAndGarbageAreRefusedWithoutHarm) {
   const int port = std::stoi(remote.endpoint().substr(remote.endpoint().rfind(':') + 1));
   std::string big_frame("\x00\x00\x10\x00", 4);
   big_frame += std::string(20000, 'x');
-  for (const std::string &garbage :
-       {std::string("\xff\xff\xff\x7fGET / HTTP/1.1\r\n\r\n", 22), std::string(64, '\0'),
-        big_frame}) {
+  for (const std::string &garbage : {std::string("\xff\xff\xff\x7fGET / HTTP/1.1\r\n\r\n", 22),
+                                     std::string(64, '\0'), big_frame}) {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -312,9 +308,12 @@ TEST_F(RemoteClientTest, WrongTokensAndGarbageAreRefusedWithoutHarm) {
   };
   std::vector<int> silent;
   for (int i = 0; i < 64; ++i) silent.push_back(tcp_connect());
-  ASSERT_TRUE(wait_for([&] { return contains(remote.log(), "already wait for their Hello") ||
-                                    (::close(tcp_connect()), false); },
-                       5000))
+  ASSERT_TRUE(wait_for(
+      [&] {
+        return contains(remote.log(), "already wait for their Hello") ||
+               (::close(tcp_connect()), false);
+      },
+      5000))
       << remote.log();
   int extra = tcp_connect();
   char sink[16];
@@ -342,8 +341,8 @@ TEST_F(RemoteClientTest, TheTokenFileIsMadePrivateAndAReadableOneIsRefused) {
     EXPECT_EQ(token.size(), 64u);  // 256 random bits, as hex
   }
   ASSERT_EQ(::chmod((dir / "token").c_str(), 0644), 0);
-  auto [rc, out] = run_cli(dir, {"serve", "--socket", dir / "other.sock", "--listen",
-                                 "127.0.0.1:0", "--token-file", dir / "token"});
+  auto [rc, out] = run_cli(dir, {"serve", "--socket", dir / "other.sock", "--listen", "127.0.0.1:0",
+                                 "--token-file", dir / "token"});
   EXPECT_EQ(rc, 2) << out;
   EXPECT_TRUE(contains(out, "readable by no one else")) << out;
 }
@@ -359,9 +358,9 @@ TEST_F(RemoteClientTest, ARelayThatCannotServeIsRefusedNamingWhy) {
   struct Case {
     std::string relay, expected;
   };
-  for (const Case &k : {Case{"/bin/false", "ended (exit status 1)"},
-                        Case{babbler, "did not give its addresses"},
-                        Case{sleeper, "gave no addresses within 10 s"}}) {
+  for (const Case &k :
+       {Case{"/bin/false", "ended (exit status 1)"}, Case{babbler, "did not give its addresses"},
+        Case{sleeper, "gave no addresses within 10 s"}}) {
     ::setenv("GPUFLOW_RELAY", k.relay.c_str(), 1);
     TempDir own;
     RemoteService remote(own);
@@ -403,8 +402,7 @@ TEST_F(RemoteClientTest, AKilledRelayFailsItsClientsTransfersNamingIt) {
   std::vector<pid_t> relays = children_named(remote.pid(), "gpuflow-relay");
   ASSERT_EQ(relays.size(), 1u);
   ::kill(relays[0], SIGKILL);
-  ASSERT_TRUE(wait_for([&] { return contains(remote.log(), "relay (pid"); }, 5000))
-      << remote.log();
+  ASSERT_TRUE(wait_for([&] { return contains(remote.log(), "relay (pid"); }, 5000)) << remote.log();
   EXPECT_TRUE(contains(remote.log(), "killed by signal 9")) << remote.log();
   try {
     c->get(1);
@@ -430,8 +428,8 @@ TEST_F(RemoteClientTest, AClientKilledMidTransferLeavesNothingBehind) {
   ASSERT_NE(client.expect("put 2", 30000 * kTimeFactor), "") << client.story();
   client.signal(SIGKILL);
   client.wait(5000);
-  EXPECT_TRUE(wait_for([&] { return children_named(remote.pid(), "gpuflow-relay").empty(); },
-                       10000))
+  EXPECT_TRUE(
+      wait_for([&] { return children_named(remote.pid(), "gpuflow-relay").empty(); }, 10000))
       << remote.log();
   EXPECT_TRUE(wait_for([&] { return contains(remote.log(), "blob byte(s) freed"); }, 5000))
       << remote.log();
@@ -530,16 +528,16 @@ TEST_F(RemoteClientTest, AClientInAnotherNetworkNamespace) {
   const std::string endpoint = line.substr(at, line.find(' ', at) - at);
   EXPECT_EQ(endpoint.rfind("tcp://10.213.0.1:", 0), 0u) << endpoint;
   // Blobs, content checked, from the other namespace.
-  std::vector<std::string> put = hosts.in_client(
-      {BLOB_CLIENT_PATH, endpoint, "roundtrip", std::to_string(size_t{16} << 20)});
+  std::vector<std::string> put =
+      hosts.in_client({BLOB_CLIENT_PATH, endpoint, "roundtrip", std::to_string(size_t{16} << 20)});
   put[0] = ip_path();
   Proc client(put, dir / "ns-client.err", {"GPUFLOW_TOKEN_FILE=" + (dir / "token")});
-  EXPECT_EQ(client.expect("ok", 30000 * kTimeFactor), "ok") << client.story()
-                                                            << service.stderr_text();
+  EXPECT_EQ(client.expect("ok", 30000 * kTimeFactor), "ok")
+      << client.story() << service.stderr_text();
   EXPECT_EQ(client.wait(10000), std::optional<int>(0));
   // The seed graph, run in the service by `gpuflow run` from the other namespace.
-  std::vector<std::string> run = hosts.in_client({GPUFLOW_CLI_PATH, "run", "--pool", endpoint,
-                                                  "--token-file", dir / "token", kSeedGraph});
+  std::vector<std::string> run = hosts.in_client(
+      {GPUFLOW_CLI_PATH, "run", "--pool", endpoint, "--token-file", dir / "token", kSeedGraph});
   run[0] = ip_path();
   Proc graph(run, dir / "ns-run.err");
   EXPECT_NE(graph.expect("32 tasks: 32 succeeded", 30000 * kTimeFactor), "")

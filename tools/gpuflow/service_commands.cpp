@@ -473,9 +473,10 @@ int cmd_doctor(const Args &a) {
       uint32_t devices = 0;
       gf_pool_device_count(&devices, pool);
       if (remote) {
-        std::printf("note the service's devices are on its host: graphs that need them run "
-                    "there (gpuflow status --pool %s lists them)\n",
-                    endpoint.c_str());
+        std::printf(
+            "note the service's devices are on its host: graphs that need them run "
+            "there (gpuflow status --pool %s lists them)\n",
+            endpoint.c_str());
       } else {
         line(devices > 0, "the service offers " + std::to_string(devices) + " device(s)");
       }

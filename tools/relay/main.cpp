@@ -95,8 +95,8 @@ int run(int argc, char **argv) {
   auto on_error = [&pump](const std::string &why) {
     if (pump) pump->fail(why);
   };
-  auto to_service = std::make_unique<gf::transport::Endpoint>(*inner, service_address,
-                                                              "the service", on_error);
+  auto to_service =
+      std::make_unique<gf::transport::Endpoint>(*inner, service_address, "the service", on_error);
   auto to_remote =
       std::make_unique<gf::transport::Endpoint>(*outer, remote_address, args.peer, on_error);
   pump = std::make_unique<gf::transport::TagRelay>(
