@@ -88,15 +88,6 @@ class RemoteService {
   std::string endpoint_;
 };
 
-std::string first_difference(const std::vector<uint8_t> &a, const std::vector<uint8_t> &b) {
-  if (a.size() != b.size()) {
-    return "sizes " + std::to_string(a.size()) + " and " + std::to_string(b.size());
-  }
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i]) return "byte " + std::to_string(i) + " differs";
-  return {};
-}
-
 class RemoteClientTest : public ::testing::Test {
  protected:
   TempDir dir;
@@ -276,16 +267,20 @@ TEST_F(RemoteClientTest, WrongTokensAndGarbageAreRefusedWithoutHarm) {
   // Raw bytes on the TCP port: a frame too long, a Hello-less request, and a 1 MiB frame (which
   // a token holder may send) begun before any Hello.
   const int port = std::stoi(remote.endpoint().substr(remote.endpoint().rfind(':') + 1));
-  std::string big_frame("\x00\x00\x10\x00", 4);
-  big_frame += std::string(20000, 'x');
-  for (const std::string &garbage : {std::string("\xff\xff\xff\x7fGET / HTTP/1.1\r\n\r\n", 22),
-                                     std::string(64, '\0'), big_frame}) {
+  auto tcp_connect = [&] {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    return fd;
+  };
+  std::string big_frame("\x00\x00\x10\x00", 4);
+  big_frame += std::string(20000, 'x');
+  for (const std::string &garbage : {std::string("\xff\xff\xff\x7fGET / HTTP/1.1\r\n\r\n", 22),
+                                     std::string(64, '\0'), big_frame}) {
+    const int fd = tcp_connect();
     ASSERT_EQ(::write(fd, garbage.data(), garbage.size()), static_cast<ssize_t>(garbage.size()));
     char sink[4096];
     while (::read(fd, sink, sizeof sink) > 0) {
@@ -297,15 +292,6 @@ TEST_F(RemoteClientTest, WrongTokensAndGarbageAreRefusedWithoutHarm) {
       << remote.log();
   // Connections that never say Hello: 64 may wait; the 65th is closed at once, and once they
   // go, a client with the token gets in again.
-  auto tcp_connect = [&] {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
-    return fd;
-  };
   std::vector<int> silent;
   for (int i = 0; i < 64; ++i) silent.push_back(tcp_connect());
   ASSERT_TRUE(wait_for(

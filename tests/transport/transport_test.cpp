@@ -31,16 +31,6 @@ using namespace gfsvc;
 
 namespace {
 
-// The first offset where two buffers differ, for a readable failure (gtest would print 256 MiB).
-std::string first_difference(const std::vector<uint8_t> &a, const std::vector<uint8_t> &b) {
-  if (a.size() != b.size()) {
-    return "sizes " + std::to_string(a.size()) + " and " + std::to_string(b.size());
-  }
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i] != b[i]) return "byte " + std::to_string(i) + " differs";
-  return {};
-}
-
 struct PlaneStatus {
   uint64_t blob_bytes = 0;                     // the service's, all clients
   std::map<uint32_t, std::string> transports;  // by client pid
