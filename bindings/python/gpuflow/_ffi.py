@@ -123,6 +123,16 @@ class gf_service_config_v2(Structure):
     _fields_ = gf_service_config._fields_ + [("dashboard", c_char_p)]
 
 
+class gf_service_config_v3(Structure):
+    """gf_service_config with `plugins` (0.5) and `listen` / `token_file` (0.6)."""
+    _fields_ = gf_service_config_v2._fields_ + [
+        ("plugins", POINTER(c_char_p)),
+        ("plugin_count", c_uint32),
+        ("listen", c_char_p),
+        ("token_file", c_char_p),
+    ]
+
+
 class gf_lease_request(Structure):
     _fields_ = [
         ("struct_size", c_uint32),
@@ -385,6 +395,9 @@ gf_pool_dashboard_url = _fn("gf_pool_dashboard_url", _S, c_void_p, c_void_p) \
     if hasattr(lib, "gf_pool_dashboard_url") else None
 gf_service_dashboard_url = _fn("gf_service_dashboard_url", c_char_p, c_void_p) \
     if hasattr(lib, "gf_service_dashboard_url") else None
+# Remote clients (0.6); None with an older library.
+gf_service_remote_endpoint = _fn("gf_service_remote_endpoint", c_char_p, c_void_p) \
+    if hasattr(lib, "gf_service_remote_endpoint") else None
 gf_pool_create_versioned = _fn("gf_pool_create_versioned", _S, c_void_p, c_void_p, c_uint32)
 gf_pool_destroy = _fn("gf_pool_destroy", None, c_void_p)
 gf_pool_worker_count = _fn("gf_pool_worker_count", _S, c_void_p, c_void_p)

@@ -10,6 +10,7 @@ tests start one per case.
 from __future__ import annotations
 
 import ctypes
+import os
 import weakref
 from ctypes import byref, c_void_p
 
@@ -32,6 +33,10 @@ class Service:
     - ``log``: called with each line the service logs (connects, leases, refusals), from the
       service's thread; None (default): the lines go to stderr; False: they are dropped.
     - ``dashboard``: "HOST:PORT" for the live page and ``/metrics`` (``dashboard_url`` after).
+    - ``plugins``: kernel plugin libraries whose kernels graphs run inside the service may name.
+    - ``listen`` / ``token_file``: "HOST:PORT" to accept clients of other hosts on over TCP,
+      and the file holding the token they must show (created, mode 0600, when missing);
+      ``remote_endpoint`` ("tcp://HOST:PORT") says where they connect.
     - every other keyword is a pool option, as for gpuflow.Pool (emulated_devices,
       device_memory, cpu_workers as the CPUs it leases, backend, devices, ...).
     """
@@ -39,16 +44,31 @@ class Service:
     def __init__(self, socket_path: str | None = None, group: str | None = None,
                  client_gpu_cap: float = 0.0, user_gpu_cap: float = 0.0,
                  user_weights: dict | None = None, usage_half_life: float = 0.0,
-                 log=None, dashboard: str | None = None, **pool_options):
+                 log=None, dashboard: str | None = None, plugins=(),
+                 listen: str | None = None, token_file: str | None = None, **pool_options):
         _need_shared_pools()
         if "endpoint" in pool_options:
             raise TypeError("a service owns its devices: it takes no endpoint")
         pool_cfg, keep = pool_config(**pool_options)
         if dashboard is not None and F.gf_service_dashboard_url is None:
             raise TypeError("this libgpuflow has no dashboard (a newer library is needed)")
-        cfg = (F.gf_service_config_v2 if F.gf_service_dashboard_url else F.gf_service_config)()
+        newest = F.gf_service_config_v3 if F.gf_service_remote_endpoint else (
+            F.gf_service_config_v2 if F.gf_service_dashboard_url else F.gf_service_config)
+        if (plugins or listen is not None) and newest is not F.gf_service_config_v3:
+            raise TypeError("this libgpuflow takes no plugins or listen address (0.6 is needed)")
+        if listen is not None and token_file is None:
+            raise TypeError("listen needs token_file: remote clients must show a token")
+        cfg = newest()
         if dashboard is not None:
             cfg.dashboard = dashboard.encode()
+        plugin_paths = [os.fsencode(p) for p in plugins]
+        plugin_array = (ctypes.c_char_p * max(1, len(plugin_paths)))(*plugin_paths)
+        if plugin_paths:
+            cfg.plugins = ctypes.cast(plugin_array, ctypes.POINTER(ctypes.c_char_p))
+            cfg.plugin_count = len(plugin_paths)
+        if listen is not None:
+            cfg.listen = listen.encode()
+            cfg.token_file = os.fsencode(token_file)
         cfg.struct_size = ctypes.sizeof(cfg)
         cfg.pool = ctypes.cast(byref(pool_cfg), c_void_p)
         cfg.socket_path = socket_path.encode() if socket_path else None
@@ -73,6 +93,10 @@ class Service:
         del keep
         self._handle = handle.value
         self.endpoint: str = F.gf_service_endpoint(self._handle).decode()
+        remote = (F.gf_service_remote_endpoint(self._handle)
+                  if F.gf_service_remote_endpoint else None)
+        #: "tcp://HOST:PORT" where clients of other hosts connect, or None.
+        self.remote_endpoint: str | None = remote.decode() if remote else None
         url = F.gf_service_dashboard_url(self._handle) if F.gf_service_dashboard_url else None
         #: "http://HOST:PORT/" of the service's dashboard, or None.
         self.dashboard_url: str | None = url.decode() if url else None

@@ -174,3 +174,25 @@ def test_a_pool_on_another_host_connects_over_tcp_with_the_token(tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+def test_a_service_started_from_python_serves_remote_clients(tmp_path):
+    """gpuflow.Service(listen=..., token_file=..., plugins=...): the same as `gpuflow serve
+    --listen --token-file --plugin`, from Python."""
+    token = tmp_path / "token"
+    with gpuflow.Service(socket_path=str(tmp_path / "gf.sock"), backend="host",
+                         emulated_devices=1, cpu_workers=2, listen="127.0.0.1:0",
+                         token_file=str(token), log=False) as service:
+        assert service.remote_endpoint.startswith("tcp://127.0.0.1:")
+        assert oct(token.stat().st_mode & 0o777) == "0o600"
+        with gpuflow.Pool(endpoint=service.remote_endpoint, token_file=str(token),
+                          cpu_workers=1) as pool:
+            assert pool.submit(lambda: 6 * 7).result() == 42
+            users = [c["user"] for c in pool.service_status()["clients"]]
+            assert any("@127.0.0.1:" in u for u in users), users
+    with pytest.raises(TypeError, match="token_file"):
+        gpuflow.Service(socket_path=str(tmp_path / "other.sock"), listen="127.0.0.1:0")
+    # Plugins are loaded (and checked) at start: a missing one stops it, named.
+    with pytest.raises(gpuflow.GpuflowError, match="no-such-plugin.so"):
+        gpuflow.Service(socket_path=str(tmp_path / "third.sock"), backend="host",
+                        plugins=[str(tmp_path / "no-such-plugin.so")], log=False)
