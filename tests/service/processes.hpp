@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -263,25 +262,14 @@ inline std::set<std::string> socket_inodes_of(pid_t pid) {
 }
 
 // Runs the gpuflow command to its end: (exit status, standard output).
-// Under AddressSanitizer, LeakSanitizer's own tracer has crashed at a process's exit ("Tracer
-// caught signal 11 … LeakSanitizer has encountered a fatal error", once in a CI run, never
-// reproduced in 30 runs since): a failure of the tool, not a finding. Such a run is made once
-// more, saying so; a leak report, or any other failure, stands.
 inline std::pair<int, std::string> run_cli(const TempDir &dir, std::vector<std::string> args) {
   static int calls = 0;
   args.insert(args.begin(), GPUFLOW_CLI_PATH);
-  std::pair<int, std::string> result;
-  for (int attempt = 1; attempt <= 2; ++attempt) {
-    Proc p(args, dir / ("cli" + std::to_string(++calls) + ".err"));
-    std::string out;
-    while (std::optional<std::string> l = p.line(30000 * kTimeFactor)) out += *l + "\n";
-    std::optional<int> status = p.wait(30000 * kTimeFactor);
-    result = {status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1, out + p.stderr_text()};
-    if (!contains(result.second, "LeakSanitizer has encountered a fatal error")) break;
-    std::fprintf(stderr, "run_cli: LeakSanitizer itself failed (attempt %d); running again:\n%s\n",
-                 attempt, result.second.c_str());
-  }
-  return result;
+  Proc p(args, dir / ("cli" + std::to_string(++calls) + ".err"));
+  std::string out;
+  while (std::optional<std::string> l = p.line(30000 * kTimeFactor)) out += *l + "\n";
+  std::optional<int> status = p.wait(30000 * kTimeFactor);
+  return {status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1, out + p.stderr_text()};
 }
 
 }  // namespace gfsvc
