@@ -94,7 +94,7 @@ class Connection {
 
   const std::string &endpoint() const { return endpoint_; }
   // A service on another host (tcp://): its devices are not this host's.
-  bool remote() const { return !net_device_.empty() || endpoint_.rfind("tcp://", 0) == 0; }
+  bool remote() const { return !net_device_.empty(); }  // set for every tcp:// connection
   const Welcome &welcome() const { return welcome_; }
 
   // Waits for a lease (timeout_ms < 0: as long as it takes). Throws gf::Error with the

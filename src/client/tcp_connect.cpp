@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,27 +17,13 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "core/tcp_keepalive.hpp"
+#include "core/tcp_socket.hpp"
 
 namespace gf::client {
 
 namespace {
 
 constexpr const char *kTcp = "tcp://";
-
-std::string device_with_address(const sockaddr_in &local) {
-  ifaddrs *all = nullptr;
-  if (::getifaddrs(&all) != 0) return {};
-  std::string name;
-  for (ifaddrs *i = all; i && name.empty(); i = i->ifa_next) {
-    if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-        reinterpret_cast<sockaddr_in *>(i->ifa_addr)->sin_addr.s_addr == local.sin_addr.s_addr) {
-      name = i->ifa_name;
-    }
-  }
-  ::freeifaddrs(all);
-  return name;
-}
 
 }  // namespace
 
@@ -94,11 +79,7 @@ int connect_tcp(const std::string &endpoint, int timeout_ms, std::string &device
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   core::keep_alive(fd);
-  sockaddr_in local{};
-  socklen_t size = sizeof local;
-  if (::getsockname(fd, reinterpret_cast<sockaddr *>(&local), &size) == 0) {
-    device = device_with_address(local);
-  }
+  device = core::device_of_socket(fd);
   if (device.empty()) {
     ::close(fd);
     fail(GF_ERR_SYSTEM, "connected to " + endpoint +

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -17,7 +16,7 @@
 
 #include "core/error.hpp"
 #include "core/host_port.hpp"
-#include "core/tcp_keepalive.hpp"
+#include "core/tcp_socket.hpp"
 
 namespace gf::service {
 
@@ -149,22 +148,9 @@ std::string peer_address_of(uv_tcp_t *tcp) {
 }
 
 std::string device_of(uv_tcp_t *tcp) {
-  sockaddr_storage local{};
-  int size = sizeof local;
-  if (uv_tcp_getsockname(tcp, reinterpret_cast<sockaddr *>(&local), &size) != 0) return {};
-  ifaddrs *all = nullptr;
-  if (::getifaddrs(&all) != 0) return {};
-  std::string name;
-  for (ifaddrs *i = all; i && name.empty(); i = i->ifa_next) {
-    if (!i->ifa_addr || i->ifa_addr->sa_family != local.ss_family) continue;
-    if (local.ss_family == AF_INET &&
-        reinterpret_cast<sockaddr_in *>(i->ifa_addr)->sin_addr.s_addr ==
-            reinterpret_cast<sockaddr_in &>(local).sin_addr.s_addr) {
-      name = i->ifa_name;
-    }
-  }
-  ::freeifaddrs(all);
-  return name;
+  uv_os_fd_t fd = -1;
+  return uv_fileno(reinterpret_cast<uv_handle_t *>(tcp), &fd) == 0 ? core::device_of_socket(fd)
+                                                                   : std::string();
 }
 
 std::string relay_program() {
