@@ -11,7 +11,6 @@ struct TagRelay::Message {
   std::unique_ptr<uint8_t[]> bytes;
   size_t size = 0;
   uint64_t tag = 0;
-  bool received = false;
 };
 
 TagRelay::TagRelay(Side a, Side b, uint64_t max_message)
@@ -65,7 +64,6 @@ void TagRelay::take_arrivals(int from) {
                    " failed: " + ucx().ucs_status_string(status));
         return;
       }
-      arrival->message->received = true;
       relay.arrived_[arrival->from].push_back(std::move(arrival->message));
     };
     ucs_status_ptr_t r =
@@ -80,7 +78,6 @@ void TagRelay::take_arrivals(int from) {
              " failed: " + ucx().ucs_status_string(UCS_PTR_STATUS(r)));
         return;
       }
-      message->received = true;
       arrived_[from].push_back(message);
     }
   }
@@ -97,8 +94,6 @@ bool TagRelay::pump() {
       std::shared_ptr<Message> message = std::move(arrived_[from].front());
       arrived_[from].pop_front();
       ++in_flight_;
-      ++messages_;
-      bytes_ += message->size;
       const uint8_t *data = message->bytes.get();
       const size_t size = message->size;
       tag_send(to.to_peer->get(), data, size, message->tag,

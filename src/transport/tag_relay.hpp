@@ -43,8 +43,6 @@ class TagRelay {
   void fail(const std::string &why) {
     if (error_.empty()) error_ = why;
   }
-  uint64_t messages() const { return messages_; }
-  uint64_t bytes() const { return bytes_; }
 
   struct Message;
 
@@ -55,7 +53,6 @@ class TagRelay {
   std::deque<std::shared_ptr<Message>> arrived_[2];  // received, to send to the other side
   int in_flight_ = 0;
   uint64_t bytes_held_ = 0;  // received or being received, not yet sent on
-  uint64_t messages_ = 0, bytes_ = 0;
   std::string error_;
 };
 
