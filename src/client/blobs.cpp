@@ -64,6 +64,7 @@ void Connection::open_data_plane() {
   std::lock_guard lock(mu_);
   if (closed_) fail(GF_ERR_SYSTEM, service + " is gone: " + close_reason_);
   blob_cap_ = w->blob_cap();
+  bytes_follow_puts_ = w->bytes_follow_puts();
   plane_ = std::move(plane);
 }
 
@@ -176,25 +177,38 @@ void Connection::put(uint64_t blob_id, const void *data, size_t size) {
     }
     state->cv.notify_all();
   });
-  // BlobStored (or an Error) once the bytes are in.
+  // BlobStored once the bytes are in; a BlobRefused or an Error if not.
   auto stored = [this, answer, plane, op, blob_id](const std::vector<uint8_t> *payload,
                                                    const std::string &why) {
     if (!payload) return answer(GF_ERR_SYSTEM, why);
     const wire::Message *m = wire::message_of(*payload);
+    gf_status status = GF_ERR_SYSTEM;
+    std::string error;
+    bool drained = false;
     if (const auto *e = m->body_as_Error()) {
-      // The service gave up on the bytes: a send still in flight would never end, so the data
-      // plane goes down with it (the caller waits for the send before `data` is its own again).
-      if (!plane->finished(op))
-        plane->fail("blob " + std::to_string(blob_id) + ": " + str(e->message()));
-      return answer(static_cast<gf_status>(e->status()), str(e->message()));
+      status = static_cast<gf_status>(e->status());
+      error = str(e->message());
+    } else if (const auto *r = m->body_as_BlobRefused()) {
+      status = static_cast<gf_status>(r->status());
+      error = str(r->message());
+      drained = r->drained();
+    } else if (!m->body_as_BlobStored()) {
+      error = endpoint_ + " answered a put with " + wire::body_name(m->body_type());
     }
-    if (!m->body_as_BlobStored()) {
-      return answer(GF_ERR_SYSTEM,
-                    endpoint_ + " answered a put with " + wire::body_name(m->body_type()));
-    }
-    answer(GF_OK, {});
+    if (error.empty()) return answer(GF_OK, {});
+    // Bytes the service neither took nor drains leave the send in flight for good, so the data
+    // plane goes down with it (the caller waits for the send before `data` is its own again).
+    if (!drained && !plane->finished(op))
+      plane->fail("blob " + std::to_string(blob_id) + ": " + error);
+    answer(status, error);
   };
-  // BlobPutReady: the service's receive is posted, send now (on the reader thread).
+  bool bytes_follow = false;
+  {
+    std::lock_guard lock(mu_);
+    bytes_follow = bytes_follow_puts_;
+  }
+  // BlobPutReady (older services): the service's receive is posted, send now (on the reader
+  // thread).
   auto ready = [this, plane, op, answer, stored, id, tag, data, size](
                    const std::vector<uint8_t> *payload, const std::string &why) {
     gf_status status = GF_ERR_SYSTEM;
@@ -224,10 +238,18 @@ void Connection::put(uint64_t blob_id, const void *data, size_t size) {
     if (closed_) {
       fail(GF_ERR_SYSTEM, gone());
     }
-    waiting_[id].callback = ready;
+    // A service that takes bytes following BlobPut unasked (0.7) receives them whenever they
+    // come and drains them if it refuses the put: one control message instead of two.
+    if (bytes_follow) {
+      waiting_[id].callback = stored;
+    } else {
+      waiting_[id].callback = ready;
+    }
   }
   fb::FlatBufferBuilder b;
-  send_answered(id, wire::frame_of(b, wire::CreateBlobPut(b, id, blob_id, size, tag)));
+  send_answered(id,
+                wire::frame_of(b, wire::CreateBlobPut(b, id, blob_id, size, tag, bytes_follow)));
+  if (bytes_follow) plane->begin(op, false, tag, const_cast<void *>(data), size);
   {
     std::unique_lock lock(state->mu);
     state->cv.wait(lock, [&] { return state->sent && state->answered; });

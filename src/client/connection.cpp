@@ -388,6 +388,8 @@ uint64_t answer_id(const wire::Message &m) {
       return m.body_as_BlobPutReady()->request_id();
     case wire::Body::BlobStored:
       return m.body_as_BlobStored()->request_id();
+    case wire::Body::BlobRefused:
+      return m.body_as_BlobRefused()->request_id();
     case wire::Body::BlobSending:
       return m.body_as_BlobSending()->request_id();
     case wire::Body::BlobDropped:

@@ -214,6 +214,7 @@ class Connection {
   std::mutex plane_mu_;                            // serialises open_data_plane
   std::shared_ptr<transport::ClientPlane> plane_;  // set once, under mu_ too
   uint64_t blob_cap_ = 0;
+  bool bytes_follow_puts_ = false;  // the service's DataPlaneWelcome says so
   std::atomic<uint64_t> next_tag_{1};
   std::atomic<uint64_t> next_blob_{uint64_t{1} << 62};  // clear of ids callers pick by hand
   std::atomic<uint64_t> next_run_{1};

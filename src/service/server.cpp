@@ -561,7 +561,7 @@ struct Server::Impl {
         welcome_address.empty() ? plane->worker().address() : welcome_address;
     write(c, wire::frame_of(
                  b, wire::CreateDataPlaneWelcome(b, id, b.CreateVector(mine), options.blob_cap,
-                                                 b.CreateString(transports))));
+                                                 b.CreateString(transports), true)));
     plane->progress().kick();
   }
 
@@ -594,10 +594,19 @@ struct Server::Impl {
                      }));
     if (refused) {
       log(who(c) + ": put refused: " + refused.why);
-      return send_error(c, request, refused.status, refused.why);
+      if (!m.bytes_follow()) return send_error(c, request, refused.status, refused.why);
+      // The bytes are on their way already.
+      const bool drained = c.blobs->drain(m.tag(), now());
+      fb::FlatBufferBuilder b;
+      write(c, wire::frame_of(b, wire::CreateBlobRefused(b, request, refused.status,
+                                                         b.CreateString(refused.why), drained)));
+      plane->progress().kick();
+      return;
     }
-    fb::FlatBufferBuilder b;
-    write(c, wire::frame_of(b, wire::CreateBlobPutReady(b, request)));
+    if (!m.bytes_follow()) {
+      fb::FlatBufferBuilder b;
+      write(c, wire::frame_of(b, wire::CreateBlobPutReady(b, request)));
+    }
     plane->progress().kick();
   }
 

@@ -27,6 +27,13 @@ struct BlobHost::State {
   };
   std::map<uint64_t, Put> puts;     // by tag
   std::map<uint64_t, void *> gets;  // by tag: sends in flight
+  struct Drain {
+    void *request = nullptr;
+    double deadline = 0;
+    uint64_t serial = 0;  // which drain of this tag a completion ends (a tag may come again)
+  };
+  std::map<uint64_t, Drain> drains;  // by tag: refused puts' bytes, received into nothing
+  uint64_t drain_serial = 0;
   bool closed = false;
   std::string closed_why;  // what closed it, for later requests
   State(std::string w, uint64_t cap, std::shared_ptr<BlobTally> tally)
@@ -62,7 +69,7 @@ Refusal BlobHost::check(uint64_t tag) const {
                                          " is not in this client's tag space (" +
                                          std::to_string(client_id_) + " << 32)"};
   }
-  if (state_->puts.count(tag) || state_->gets.count(tag)) {
+  if (state_->puts.count(tag) || state_->gets.count(tag) || state_->drains.count(tag)) {
     return {GF_ERR_INVALID_ARGUMENT,
             "tag " + std::to_string(tag) + " is already in use by a transfer in flight"};
   }
@@ -122,6 +129,24 @@ Refusal BlobHost::put(uint64_t blob, uint64_t size, uint64_t tag, double now, Re
   return {};
 }
 
+bool BlobHost::drain(uint64_t tag, double now) {
+  if (check(tag) || state_->drains.size() >= kMaxPutsInFlight) return false;
+  const uint64_t serial = ++state_->drain_serial;
+  state_->drains[tag] = {nullptr, now + put_timeout_s_, serial};
+  UvProgress &progress = plane_.progress();
+  progress.started();
+  void *request = tag_recv(plane_.worker().get(), nullptr, 0, tag,
+                           [state = state_, tag, serial, &progress](ucs_status_t, size_t) {
+                             progress.ended();
+                             auto it = state->drains.find(tag);
+                             if (it != state->drains.end() && it->second.serial == serial)
+                               state->drains.erase(it);
+                           });
+  auto it = state_->drains.find(tag);
+  if (it != state_->drains.end()) it->second.request = request;
+  return true;
+}
+
 Refusal BlobHost::get(uint64_t blob, uint64_t tag, uint64_t &size, Reply done) {
   if (Refusal refused = check(tag)) return refused;
   std::shared_ptr<Blob> found = state_->store.find(blob);
@@ -176,6 +201,14 @@ void BlobHost::expire(double now) {
     put.done("no bytes with tag " + std::to_string(tag) + " came for blob " +
              std::to_string(put.blob) + " within " + std::to_string(put_timeout_s_) + " s");
   }
+  late.clear();
+  for (const auto &[tag, d] : state_->drains)
+    if (d.deadline <= now) late.push_back(tag);
+  for (uint64_t tag : late) {
+    void *request = state_->drains[tag].request;
+    state_->drains.erase(tag);
+    if (request) cancel(plane_.worker().get(), request);
+  }
 }
 
 bool BlobHost::closed() const {
@@ -193,6 +226,9 @@ void BlobHost::close(const std::string &why) {
     answers.push_back(std::move(p.done));
   }
   state_->puts.clear();  // their completions, cancelled, find nothing to answer
+  for (auto &[tag, d] : state_->drains)
+    if (d.request) receives.push_back(d.request);
+  state_->drains.clear();
   for (void *r : receives) cancel(plane_.worker().get(), r);
   for (Reply &answer : answers) answer(why.empty() ? "the data plane was closed" : why);
   // Sends in flight end with an error when the forced close takes the endpoint down.

@@ -59,6 +59,12 @@ class BlobHost {
   // No refusal and the receive posted (`done` runs once the bytes are in, or with why not), or
   // why the put is refused (then `done` never runs).
   Refusal put(uint64_t blob, uint64_t size, uint64_t tag, double now, Reply done);
+  // Receives into nothing the bytes of a put refused after the client sent them: UCX ends a
+  // receive shorter than its message with MESSAGE_TRUNCATED and still completes the sender's
+  // send, eager or rendezvous. False when it must not (the tag is not this client's, or is in use
+  // and its bytes may be another transfer's) or cannot (kMaxPutsInFlight drains wait already).
+  // A drain whose bytes do not come by the put timeout is cancelled like a put.
+  bool drain(uint64_t tag, double now);
   // No refusal, `size` set and the send posted (`done` runs when it ends), or why not.
   Refusal get(uint64_t blob, uint64_t tag, uint64_t &size, Reply done);
   bool drop(uint64_t blob);

@@ -1,7 +1,6 @@
 #include "transport/request.hpp"
 
 #include <memory>
-#include <new>
 
 #include "transport/ucx_api.hpp"
 
@@ -56,24 +55,14 @@ size_t discard_unexpected(ucp_worker_h worker, uint64_t tag, uint64_t mask, size
     ucp_tag_recv_info_t info{};
     ucp_tag_message_h message = ucx().ucp_tag_probe_nb(worker, tag, mask, 1, &info);
     if (!message) break;
-    // The length is the peer's word: an allocation that fails leaves the rest where it is (the
-    // loop thread must not throw), to go with the worker.
-    auto *sink = new (std::nothrow)
-        std::unique_ptr<uint8_t[]>(new (std::nothrow) uint8_t[info.length == 0 ? 1 : info.length]);
-    if (!sink || !*sink) {
-      delete sink;
-      break;
-    }
+    // Received into nothing: the receive ends truncated, and a rendezvous sender's send still
+    // completes (BlobHost::drain relies on the same).
     ucp_request_param_t param{};
-    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    param.cb.recv = [](void *request, ucs_status_t, const ucp_tag_recv_info_t *, void *user_data) {
-      delete static_cast<std::unique_ptr<uint8_t[]> *>(user_data);
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
+    param.cb.recv = [](void *request, ucs_status_t, const ucp_tag_recv_info_t *, void *) {
       ucx().ucp_request_free(request);
     };
-    param.user_data = sink;
-    ucs_status_ptr_t r =
-        ucx().ucp_tag_msg_recv_nbx(worker, sink->get(), info.length, message, &param);
-    if (r == nullptr || UCS_PTR_IS_ERR(r)) delete sink;
+    ucx().ucp_tag_msg_recv_nbx(worker, nullptr, 0, message, &param);
   }
   return n;
 }

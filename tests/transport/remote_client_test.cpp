@@ -439,6 +439,51 @@ TEST_F(RemoteClientTest, AClientKilledMidTransferLeavesNothingBehind) {
   EXPECT_EQ(first_difference(c->get(1), bytes), "");
 }
 
+// A remote client whose graph holds a device when the client is killed: the service hears the
+// TCP connection close, cancels the run (its command is killed), and the lease taken in the
+// client's name goes back, so the node's devices are all free for the next client.
+TEST_F(RemoteClientTest, AKilledClientsRunningGraphGivesItsLeaseBack) {
+  RemoteService remote(dir);
+  ASSERT_TRUE(remote.ready()) << remote.log();
+  const std::string pid_file = dir / "held.pid", graph = dir / "hold.json";
+  std::ofstream(graph) << R"({"format_version": 1, "tasks": [{"name": "hold", "command": {"argv":
+      ["sh", "-c", "echo $$ > )"
+                       << pid_file << R"(.tmp && mv )" << pid_file << R"(.tmp )" << pid_file
+                       << R"( && exec sleep 120"], "timeout_s": 300},
+      "resources": [{"name": "GPU", "amount": 1}]}]})";
+  Proc client({GPUFLOW_CLI_PATH, "run", "--pool", remote.endpoint(), "--token-file",
+               remote.token_file(), "--no-progress", graph},
+              dir / "hold.err");
+  ASSERT_TRUE(wait_for([&] { return std::filesystem::exists(pid_file); }, 30000 * kTimeFactor))
+      << client.story() << remote.log();
+  pid_t held = 0;
+  std::ifstream(pid_file) >> held;
+  ASSERT_GT(held, 0);
+  auto leases = [&] {
+    auto [rc, json] = run_cli(dir, {"status", "--json", "--pool", remote.service().endpoint()});
+    return json.substr(json.find("\"leases\":["), 11);
+  };
+  EXPECT_EQ(leases(), "\"leases\":[{") << "the running command holds a GPU";
+  client.signal(SIGKILL);
+  client.wait(5000);
+  EXPECT_TRUE(wait_for([&] { return leases() == "\"leases\":[]"; }, 10000 * kTimeFactor))
+      << remote.log();
+  EXPECT_TRUE(wait_for(
+      [&] {
+        std::ifstream stat("/proc/" + std::to_string(held) + "/stat");
+        std::string pid, comm, state;
+        return !(stat >> pid >> comm >> state) || state == "Z";
+      },
+      10000 * kTimeFactor))
+      << "the killed client's command still runs" << remote.log();
+  // Both devices are free again: the pipeline's two GPU jobs at a time run at once.
+  const std::string pipeline = std::string(SOURCE_DIR) + "/examples/json/gpu_pipeline.json";
+  auto [rc, out] = run_cli(dir, {"run", "--pool", remote.endpoint(), "--token-file",
+                                 remote.token_file(), "--no-progress", pipeline});
+  EXPECT_EQ(rc, 0) << out << remote.log();
+  EXPECT_TRUE(contains(out, "8 tasks: 8 succeeded, 0 failed")) << out;
+}
+
 // ---- Another host: two network namespaces joined by a veth pair ----
 
 // Runs a shell command; its exit status.

@@ -419,6 +419,40 @@ TEST_F(TransportTest, BytesWithTheWrongTagTimeOut) {
   server->stop();
 }
 
+// A put is one control message with its bytes sent at once (no BlobPutReady to wait for): when
+// the service refuses it, the bytes already on their way are drained, so the client's send ends,
+// the put fails naming why, and the data plane goes on. Eager (200 B) and rendezvous (1.5 MiB)
+// sizes, each refused twice.
+TEST_F(TransportTest, RefusedPutsDrainTheirBytesAndTheDataPlaneGoesOn) {
+  gf::service::ServiceOptions options;
+  options.pool.backend = GF_BACKEND_HOST;
+  options.pool.cpu_workers = 1;
+  options.socket_path = dir / "drain.sock";
+  options.blob_cap = 4 << 20;
+  options.log = [](const std::string &) {};
+  auto server = gf::service::Server::start(options);
+  auto c = gf::client::Connection::open(server->endpoint(), "drain", 1);
+  const std::vector<uint8_t> kept = pattern((4 << 20) - 100, 3);
+  c->put(1, kept.data(), kept.size());
+  for (size_t size : {size_t{200}, size_t{3} << 19, size_t{200}, size_t{3} << 19}) {
+    const std::vector<uint8_t> bytes = pattern(size, size);
+    try {
+      c->put(2, bytes.data(), bytes.size());
+      ADD_FAILURE() << "a put of " << size << " bytes past the cap was accepted";
+    } catch (const gf::Error &e) {
+      EXPECT_EQ(e.status(), GF_ERR_INVALID_ARGUMENT) << e.what();
+      EXPECT_TRUE(contains(e.what(), "cap")) << e.what();
+    }
+  }
+  EXPECT_EQ(first_difference(kept, c->get(1)), "");
+  EXPECT_EQ(plane_status(*c).client_bytes[::getpid()], kept.size());
+  c->drop_blob(1);
+  round_trip(*c, 2, 3 << 19);
+  EXPECT_EQ(plane_status(*c).client_bytes[::getpid()], size_t{3} << 19);
+  c.reset();
+  server->stop();
+}
+
 // ---- Another user ----
 
 TEST_F(TransportTest, AnotherUserGetsNoDataPlane) {
