@@ -34,6 +34,15 @@ std::shared_ptr<transport::ClientPlane> Connection::plane() {
   return plane_;
 }
 
+std::shared_ptr<transport::ClientPlane> Connection::working_plane() {
+  std::shared_ptr<transport::ClientPlane> plane = this->plane();
+  // A data plane that failed stays failed for this connection: say why now, rather than
+  // announce a put whose bytes cannot move (the service would hold its reservation until the
+  // put timed out, and the caller would wait as long).
+  if (std::string why = plane->failure(); !why.empty()) fail(GF_ERR_SYSTEM, why);
+  return plane;
+}
+
 void Connection::open_data_plane() {
   std::lock_guard opening(plane_mu_);
   {
@@ -150,7 +159,7 @@ void Connection::send_answered(uint64_t id, const std::vector<uint8_t> &frame) {
 }
 
 void Connection::put(uint64_t blob_id, const void *data, size_t size) {
-  std::shared_ptr<transport::ClientPlane> plane = this->plane();
+  std::shared_ptr<transport::ClientPlane> plane = working_plane();
   const uint64_t id = next_id_++;
   const uint64_t tag = next_tag();
   struct State {
@@ -262,6 +271,8 @@ void Connection::put(uint64_t blob_id, const void *data, size_t size) {
 }
 
 std::vector<uint8_t> Connection::get(uint64_t blob_id) {
+  // Asked even when this side's data plane failed: the service's answer says why in its words
+  // (a relay that died, named), and the receive then fails at once.
   std::shared_ptr<transport::ClientPlane> plane = this->plane();
   const uint64_t id = next_id_++;
   const uint64_t tag = next_tag();
@@ -286,7 +297,20 @@ std::vector<uint8_t> Connection::get(uint64_t blob_id) {
             op, GF_ERR_SYSTEM,
             endpoint_ + " answered BlobGet with " + wire::body_name(m->body_type()));
       }
-      bytes->resize(sending->size());
+      // The size is the service's word: no more than this client may hold there.
+      if (sending->size() > blob_cap_) {
+        return plane->abandon(op, GF_ERR_SYSTEM,
+                              endpoint_ + " announced a blob of " +
+                                  std::to_string(sending->size()) + " bytes, over the cap of " +
+                                  std::to_string(blob_cap_));
+      }
+      try {
+        bytes->resize(sending->size());
+      } catch (const std::bad_alloc &) {
+        return plane->abandon(op, GF_ERR_OUT_OF_MEMORY,
+                              "no memory here for blob of " + std::to_string(sending->size()) +
+                                  " bytes from " + endpoint_);
+      }
       plane->begin(op, true, tag, bytes->data(), bytes->size());
     };
     // An Error after BlobSending means the service's send failed: the receive would wait forever.

@@ -183,6 +183,7 @@ class Connection {
   void send_unanswered(
       const std::function<std::vector<uint8_t>(flatbuffers::FlatBufferBuilder &, uint64_t)> &frame);
   std::shared_ptr<transport::ClientPlane> plane();
+  std::shared_ptr<transport::ClientPlane> working_plane();  // plane(), or why it failed
   void read_loop();
   std::vector<uint8_t> lease_request_frame(uint64_t id, const LeaseAsk &ask, int64_t timeout_ms);
   // Decodes an answer to a lease request: true and `grant`, or false and why not.

@@ -296,8 +296,9 @@ struct Server::Impl {
     if (graphs) graphs->client_gone(c.id);
     if (c.blobs) {
       line += "; data plane closed, " + std::to_string(c.blobs->bytes()) + " blob byte(s) freed";
+      // Closed, not freed: drop() may run inside one of the BlobHost's own callbacks (an answer
+      // that finds this client's socket full), so it goes with the Client, a loop turn later.
       c.blobs->close(reason);
-      c.blobs.reset();
     }
     c.relay.reset();
     dropped.insert(&c);
@@ -500,7 +501,7 @@ struct Server::Impl {
       c.relay = RelayProcess::start(
           &loop, program,
           {"--net-device", c.net_device, "--max-message", std::to_string(options.blob_cap),
-           "--peer", who(c)},
+           "--tag-space", std::to_string(c.id), "--peer", who(c)},
           input,
           [this, client, request](RelayProcess::Addresses a) {
             auto it = clients.find(client);
@@ -596,7 +597,7 @@ struct Server::Impl {
       log(who(c) + ": put refused: " + refused.why);
       if (!m.bytes_follow()) return send_error(c, request, refused.status, refused.why);
       // The bytes are on their way already.
-      const bool drained = c.blobs->drain(m.tag(), now());
+      const bool drained = c.blobs->drain(m.tag());
       fb::FlatBufferBuilder b;
       write(c, wire::frame_of(b, wire::CreateBlobRefused(b, request, refused.status,
                                                          b.CreateString(refused.why), drained)));
@@ -1078,8 +1079,15 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
         auto *self = static_cast<Impl *>(t->data);
         self->expire(self->now());
         self->revoke_for_waiting(self->now());
+        // By id: an expiry's answer may drop its client (and so change `clients`).
+        std::vector<ClientId> with_blobs;
         for (auto &[id, c] : self->clients)
-          if (c->blobs) c->blobs->expire(self->now());
+          if (c->blobs) with_blobs.push_back(id);
+        for (ClientId id : with_blobs) {
+          auto it = self->clients.find(id);
+          if (it != self->clients.end() && it->second->blobs)
+            it->second->blobs->expire(self->now());
+        }
         if (++self->ticks % (250 / kTickMs) == 0) {
           self->publish_snapshot();
           self->send_progress();

@@ -1,5 +1,7 @@
 #include "transport/blob_host.hpp"
 
+#include <cstdio>
+
 #include "core/error.hpp"
 #include "transport/request.hpp"
 #include "transport/ucx_api.hpp"
@@ -22,14 +24,14 @@ struct BlobHost::State {
     void *request = nullptr;
     uint64_t blob = 0;
     std::shared_ptr<Blob> buffer;
-    double deadline = 0;
+    double deadline = 0, allowed_s = 0;
     Reply done;
   };
   std::map<uint64_t, Put> puts;     // by tag
   std::map<uint64_t, void *> gets;  // by tag: sends in flight
+  uint64_t sending_bytes = 0;       // their sizes: each holds its blob, dropped or not
   struct Drain {
     void *request = nullptr;
-    double deadline = 0;
     uint64_t serial = 0;  // which drain of this tag a completion ends (a tag may come again)
   };
   std::map<uint64_t, Drain> drains;  // by tag: refused puts' bytes, received into nothing
@@ -95,7 +97,8 @@ Refusal BlobHost::put(uint64_t blob, uint64_t size, uint64_t tag, double now, Re
   State::Put &p = state_->puts[tag];  // only until tag_recv: its completion may erase it
   p.blob = blob;
   p.buffer = buffer;
-  p.deadline = now + put_timeout_s_;
+  p.allowed_s = put_timeout_s_ + static_cast<double>(size) / kSlowestBytesPerSecond;
+  p.deadline = now + p.allowed_s;
   p.done = std::move(done);
   UvProgress &progress = plane_.progress();
   progress.started();
@@ -129,10 +132,10 @@ Refusal BlobHost::put(uint64_t blob, uint64_t size, uint64_t tag, double now, Re
   return {};
 }
 
-bool BlobHost::drain(uint64_t tag, double now) {
+bool BlobHost::drain(uint64_t tag) {
   if (check(tag) || state_->drains.size() >= kMaxPutsInFlight) return false;
   const uint64_t serial = ++state_->drain_serial;
-  state_->drains[tag] = {nullptr, now + put_timeout_s_, serial};
+  state_->drains[tag] = {nullptr, serial};
   UvProgress &progress = plane_.progress();
   progress.started();
   void *request = tag_recv(plane_.worker().get(), nullptr, 0, tag,
@@ -151,10 +154,19 @@ Refusal BlobHost::get(uint64_t blob, uint64_t tag, uint64_t &size, Reply done) {
   if (Refusal refused = check(tag)) return refused;
   std::shared_ptr<Blob> found = state_->store.find(blob);
   if (!found) return {GF_ERR_NOT_FOUND, "no blob " + std::to_string(blob)};
+  // A send holds its blob until the client takes it, even once the blob is dropped or
+  // replaced: what is on its way to a client stays within its cap as well.
+  if (!state_->gets.empty() && state_->sending_bytes + found->size() > state_->store.cap()) {
+    return {GF_ERR_STATE, "blob " + std::to_string(blob) + ": " +
+                              std::to_string(state_->sending_bytes) +
+                              " bytes are already on their way to this client (the cap is " +
+                              std::to_string(state_->store.cap()) + "): take them first"};
+  }
   size = found->size();
   UvProgress &progress = plane_.progress();
   progress.started();
   state_->gets[tag] = nullptr;
+  state_->sending_bytes += size;
   // The send holds the blob: a drop or a replacing put during the send leaves its bytes alone.
   void *request = tag_send(
       ep_->get(), found->data(), found->size(), tag,
@@ -162,6 +174,7 @@ Refusal BlobHost::get(uint64_t blob, uint64_t tag, uint64_t &size, Reply done) {
                                                                             size_t) {
         progress.ended();
         state->gets.erase(tag);
+        state->sending_bytes -= found->size();
         // Answered even after close: a client still connected (its data plane closed
         // on a UCX error) must hear that its get will not come.
         done(status == UCS_OK ? std::string()
@@ -193,21 +206,20 @@ void BlobHost::expire(double now) {
   for (const auto &[tag, p] : state_->puts)
     if (p.deadline <= now) late.push_back(tag);
   for (uint64_t tag : late) {
-    State::Put put = std::move(state_->puts[tag]);
-    state_->puts.erase(tag);
+    // An answer may close this host (its client dropped for not reading): then close() has
+    // answered the rest.
+    if (state_->closed) return;
+    auto it = state_->puts.find(tag);
+    if (it == state_->puts.end()) continue;
+    State::Put put = std::move(it->second);
+    state_->puts.erase(it);
     // Cancelled now; its completion finds no entry and does nothing more.
     if (put.request) cancel(plane_.worker().get(), put.request);
     state_->store.abandon(put.buffer->size());
+    char allowed[32];
+    std::snprintf(allowed, sizeof allowed, "%.3g", put.allowed_s);
     put.done("no bytes with tag " + std::to_string(tag) + " came for blob " +
-             std::to_string(put.blob) + " within " + std::to_string(put_timeout_s_) + " s");
-  }
-  late.clear();
-  for (const auto &[tag, d] : state_->drains)
-    if (d.deadline <= now) late.push_back(tag);
-  for (uint64_t tag : late) {
-    void *request = state_->drains[tag].request;
-    state_->drains.erase(tag);
-    if (request) cancel(plane_.worker().get(), request);
+             std::to_string(put.blob) + " within " + allowed + " s");
   }
 }
 
@@ -234,7 +246,7 @@ void BlobHost::close(const std::string &why) {
   // Sends in flight end with an error when the forced close takes the endpoint down.
   if (ep_) ep_->close();
   // Bytes it sent that no put announced would sit in the worker's unexpected queue for good.
-  discard_unexpected(plane_.worker().get(), tag_space_of(client_id_), ~uint64_t{0} << 32, 1024);
+  discard_unexpected(plane_.worker().get(), tag_space_of(client_id_), ~uint64_t{0} << 32, SIZE_MAX);
   state_->store.clear();
   plane_.progress().kick();
 }

@@ -46,7 +46,10 @@ inline uint64_t tag_space_of(uint64_t client_id) {
 
 class BlobHost {
  public:
-  static constexpr size_t kMaxPutsInFlight = 1024;              // per client
+  static constexpr size_t kMaxPutsInFlight = 1024;  // per client
+  // A put's bytes must come within put_timeout_s plus their size at this rate: a large blob from
+  // a remote client crosses the network (and its relay) before the receive can match it.
+  static constexpr double kSlowestBytesPerSecond = 8.0 * (1 << 20);
   using Reply = std::function<void(const std::string &error)>;  // "" when it went well
 
   // Connects to the client's worker. `who` names the client in errors; `on_error` runs when
@@ -63,8 +66,9 @@ class BlobHost {
   // receive shorter than its message with MESSAGE_TRUNCATED and still completes the sender's
   // send, eager or rendezvous. False when it must not (the tag is not this client's, or is in use
   // and its bytes may be another transfer's) or cannot (kMaxPutsInFlight drains wait already).
-  // A drain whose bytes do not come by the put timeout is cancelled like a put.
-  bool drain(uint64_t tag, double now);
+  // Drains never expire: the client was told its bytes are drained and waits for its send to
+  // end (through a relay the bytes may take long to come); close() cancels what is left.
+  bool drain(uint64_t tag);
   // No refusal, `size` set and the send posted (`done` runs when it ends), or why not.
   Refusal get(uint64_t blob, uint64_t tag, uint64_t &size, Reply done);
   bool drop(uint64_t blob);

@@ -155,6 +155,11 @@ void ClientPlane::fail(const std::string &why) {
   thread_->post([this, why] { fail_on_thread(why); });
 }
 
+std::string ClientPlane::failure() {
+  std::lock_guard lock(mu_);
+  return failed_;
+}
+
 void ClientPlane::fail_on_thread(const std::string &why) {
   {
     std::lock_guard lock(mu_);

@@ -50,6 +50,8 @@ class ClientPlane {
   bool finished(const OpHandle &op);
   // The data plane is gone: waiting operations end with `why`, as will later ones.
   void fail(const std::string &why);
+  // Why it is gone ("" while it works).
+  std::string failure();
   std::string transports();
 
  private:

@@ -23,6 +23,13 @@ void TagRelay::take_arrivals(int from) {
   for (;;) {
     ucp_tag_recv_info_t info{};
     if (!ucx().ucp_tag_probe_nb(worker, 0, 0, 0, &info)) return;
+    const Side &side = sides_[from];
+    if (side.tag_space != 0 && (info.sender_tag >> 32) != side.tag_space) {
+      fail(side.name + " sent tag " + std::to_string(info.sender_tag) +
+           ", outside its tag space (" + std::to_string(side.tag_space) + " << 32)");
+      return;
+    }
+    if (messages_held_ >= kMaxMessagesHeld) return;
     if (info.length > max_message_) {
       fail(sides_[from].name + " sent a message of " + std::to_string(info.length) +
            " bytes, more than the " + std::to_string(max_message_) + " a client may hold");
@@ -34,6 +41,7 @@ void TagRelay::take_arrivals(int from) {
     ucp_tag_message_h handle = ucx().ucp_tag_probe_nb(worker, 0, 0, 1, &info);
     if (!handle) return;
     bytes_held_ += info.length;
+    ++messages_held_;
     auto message = std::make_shared<Message>();
     message->size = info.length;
     message->tag = info.sender_tag;
@@ -60,6 +68,7 @@ void TagRelay::take_arrivals(int from) {
       --relay.in_flight_;
       if (status != UCS_OK) {
         relay.bytes_held_ -= arrival->message->size;
+        --relay.messages_held_;
         relay.fail("receiving from " + relay.sides_[arrival->from].name +
                    " failed: " + ucx().ucs_status_string(status));
         return;
@@ -74,6 +83,7 @@ void TagRelay::take_arrivals(int from) {
       --in_flight_;
       if (r != nullptr) {
         bytes_held_ -= message->size;
+        --messages_held_;
         fail("receiving from " + sides_[from].name +
              " failed: " + ucx().ucs_status_string(UCS_PTR_STATUS(r)));
         return;
@@ -100,6 +110,7 @@ bool TagRelay::pump() {
                [this, message, name = to.name](ucs_status_t status, size_t) {
                  --in_flight_;
                  bytes_held_ -= message->size;
+                 --messages_held_;
                  if (status != UCS_OK) {
                    fail("sending to " + name + " failed: " + ucx().ucs_status_string(status));
                  }

@@ -27,7 +27,13 @@ class TagRelay {
     Worker *worker = nullptr;
     Endpoint *to_peer = nullptr;
     std::string name;  // "the service", "the remote client"
+    // Non-zero: every tag this side sends must carry it in its upper 32 bits (the client's id),
+    // so a remote client never reaches another client's transfers. A tag outside is an error.
+    uint64_t tag_space = 0;
   };
+  // Messages held at once (received, or being received, and not yet taken by the other side):
+  // past this the relay takes no more, and the rest waits in UCX on the sender's side.
+  static constexpr int kMaxMessagesHeld = 4096;
   TagRelay(Side a, Side b, uint64_t max_message);
   ~TagRelay();
   TagRelay(const TagRelay &) = delete;
@@ -37,7 +43,7 @@ class TagRelay {
   // (error() says what); the relay should then end.
   bool pump();
   // Whether messages are in flight (poll briefly rather than sleep).
-  bool busy() const { return in_flight_ > 0 || bytes_held_ > 0; }
+  bool busy() const { return in_flight_ > 0 || bytes_held_ > 0 || messages_held_ > 0; }
   const std::string &error() const { return error_; }
   // Called by an endpoint's error callback.
   void fail(const std::string &why) {
@@ -53,6 +59,7 @@ class TagRelay {
   std::deque<std::shared_ptr<Message>> arrived_[2];  // received, to send to the other side
   int in_flight_ = 0;
   uint64_t bytes_held_ = 0;  // received or being received, not yet sent on
+  int messages_held_ = 0;    // the same, counted
   std::string error_;
 };
 

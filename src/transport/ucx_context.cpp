@@ -11,8 +11,8 @@ void check(ucs_status_t status, const std::string &what) {
   }
 }
 
-std::unique_ptr<Worker> Worker::create(const std::string &name) {
-  return create_with(name, kTransports, "");
+std::unique_ptr<Worker> Worker::create(const std::string &name, bool rendezvous_only) {
+  return create_with(name, kTransports, "", rendezvous_only);
 }
 
 std::unique_ptr<Worker> Worker::create_networked(const std::string &name,
@@ -22,7 +22,7 @@ std::unique_ptr<Worker> Worker::create_networked(const std::string &name,
 }
 
 std::unique_ptr<Worker> Worker::create_with(const std::string &name, const char *transports,
-                                            const std::string &net_device) {
+                                            const std::string &net_device, bool rendezvous_only) {
   std::unique_ptr<Worker> w(new Worker);
   w->transports_ = transports;
   w->peer_failure_handled_ = !net_device.empty();
@@ -34,6 +34,8 @@ std::unique_ptr<Worker> Worker::create_with(const std::string &name, const char 
   // Host memory is all there is here: no memory-type cache (it lives on UCM's memory events).
   if (status == UCS_OK) status = ucx().ucp_config_modify(config, "MEMTYPE_CACHE", "n");
   // TCP listens on every device it may use: only the one the control connection takes.
+  if (status == UCS_OK && rendezvous_only)
+    status = ucx().ucp_config_modify(config, "RNDV_THRESH", "0");
   if (status == UCS_OK && !net_device.empty()) {
     status = ucx().ucp_config_modify(config, "NET_DEVICES", net_device.c_str());
   }

@@ -36,7 +36,9 @@ class Worker {
   // Reads UCX's configuration (UCX_* variables), then forces the transports to kTransports,
   // whatever UCX_TLS says. (UCX_POSIX_USE_PROC_LINK stays the user's: ucp_config_modify cannot
   // set transport options in 1.13; its default, y, is what docs/transport.md relies on.)
-  static std::unique_ptr<Worker> create(const std::string &name);
+  // `rendezvous_only`: every send, however small, waits for the receiver's match (the relay's
+  // side toward the service: nothing unasked is left with the receiver).
+  static std::unique_ptr<Worker> create(const std::string &name, bool rendezvous_only = false);
   // A TCP-only worker on `net_device` (an interface name such as "eth0" or "lo": the one the
   // control connection goes through), in peer-error mode. Throws gf::Error.
   static std::unique_ptr<Worker> create_networked(const std::string &name,
@@ -70,7 +72,8 @@ class Worker {
  private:
   Worker() = default;
   static std::unique_ptr<Worker> create_with(const std::string &name, const char *transports,
-                                             const std::string &net_device);
+                                             const std::string &net_device,
+                                             bool rendezvous_only = false);
   bool peer_failure_handled_ = false;
   std::string transports_;
   ucp_context_h context_ = nullptr;

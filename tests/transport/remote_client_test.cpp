@@ -418,6 +418,26 @@ TEST_F(RemoteClientTest, AKilledRelayFailsItsClientsTransfersNamingIt) {
   EXPECT_EQ(first_difference(other->get(1), bytes), "");
 }
 
+// A remote client's bytes reach the service's worker only through its relay, which knows the
+// client's id: bytes under another client's tag end the relay (naming the tag), not the other
+// client's put, and the other client carries on.
+TEST_F(RemoteClientTest, BytesUnderAnotherClientsTagEndOnlyTheSendersRelay) {
+  RemoteService remote(dir);
+  ASSERT_TRUE(remote.ready()) << remote.log();
+  auto victim = remote.connect("victim");
+  auto sender = remote.connect("sender");
+  const std::vector<uint8_t> bytes = pattern(4096, 5);
+  victim->put(1, bytes.data(), bytes.size());
+  gf::client::Connection::PutTicket ticket = sender->announce_put(1, bytes.size());
+  ticket.tag = (uint64_t{victim->welcome().client_id} << 32) | 77;
+  EXPECT_THROW(sender->finish_put(ticket, bytes.data()), gf::Error);
+  EXPECT_TRUE(wait_for([&] { return contains(remote.log(), "outside its tag space"); }, 5000))
+      << remote.log();
+  EXPECT_EQ(first_difference(victim->get(1), bytes), "");
+  victim->put(2, bytes.data(), bytes.size());
+  EXPECT_EQ(first_difference(victim->get(2), bytes), "");
+}
+
 TEST_F(RemoteClientTest, AClientKilledMidTransferLeavesNothingBehind) {
   RemoteService remote(dir);
   ASSERT_TRUE(remote.ready()) << remote.log();

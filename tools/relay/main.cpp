@@ -31,6 +31,7 @@ namespace {
 struct Arguments {
   std::string net_device, peer = "the remote client";
   uint64_t max_message = 0;
+  uint64_t tag_space = 0;  // the client's id: its tags carry it in their upper 32 bits
 };
 
 Arguments parse(int argc, char **argv) {
@@ -43,15 +44,18 @@ Arguments parse(int argc, char **argv) {
       a.net_device = value;
     } else if (flag == "--max-message") {
       a.max_message = std::strtoull(value.c_str(), nullptr, 10);
+    } else if (flag == "--tag-space") {
+      a.tag_space = std::strtoull(value.c_str(), nullptr, 10);
     } else if (flag == "--peer") {
       a.peer = value;
     } else {
       gf::fail(GF_ERR_INVALID_ARGUMENT, "unknown option " + flag);
     }
   }
-  if (a.net_device.empty() || a.max_message == 0) {
+  if (a.net_device.empty() || a.max_message == 0 || a.tag_space == 0) {
     gf::fail(GF_ERR_INVALID_ARGUMENT,
-             "usage: gpuflow-relay --net-device DEV --max-message BYTES [--peer NAME] (started "
+             "usage: gpuflow-relay --net-device DEV --max-message BYTES --tag-space CLIENT_ID "
+             "[--peer NAME] (started "
              "by a gpuflow service, not by hand)");
   }
   return a;
@@ -86,7 +90,10 @@ int run(int argc, char **argv) {
   }
   const std::vector<uint8_t> service_address = gf::transport::from_hex(service_hex);
   const std::vector<uint8_t> remote_address = gf::transport::from_hex(remote_hex);
-  auto inner = gf::transport::Worker::create("gpuflow-relay");
+  // Toward the service every message goes by rendezvous: a send ends only when the service's
+  // receive matches it, so what the client sends unannounced waits here, counted and bounded,
+  // instead of piling up in the service's worker.
+  auto inner = gf::transport::Worker::create("gpuflow-relay", true);
   auto outer = gf::transport::Worker::create_networked("gpuflow-relay", args.net_device);
   std::printf("%s %s\n", gf::transport::to_hex(inner->address()).c_str(),
               gf::transport::to_hex(outer->address()).c_str());
@@ -101,7 +108,8 @@ int run(int argc, char **argv) {
       std::make_unique<gf::transport::Endpoint>(*outer, remote_address, args.peer, on_error);
   pump = std::make_unique<gf::transport::TagRelay>(
       gf::transport::TagRelay::Side{inner.get(), to_service.get(), "the service"},
-      gf::transport::TagRelay::Side{outer.get(), to_remote.get(), args.peer}, args.max_message);
+      gf::transport::TagRelay::Side{outer.get(), to_remote.get(), args.peer, args.tag_space},
+      args.max_message);
   std::string why;
   const bool clean = relay(*pump, *inner, *outer, why);
   to_remote->close();
