@@ -36,18 +36,22 @@ std::shared_ptr<transport::ClientPlane> Connection::plane() {
 
 std::shared_ptr<transport::ClientPlane> Connection::working_plane() {
   std::shared_ptr<transport::ClientPlane> plane = this->plane();
-  // A data plane that failed stays failed for this connection: say why now, rather than
-  // announce a put whose bytes cannot move (the service would hold its reservation until the
-  // put timed out, and the caller would wait as long).
+  if (plane->failure().empty()) return plane;
+  // A put starts afresh on a new data plane (the service lets the old one go, with the blobs it
+  // held). Gets keep the failed one, so that they say why their blob cannot come.
+  open_data_plane(plane);
+  plane = this->plane();
+  // A put must not be announced on a plane whose bytes cannot move (the service would hold its
+  // reservation until the put timed out, and the caller would wait as long).
   if (std::string why = plane->failure(); !why.empty()) fail(GF_ERR_SYSTEM, why);
   return plane;
 }
 
-void Connection::open_data_plane() {
+void Connection::open_data_plane(const std::shared_ptr<transport::ClientPlane> &failed) {
   std::lock_guard opening(plane_mu_);
   {
     std::lock_guard lock(mu_);
-    if (plane_) return;
+    if (plane_ && plane_ != failed) return;  // there is one (or another thread replaced it)
   }
   const std::string service = "the gpuflow service at " + endpoint_;
   if (!welcome_.data_plane) {
@@ -271,8 +275,8 @@ void Connection::put(uint64_t blob_id, const void *data, size_t size) {
 }
 
 std::vector<uint8_t> Connection::get(uint64_t blob_id) {
-  // Asked even when this side's data plane failed: the service's answer says why in its words
-  // (a relay that died, named), and the receive then fails at once.
+  // Not working_plane(): on a failed plane the service's answer says why in its words (a relay
+  // that died, named), and the receive then fails at once.
   std::shared_ptr<transport::ClientPlane> plane = this->plane();
   const uint64_t id = next_id_++;
   const uint64_t tag = next_tag();

@@ -121,8 +121,10 @@ class Connection {
   // Every call throws gf::Error: GF_ERR_STATE when the service offers no data plane (or not to
   // this user), GF_ERR_INVALID_ARGUMENT / GF_ERR_NOT_FOUND when it refuses a request (over the
   // cap, unknown blob, bad tag), GF_ERR_SYSTEM naming the service when the data plane failed.
-  // Starts the data plane; later calls do nothing. The blob calls start it themselves.
-  void open_data_plane();
+  // Starts the data plane; later calls do nothing, unless `failed` is the one there: then a
+  // new one replaces it. The blob calls start it themselves.
+  void open_data_plane(const std::shared_ptr<transport::ClientPlane> &failed = nullptr);
+  // A put on a data plane that failed first replaces it (the old one's blobs are gone with it).
   void put(uint64_t blob_id, const void *data, size_t size);
   std::vector<uint8_t> get(uint64_t blob_id);
   void drop_blob(uint64_t blob_id);
@@ -183,7 +185,7 @@ class Connection {
   void send_unanswered(
       const std::function<std::vector<uint8_t>(flatbuffers::FlatBufferBuilder &, uint64_t)> &frame);
   std::shared_ptr<transport::ClientPlane> plane();
-  std::shared_ptr<transport::ClientPlane> working_plane();  // plane(), or why it failed
+  std::shared_ptr<transport::ClientPlane> working_plane();  // plane(), or why it just failed
   void read_loop();
   std::vector<uint8_t> lease_request_frame(uint64_t id, const LeaseAsk &ask, int64_t timeout_ms);
   // Decodes an answer to a lease request: true and `grant`, or false and why not.
@@ -213,7 +215,7 @@ class Connection {
   // Errors that come for a request after its first answer (a get whose send failed later).
   std::map<uint64_t, std::function<void(const std::string &why)>> watchers_;  // under mu_
   std::mutex plane_mu_;                            // serialises open_data_plane
-  std::shared_ptr<transport::ClientPlane> plane_;  // set once, under mu_ too
+  std::shared_ptr<transport::ClientPlane> plane_;  // under mu_ too; replaced once it failed
   uint64_t blob_cap_ = 0;
   bool bytes_follow_puts_ = false;  // the service's DataPlaneWelcome says so
   std::atomic<uint64_t> next_tag_{1};

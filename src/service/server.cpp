@@ -453,9 +453,20 @@ struct Server::Impl {
     if (!plane) {
       return send_error(c, id, GF_ERR_STATE, "this service has no data plane: " + plane_error);
     }
-    // One that failed (closed, or its relay gone) may be opened again; a working one may not.
-    if (c.blobs && c.blobs->closed() && !c.relay) c.blobs.reset();
-    if (c.blobs || c.relay) return send_error(c, id, GF_ERR_STATE, "you already have a data plane");
+    if (c.plane_request != 0) {
+      return send_error(c, id, GF_ERR_STATE, "your data plane is being opened already");
+    }
+    // A client asks again once its side of the data plane failed (its relay died, a send it
+    // could not end): the old one goes, with its blobs, and a new one starts.
+    if (c.blobs || c.relay) {
+      if (c.blobs && !c.blobs->closed()) {
+        log(who(c) + ": asked for a new data plane; the old one goes, " +
+            std::to_string(c.blobs->bytes()) + " blob byte(s) freed");
+        c.blobs->close("replaced by a new data plane at the client's request");
+      }
+      c.relay.reset();
+      c.blobs.reset();
+    }
     // UCX's shared memory is reached through /proc/PID/fd and process_vm_readv: both need the
     // peer to be ptrace-able, i.e. the same user. Another user would fail deep in UCX's wire-up;
     // it is told here instead.

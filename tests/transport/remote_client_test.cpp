@@ -5,9 +5,11 @@
 // nothing is left behind), and a client on another "host": a network namespace joined to the
 // service's by a veth pair, made here (skipped, saying why, where namespaces cannot be made).
 #include <gtest/gtest.h>
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <filesystem>
 #include <fstream>
@@ -416,6 +418,22 @@ TEST_F(RemoteClientTest, AKilledRelayFailsItsClientsTransfersNamingIt) {
   auto other = remote.connect("bystander");
   other->put(1, bytes.data(), bytes.size());
   EXPECT_EQ(first_difference(other->get(1), bytes), "");
+  // And the client gets a new data plane (a new relay) once it knows its old one failed: a put
+  // that finds out fails saying why, and the next goes through.
+  std::string failures;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    try {
+      c->put(2, bytes.data(), bytes.size());
+      break;
+    } catch (const gf::Error &e) {
+      failures += std::string(e.what()) + "\n";
+    }
+  }
+  EXPECT_EQ(first_difference(c->get(2), bytes), "") << failures << remote.log();
+  EXPECT_LE(std::count(failures.begin(), failures.end(), '\n'), 1) << failures;
+  const std::vector<pid_t> now = children_named(remote.pid(), "gpuflow-relay");
+  EXPECT_EQ(now.size(), 2u) << "the bystander's relay and the new one";
+  EXPECT_EQ(std::count(now.begin(), now.end(), relays[0]), 0);
 }
 
 // A remote client's bytes reach the service's worker only through its relay, which knows the

@@ -25,6 +25,7 @@
 #include "transport/blob_host.hpp"
 #include "transport/blob_store.hpp"
 #include "transport/endpoint.hpp"
+#include "transport/ucx_context.hpp"
 #include "wire/framing.hpp"
 
 using namespace gfsvc;
@@ -382,6 +383,33 @@ TEST_F(TransportTest, RawFramesAreRefused) {
   auto c = gf::client::Connection::open(service.endpoint(), "transport_test", 1);
   round_trip(*c, 1, 100);
   EXPECT_TRUE(contains(service.log(), "has a data plane")) << service.log();
+}
+
+// A client whose side of the data plane failed asks for a new one: the service lets the old one
+// go (saying so) and answers with a new welcome, rather than "you already have a data plane".
+TEST_F(TransportTest, ASecondDataPlaneHelloReplacesTheFirst) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  namespace fb = flatbuffers;
+  RawClient raw(service.socket());
+  {
+    fb::FlatBufferBuilder b;
+    raw.send(gf::wire::frame_of(
+        b, gf::wire::CreateHello(b, gf::wire::kProtocolVersion, b.CreateString("raw"), 1, 0)));
+    ASSERT_EQ(raw.next(5000 * kTimeFactor), "Welcome");
+  }
+  std::vector<std::unique_ptr<gf::transport::Worker>> workers;
+  for (uint64_t request : {2, 3}) {
+    workers.push_back(gf::transport::Worker::create("raw client"));
+    fb::FlatBufferBuilder b;
+    raw.send(gf::wire::frame_of(
+        b, gf::wire::CreateDataPlaneHello(b, request, b.CreateVector(workers.back()->address()))));
+    EXPECT_EQ(raw.next(5000 * kTimeFactor), "DataPlaneWelcome") << request;
+  }
+  EXPECT_TRUE(contains(service.log(), "asked for a new data plane; the old one goes"))
+      << service.log();
+  auto c = gf::client::Connection::open(service.endpoint(), "transport_test", 1);
+  round_trip(*c, 1, 100);
 }
 
 // A put whose bytes come with another tag: the service stops waiting at its deadline and says
