@@ -463,6 +463,7 @@ struct Server::Impl {
         log(who(c) + ": asked for a new data plane; the old one goes, " +
             std::to_string(c.blobs->bytes()) + " blob byte(s) freed");
         c.blobs->close("replaced by a new data plane at the client's request");
+        if (c.closing) return;  // answering its puts found its socket full: dropped
       }
       c.relay.reset();
       c.blobs.reset();
