@@ -215,11 +215,6 @@ void Connection::put(uint64_t blob_id, const void *data, size_t size) {
       plane->fail("blob " + std::to_string(blob_id) + ": " + error);
     answer(status, error);
   };
-  bool bytes_follow = false;
-  {
-    std::lock_guard lock(mu_);
-    bytes_follow = bytes_follow_puts_;
-  }
   // BlobPutReady (older services): the service's receive is posted, send now (on the reader
   // thread).
   auto ready = [this, plane, op, answer, stored, id, tag, data, size](
@@ -246,6 +241,7 @@ void Connection::put(uint64_t blob_id, const void *data, size_t size) {
     plane->abandon(op, status, error);
     answer(status, error);
   };
+  bool bytes_follow = false;
   {
     std::lock_guard lock(mu_);
     if (closed_) {
@@ -253,6 +249,7 @@ void Connection::put(uint64_t blob_id, const void *data, size_t size) {
     }
     // A service that takes bytes following BlobPut unasked (0.7) receives them whenever they
     // come and drains them if it refuses the put: one control message instead of two.
+    bytes_follow = bytes_follow_puts_;
     if (bytes_follow) {
       waiting_[id].callback = stored;
     } else {

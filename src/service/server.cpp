@@ -605,20 +605,16 @@ struct Server::Impl {
                        fb::FlatBufferBuilder b;
                        write(k, wire::frame_of(b, wire::CreateBlobStored(b, request, blob, size)));
                      }));
-    if (refused) {
+    fb::FlatBufferBuilder b;
+    if (!refused) {
+      if (!m.bytes_follow()) write(c, wire::frame_of(b, wire::CreateBlobPutReady(b, request)));
+    } else {
       log(who(c) + ": put refused: " + refused.why);
       if (!m.bytes_follow()) return send_error(c, request, refused.status, refused.why);
-      // The bytes are on their way already.
+      // The bytes are on their way already: received into nothing, where that is safe.
       const bool drained = c.blobs->drain(m.tag());
-      fb::FlatBufferBuilder b;
       write(c, wire::frame_of(b, wire::CreateBlobRefused(b, request, refused.status,
                                                          b.CreateString(refused.why), drained)));
-      plane->progress().kick();
-      return;
-    }
-    if (!m.bytes_follow()) {
-      fb::FlatBufferBuilder b;
-      write(c, wire::frame_of(b, wire::CreateBlobPutReady(b, request)));
     }
     plane->progress().kick();
   }
