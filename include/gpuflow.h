@@ -52,7 +52,7 @@ extern "C" {
 /* The version this header describes. A library of another major version refuses to create a
  * pool for code built against this header (GF_ERR_VERSION_MISMATCH). */
 #define GF_VERSION_MAJOR 0
-#define GF_VERSION_MINOR 6
+#define GF_VERSION_MINOR 7
 #define GF_VERSION_PATCH 0
 #define GF_VERSION_ENCODE(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
 #define GF_VERSION GF_VERSION_ENCODE(GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH)
@@ -1242,6 +1242,17 @@ GF_API gf_status gf_lease_device_info(gf_lease_device *out, const gf_lease *leas
 /* 1 in *out once the service has asked for the lease back (fair share or shutdown), or the
  * connection to it is gone; the holder should finish what runs on it and release it. */
 GF_API gf_status gf_lease_revoked(int32_t *out, const gf_lease *lease);
+
+/* Since 0.7: the processes of `process_group` (a process group of this host and of the caller's
+ * user; see setpgid(2)) run on the lease's devices. The lease then owns that job: should this
+ * process end without releasing the lease (killed, crashed), the service keeps the devices from
+ * everyone else until no process of the group is left, and ends the group itself (SIGTERM at
+ * once, SIGKILL 10 s later); a service restarted meanwhile still knows (docs/service.md, "A
+ * lease owns its job"). `gpuflow lease` binds its command's group this way. Binding again
+ * replaces the group. Errors: GF_ERR_INVALID_ARGUMENT (no such group, or another user's),
+ * GF_ERR_STATE (a service on another host, or one older than 0.7), GF_ERR_SYSTEM (the service
+ * is gone). Externally synchronized with gf_lease_release. */
+GF_API gf_status gf_lease_bind_process_group(gf_lease *lease, int64_t process_group);
 
 /* Hands the lease back and frees it. NULL is ignored. Returns GF_OK, or GF_ERR_SYSTEM when the
  * service is gone (the lease ended with the connection anyway). Externally synchronized. */

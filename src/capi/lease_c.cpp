@@ -1,5 +1,6 @@
 // C shims: leases from the node's service, its status, and the data-plane check.
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -119,6 +120,18 @@ GF_API gf_status gf_lease_revoked(int32_t *out, const gf_lease *lease) {
     require_out(out, "out");
     const LeaseObject &l = lease_of(lease);
     *out = l.connection->revoked(l.grant.lease_id) ? 1 : 0;
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_lease_bind_process_group(gf_lease *lease, int64_t process_group) {
+  return guard([&] {
+    const LeaseObject &l = lease_of(lease);
+    if (process_group <= 1 || process_group > INT32_MAX) {
+      fail(GF_ERR_INVALID_ARGUMENT,
+           "process_group " + std::to_string(process_group) + " is not a process group id");
+    }
+    l.connection->bind_process_group(l.grant.lease_id, static_cast<int32_t>(process_group));
     return GF_OK;
   });
 }

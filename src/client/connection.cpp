@@ -143,6 +143,7 @@ void Connection::handshake(const std::string &name, double weight, int timeout_m
   welcome_.backend = str(w->backend());
   welcome_.emulated_bandwidth = w->emulated_bandwidth();
   welcome_.data_plane = w->data_plane();
+  welcome_.binds_process_groups = w->binds_process_groups();
   if (w->kernels()) {
     for (const fb::String *k : *w->kernels()) welcome_.kernels.push_back(k->str());
   }
@@ -308,6 +309,26 @@ void Connection::release(uint64_t lease_id) {
   revoked_.erase(lease_id);
 }
 
+void Connection::bind_process_group(uint64_t lease_id, int32_t process_group) {
+  if (!welcome_.binds_process_groups) {
+    // An older service would read the message as garbage and close the connection.
+    fail(GF_ERR_STATE, "the gpuflow service at " + endpoint_ +
+                           " is older than this client: it binds no process group to a lease");
+  }
+  const uint64_t id = next_id_++;
+  fb::FlatBufferBuilder b;
+  std::vector<uint8_t> payload =
+      call(id, wire::frame_of(b, wire::CreateLeaseBind(b, id, lease_id, process_group)),
+           now_ms() + 10000);
+  const wire::Message *m = wire::message_of(payload);
+  if (const auto *e = m->body_as_Error())
+    fail(static_cast<gf_status>(e->status()), str(e->message()));
+  if (!m->body_as_LeaseBound()) {
+    fail(GF_ERR_SYSTEM,
+         endpoint_ + " answered a LeaseBind with " + wire::body_name(m->body_type()));
+  }
+}
+
 std::vector<uint8_t> Connection::status() {
   const uint64_t id = next_id_++;
   fb::FlatBufferBuilder b;
@@ -396,6 +417,8 @@ uint64_t answer_id(const wire::Message &m) {
       return m.body_as_BlobDropped()->request_id();
     case wire::Body::RunAccepted:
       return m.body_as_RunAccepted()->request_id();
+    case wire::Body::LeaseBound:
+      return m.body_as_LeaseBound()->request_id();
     default:
       return 0;
   }

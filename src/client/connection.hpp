@@ -49,8 +49,9 @@ struct Welcome {
   double cpus = 0;
   std::string backend;
   double emulated_bandwidth = 0;
-  bool data_plane = false;           // the service answers DataPlaneHello
-  std::vector<std::string> kernels;  // named kernels of the service's plugins
+  bool data_plane = false;            // the service answers DataPlaneHello
+  std::vector<std::string> kernels;   // named kernels of the service's plugins
+  bool binds_process_groups = false;  // the service answers LeaseBind
 };
 
 struct LeaseAsk {
@@ -107,6 +108,10 @@ class Connection {
       std::function<void(const Grant *grant, gf_status status, const std::string &why)>;
   void acquire_async(const LeaseAsk &ask, GrantDone done);
   void release(uint64_t lease_id);
+  // Tells the service that `process_group` uses the lease (wire.fbs, LeaseBind): should this
+  // process go without releasing it, the lease outlives it until the group is gone. Throws
+  // gf::Error with the service's refusal (not this user's group, a remote service, …).
+  void bind_process_group(uint64_t lease_id, int32_t process_group);
   // The service's StatusReply, as the verified frame payload.
   std::vector<uint8_t> status();
 

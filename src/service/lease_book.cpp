@@ -387,6 +387,54 @@ std::vector<Lease> LeaseBook::schedule(double now) {
   return granted;
 }
 
+void LeaseBook::restore(ClientId client, Lease lease) {
+  Impl &m = *impl_;
+  const std::string name = "restored lease " + std::to_string(lease.id);
+  check_arg(m.clients.contains(client), name + ": unknown client " + std::to_string(client));
+  check_arg(lease.id != 0 && !m.leases.contains(lease.id), name + ": the id is taken");
+  check_arg(!lease.devices.empty() || lease.cpus > FixedPoint(), name + " holds nothing");
+  check_arg(lease.cpus >= FixedPoint() && m.cpus_used + lease.cpus <= m.cpus_cap,
+            name + ": its " + amount(lease.cpus.to_double()) + " CPUs do not fit");
+  std::set<int32_t> seen;
+  for (const DeviceShare &d : lease.devices) {
+    const std::string device = name + ": device " + std::to_string(d.ordinal);
+    auto it = m.index_of.find(d.ordinal);
+    check_arg(it != m.index_of.end(), device + " does not exist");
+    check_arg(seen.insert(d.ordinal).second, device + " appears twice");
+    check_arg(d.share > FixedPoint() && d.share <= detail::kOne,
+              device + ": share " + amount(d.share.to_double()) + " is not in (0, 1]");
+    const detail::DeviceAmount &in_use = m.used[it->second];
+    check_arg(in_use.share + d.share <= detail::kOne &&
+                  d.memory <= slots_[it->second].memory - in_use.memory,
+              device + " does not have room for it beside the leases held");
+  }
+  lease.client = client;
+  lease.revoking = false;
+  m.take(client, lease, true);
+  m.next_lease = std::max(m.next_lease, lease.id + 1);
+  m.leases.emplace(lease.id, std::move(lease));
+}
+
+bool LeaseBook::hand_over(LeaseId lease, ClientId to, double now) {
+  Impl &m = *impl_;
+  auto it = m.leases.find(lease);
+  if (it == m.leases.end() || !m.clients.contains(to)) return false;
+  if (it->second.client == to) return true;
+  m.advance(now);
+  m.take(it->second.client, it->second, false);
+  it->second.client = to;
+  m.take(to, it->second, true);
+  return true;
+}
+
+LeaseId LeaseBook::next_lease_id() const {
+  return impl_->next_lease;
+}
+
+void LeaseBook::skip_lease_ids(LeaseId next) {
+  impl_->next_lease = std::max(impl_->next_lease, next);
+}
+
 std::vector<LeaseId> LeaseBook::revoke_for(ClientId client, double now) {
   impl_->advance(now);
   return impl_->revoke_for(client, impl_->now);

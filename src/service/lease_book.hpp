@@ -161,6 +161,19 @@ class LeaseBook {
   // Returns false when no such lease exists or it is not the caller's.
   bool release(ClientId caller, LeaseId lease, bool privileged, double now);
 
+  // Puts back a lease granted before the service restarted (its job still runs), held by
+  // `client` (already added) under its old id; later ids are larger. Throws gf::Error
+  // (GF_ERR_INVALID_ARGUMENT) naming what is wrong when a device does not exist or appears twice,
+  // a share or amount is malformed, the id is taken, or it does not fit beside what is held.
+  void restore(ClientId client, Lease lease);
+  // Hands a lease to another client (its holder went; its job did not): the usage goes on
+  // counting for the new holder and its user. False when the lease or the client is unknown.
+  bool hand_over(LeaseId lease, ClientId to, double now);
+  // The id the next grant gets; skip_lease_ids(n) makes it at least n (ids stay unique across a
+  // restart, so a lease id in a job's environment never names another lease).
+  LeaseId next_lease_id() const;
+  void skip_lease_ids(LeaseId next);
+
   // Grants every queued request that may go now, in fair-share order (reserve, then
   // backfill). The caller tells each client about its grants.
   std::vector<Lease> schedule(double now);

@@ -20,9 +20,12 @@
 #include "core/utf8.hpp"
 #include "pool/backend_choice.hpp"
 #include "service/graph_runs.hpp"
+#include "service/job_keeper.hpp"
+#include "service/job_processes.hpp"
 #include "service/listener.hpp"
 #include "service/relay_process.hpp"
 #include "service/remote_access.hpp"
+#include "service/saved_grants.hpp"
 #include "service/status_reply.hpp"
 #include "transport/blob_host.hpp"
 #include "transport/hex.hpp"
@@ -48,6 +51,8 @@ constexpr size_t kMaxRemoteHello = 16u << 10;
 constexpr size_t kMaxRemoteUngreeted = 64;
 // How long a relay may take to start and give its addresses.
 constexpr double kRelayStartTimeout_s = 10.0;
+// How often leases kept for their jobs (job_keeper.hpp) look at their processes.
+constexpr uint64_t kJobWatchMs = 250;
 
 std::string str(const fb::String *s) {
   return s ? s->str() : std::string();
@@ -82,6 +87,7 @@ struct Client {
   struct Server::Impl *server = nullptr;
   ClientId id = 0;
   Peer peer;
+  uint64_t peer_start = 0;  // when its process started (jobs::start_time): names it for good
   bool greeted = false;
   bool closing = false;
   wire::FrameReader reader;
@@ -109,6 +115,14 @@ struct Server::Impl {
   uv_timer_t tick{};
   std::thread thread;
   std::unique_ptr<LeaseBook> book;
+  // Leases bound to their jobs' process groups, and those kept for jobs whose holder went.
+  std::unique_ptr<JobKeeper> jobs;
+  // The grants on disk (saved_grants.hpp): rewritten before grants are sent, and at the end of a
+  // loop turn that changed them otherwise.
+  std::string state_path;
+  bool state_dirty = false;
+  bool state_warned = false;
+  uv_prepare_t state_writer{};
   // The data plane, from the first DataPlaneHello on; null before, or when UCX could not start
   // (plane_error says why, and Welcome says there is none).
   std::unique_ptr<transport::LoopPlane> plane;
@@ -158,6 +172,34 @@ struct Server::Impl {
       std::fprintf(stderr, "gpuflow serve: %s\n", line.c_str());
     }
   }
+  HolderProcess holder_of(const Client &c) const {
+    return HolderProcess{c.peer.pid, c.peer_start, c.peer.uid, c.peer.user, c.name};
+  }
+  // Writes the grants now. A failure is logged (once) and the service goes on: its leases are
+  // then only as safe across a restart as the last file written.
+  void save_state() {
+    state_dirty = false;
+    try {
+      SavedBook saved = save_grants(
+          *book, *jobs,
+          [this](ClientId id) {
+            auto it = clients.find(id);
+            return it == clients.end() ? HolderProcess{} : holder_of(*it->second);
+          },
+          started_ms);
+      if (saved.leases.empty()) {
+        if (::unlink(state_path.c_str()) != 0 && errno != ENOENT)
+          fail(GF_ERR_SYSTEM, "cannot remove " + state_path + ": " + std::strerror(errno));
+      } else {
+        write_file_atomically(state_path, encode_saved_book(saved));
+      }
+      state_warned = false;
+    } catch (const Error &e) {
+      if (!state_warned) log(std::string("grants not saved: ") + e.what());
+      state_warned = true;
+    }
+  }
+
   std::string who(const Client &c) const {
     return "client " + std::to_string(c.id) + " (" +
            (c.remote ? "remote, " : "pid " + std::to_string(c.peer.pid) + ", ") + c.peer.user +
@@ -232,6 +274,7 @@ struct Server::Impl {
       uv_os_fd_t fd = -1;
       uv_fileno(c->handle(), &fd);
       c->peer = peer_of(fd);
+      c->peer_start = jobs::start_time(c->peer.pid);
     }
     c->id = next_client++;
     clients[c->id] = c;
@@ -289,9 +332,13 @@ struct Server::Impl {
     if (c.greeted) {
       size_t queued = 0;
       for (const QueuedView &q : book->queued(now())) queued += q.client == c.id;
+      const size_t kept = c.remote ? 0 : jobs->holder_gone(c.id, holder_of(c), now());
       std::vector<LeaseId> released = book->remove_client(c.id, now());
+      for (LeaseId id : released) jobs->forget(id);
       line += "; " + std::to_string(released.size()) + " lease(s) released, " +
+              (kept ? std::to_string(kept) + " kept for their jobs, " : std::string()) +
               std::to_string(queued) + " request(s) dropped";
+      state_dirty |= !released.empty() || kept > 0;
     }
     if (graphs) graphs->client_gone(c.id);
     if (c.blobs) {
@@ -341,6 +388,8 @@ struct Server::Impl {
         return release(c, *m.body_as_LeaseRelease());
       case wire::Body::LeaseCancel:
         return cancel(c, *m.body_as_LeaseCancel());
+      case wire::Body::LeaseBind:
+        return bind(c, *m.body_as_LeaseBind());
       case wire::Body::StatusRequest:
         return status(c, *m.body_as_StatusRequest());
       case wire::Body::DataPlaneHello:
@@ -409,6 +458,7 @@ struct Server::Impl {
       }
       peer = behalf->second->peer;
       c.peer = peer;
+      c.peer_start = behalf->second->peer_start;
       weight = behalf->second->weight;  // its share is the client's
     }
     c.name = name;
@@ -435,7 +485,7 @@ struct Server::Impl {
                                 b, wire::kProtocolVersion, c.id, static_cast<uint32_t>(::getpid()),
                                 b.CreateVector(devices), book->cpus(), b.CreateString(backend_name),
                                 emulated_bandwidth, plane_error.empty(),
-                                b.CreateVectorOfStrings(graphs->kernels()))));
+                                b.CreateVectorOfStrings(graphs->kernels()), !c.remote)));
   }
 
   // ---- The data plane (docs/transport.md) ----
@@ -812,6 +862,8 @@ struct Server::Impl {
                        : "no lease " + std::to_string(r.lease_id()));
       return;
     }
+    jobs->forget(r.lease_id());
+    state_dirty = true;
     log(who(c) + " released lease " + std::to_string(r.lease_id()) +
         (holder != c.id ? " of client " + std::to_string(holder) : ""));
     fb::FlatBufferBuilder b;
@@ -830,6 +882,24 @@ struct Server::Impl {
     fb::FlatBufferBuilder b;
     write(c, wire::frame_of(b, wire::CreateCancelled(b, r.request_id(), r.target_request_id())));
     schedule();
+  }
+
+  void bind(Client &c, const wire::LeaseBind &m) {
+    if (c.remote) {
+      send_error(c, m.request_id(), GF_ERR_STATE,
+                 "a process group of another host cannot be bound to a lease of this service");
+      return;
+    }
+    std::string why = jobs->bind(c.id, c.peer.uid, m.lease_id(), m.process_group());
+    if (!why.empty()) {
+      send_error(c, m.request_id(), GF_ERR_INVALID_ARGUMENT, "cannot bind: " + why);
+      return;
+    }
+    save_state();  // before the holder hears of it: from now on the job outlives a restart
+    log(who(c) + " bound process group " + std::to_string(m.process_group()) + " to lease " +
+        std::to_string(m.lease_id()));
+    fb::FlatBufferBuilder b;
+    write(c, wire::frame_of(b, wire::CreateLeaseBound(b, m.request_id(), m.lease_id())));
   }
 
   void status(Client &c, const wire::StatusRequest &r) {
@@ -852,12 +922,20 @@ struct Server::Impl {
   std::map<ClientId, std::pair<Peer, std::string>> clients_info() const {
     std::map<ClientId, std::pair<Peer, std::string>> out;
     for (const auto &[id, c] : clients) out[id] = {c->peer, c->name};
+    for (const JobKeeper::KeptView &k : jobs->kept()) {
+      out[k.keeper] = {Peer{k.holder.uid, k.holder.pid, k.holder.user, false},
+                       "job of '" + k.holder.name + "'"};
+    }
     return out;
   }
 
   // ---- Granting ----
   void schedule() {
-    for (const Lease &lease : book->schedule(now())) {
+    std::vector<Lease> granted = book->schedule(now());
+    // On disk before any holder hears of its grant: a service killed from here on restarts
+    // knowing the lease.
+    if (!granted.empty()) save_state();
+    for (const Lease &lease : granted) {
       auto it = clients.find(lease.client);
       if (it == clients.end()) continue;  // cannot happen: departed clients leave the book
       Client &c = *it->second;
@@ -953,6 +1031,10 @@ struct Server::Impl {
 
   // ---- Lifecycle ----
   void shut_down() {
+    // The grants as they stand go to disk first and stay there: a stop is often a restart, and
+    // the next service must not hand out the devices of jobs that outlive this one.
+    save_state();
+    uv_close(reinterpret_cast<uv_handle_t *>(&state_writer), nullptr);
     stopping = true;
     std::vector<Client *> all;
     for (auto &[id, c] : clients) all.push_back(c);
@@ -1028,6 +1110,9 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
   s.socket_path =
       s.options.socket_path.empty() ? client::default_socket_path() : s.options.socket_path;
   s.endpoint = "unix://" + s.socket_path;
+  s.jobs = std::make_unique<JobKeeper>(
+      *s.book, s.options.job_kill_grace_s, [impl = &s] { return impl->next_client++; },
+      [impl = &s](const std::string &line) { impl->log(line); });
   s.graphs = std::make_unique<GraphRuns>(
       GraphRuns::Options{s.endpoint, s.options.pool, s.options.plugins, s.options.blob_cap},
       [impl = &s](RunNews n) { impl->post_news(std::move(n)); });
@@ -1047,6 +1132,29 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
     uv_loop_close(&s.loop);
     throw;
   }
+  // Only once the socket is ours (listen_on refuses a live service's): the saved grants are
+  // this socket's, and no other service is using them.
+  s.state_path = s.socket_path + ".leases";
+  try {
+    const size_t kept =
+        restore_grants(read_saved_book(s.state_path), *s.book, *s.jobs, s.started_ms, s.now(),
+                       [&s](const std::string &line) { s.log(line); });
+    if (kept) s.log(std::to_string(kept) + " lease(s) from before a restart kept for their jobs");
+  } catch (const Error &e) {
+    // A file that is not trustworthy is not used; it is moved aside (not deleted) for the
+    // administrator to look at.
+    const std::string aside = s.state_path + ".bad";
+    const bool moved = ::rename(s.state_path.c_str(), aside.c_str()) == 0;
+    s.log(std::string("saved grants not used: ") + e.what() +
+          (moved ? " (moved to " + aside + ")" : ""));
+  }
+  s.save_state();
+  uv_prepare_init(&s.loop, &s.state_writer);
+  s.state_writer.data = &s;
+  uv_prepare_start(&s.state_writer, [](uv_prepare_t *p) {
+    auto *self = static_cast<Impl *>(p->data);
+    if (self->state_dirty && !self->stopping) self->save_state();
+  });
   s.listener.data = &s;
   if (!s.options.listen.empty()) {
     // Before the unix socket listens: while it does not, nothing can connect to it while a
@@ -1061,6 +1169,7 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
                                          &s);
     } catch (...) {
       uv_close(reinterpret_cast<uv_handle_t *>(&s.listener), nullptr);
+      uv_close(reinterpret_cast<uv_handle_t *>(&s.state_writer), nullptr);
       uv_run(&s.loop, UV_RUN_NOWAIT);
       remove_socket_file(s.socket_path);
       uv_loop_close(&s.loop);
@@ -1095,6 +1204,11 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
           auto it = self->clients.find(id);
           if (it != self->clients.end() && it->second->blobs)
             it->second->blobs->expire(self->now());
+        }
+        if (self->jobs->keeping() && self->ticks % (kJobWatchMs / kTickMs) == 0 &&
+            self->jobs->watch(self->now())) {
+          self->state_dirty = true;
+          self->schedule();
         }
         if (++self->ticks % (250 / kTickMs) == 0) {
           self->publish_snapshot();

@@ -32,6 +32,9 @@ struct ServiceOptions {
   // token file whose token they must show (created when missing). Empty: unix socket only.
   std::string listen;
   std::string token_file;
+  // How long an orphaned job (its lease's holder went; docs/service.md, "A lease owns its job")
+  // has between SIGTERM and SIGKILL.
+  double job_kill_grace_s = 10;
 };
 
 class Server {

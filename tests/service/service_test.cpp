@@ -371,14 +371,28 @@ TEST_F(ServiceTest, KilledServiceFailsEveryBlockedCallAndRestartsOnItsSocket) {
   EXPECT_NE(graph.expect("destroyed", 5000 * kTimeFactor), "") << graph.story();
   EXPECT_TRUE(graph.wait(5000 * kTimeFactor)) << graph.story();
 
-  // The dead service left its socket file; a new one replaces it and answers at once.
+  // The dead service left its socket file; a new one replaces it and answers at once. The holder
+  // still runs, so the device it held stays its own (the grants were saved): the fresh client
+  // gets the other one, and device 0 comes back only when the holder ends.
   struct stat st {};
   ASSERT_EQ(::lstat((dir / "gf.sock").c_str(), &st), 0);
   service = std::make_unique<Service>(dir, 2, std::vector<std::string>{}, "serve2.log");
   ASSERT_TRUE(service->ready()) << service->log();
   Proc fresh(client("acquire", *service, {"1", "0"}), dir / "fresh.err");
-  EXPECT_NE(fresh.expect("granted", 5000 * kTimeFactor), "") << fresh.story();
+  const std::string granted = fresh.expect("granted", 5000 * kTimeFactor);
+  EXPECT_NE(granted, "") << fresh.story();
   EXPECT_NE(fresh.expect("destroyed", 5000 * kTimeFactor), "") << fresh.story();
+  const std::string leases = json_array(status_json(dir, *service), "leases");
+  EXPECT_TRUE(contains(leases, "\"pid\":" + std::to_string(holder.pid()) + ",")) << leases;
+  EXPECT_TRUE(contains(leases, "\"ordinal\":0,")) << leases;
+  EXPECT_TRUE(contains(service->log(), "kept: its holder (pid " + std::to_string(holder.pid())))
+      << service->log();
+  holder.signal(SIGKILL);
+  ASSERT_TRUE(holder.wait(5000 * kTimeFactor));
+  const int64_t start = now_ns();
+  while (json_array(status_json(dir, *service), "leases") != "" &&
+         ms_since(start) < 5000 * kTimeFactor)
+    ::usleep(20000);
   expect_status_clean(dir, *service);
 }
 

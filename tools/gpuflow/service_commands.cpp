@@ -3,6 +3,7 @@
 #include "service_commands.hpp"
 
 #include "doctor_transport.hpp"
+#include "job_tree.hpp"
 #include "trace.hpp"
 
 #include <gpuflow.h>
@@ -34,7 +35,7 @@ const char *kServiceUsage = R"(usage:
                  [--user-gpu-cap N] [--user-weights USER=W,...] [--usage-half-life SECONDS]
                  [--dashboard HOST:PORT] [--plugin LIB]... [--listen HOST:PORT --token-file F]
   gpuflow lease  [--pool ENDPOINT] [--gpus N] [--gpu-memory SIZE] [--cpus N] [--device ORDINAL]...
-                 [--timeout SECONDS] [--name TEXT] -- COMMAND [ARGS...]
+                 [--timeout SECONDS] [--name TEXT] [--grace SECONDS] -- COMMAND [ARGS...]
   gpuflow status [--pool ENDPOINT] [--json]
   (client commands take --token-file F for a tcp:// ENDPOINT)
   gpuflow trace  [--pool ENDPOINT] [--seconds N] [--output FILE]
@@ -49,9 +50,14 @@ the service's own user (gpuflow run --pool ENDPOINT GRAPH). --listen also accept
 hosts over TCP (--pool tcp://HOST:PORT); they must show the token in F (created, mode 0600, when
 missing; clients name their copy with --token-file or GPUFLOW_TOKEN_FILE).
 lease waits its turn for the devices asked for, runs COMMAND with CUDA_VISIBLE_DEVICES and
-NVIDIA_VISIBLE_DEVICES (device UUIDs) and GPUFLOW_DEVICES (ordinals) set, and releases them when
-COMMAND exits, whatever its exit; it exits with COMMAND's status. --gpus takes a whole number of
-devices or a fraction of one (0.5); SIZE takes K, M, G, T suffixes (powers of 1024).
+NVIDIA_VISIBLE_DEVICES (device UUIDs) and GPUFLOW_DEVICES (ordinals) set, and releases them once
+no process COMMAND started is left; it exits with COMMAND's status. The lease owns the job:
+COMMAND runs in a process group of its own (with the terminal's foreground), signals to lease
+reach all of it, and what COMMAND leaves running when it exits gets SIGTERM, then SIGKILL after
+--grace seconds (default 10; also after SIGTERM or SIGHUP to lease). If lease itself is killed,
+the service keeps the devices until the job's processes are gone and ends them the same way.
+--gpus takes a whole number of devices or a fraction of one (0.5); SIZE takes K, M, G, T suffixes
+(powers of 1024).
 status shows devices, leases and their holders, the queue and per-client usage.
 trace records the leases on each device for N seconds (default 10; Ctrl-C ends it early) and
 writes a Chrome/Perfetto trace (default gpuflow-trace.json): one track per device, each leased
@@ -67,7 +73,7 @@ exit codes: lease: COMMAND's, or 2 when no lease was granted; others: 0 ok, 2 er
 struct Args {
   std::string command;
   std::string endpoint, socket, group, name, user_weights, dashboard, listen, token_file;
-  double gpus = -1, cpus = 0, timeout_s = -1, seconds = 10;
+  double gpus = -1, cpus = 0, timeout_s = -1, seconds = 10, grace_s = 10;
   std::string output = "gpuflow-trace.json";
   uint64_t gpu_memory = 0;
   std::vector<int32_t> lease_devices;
@@ -152,6 +158,8 @@ Args parse(int argc, char **argv) {
       a.cpus = to_number(value(), o);
     } else if (o == "--device") {
       a.lease_devices.push_back(static_cast<int32_t>(to_number(value(), o)));
+    } else if (o == "--grace" && a.command == "lease") {
+      a.grace_s = to_number(value(), o);
     } else if (o == "--timeout") {
       a.timeout_s = to_number(value(), o);
     } else if (o == "--seconds" && (a.command == "trace" || a.command == "doctor")) {
@@ -284,6 +292,9 @@ std::string join(const std::vector<std::string> &items) {
 }
 
 int cmd_lease(const Args &a) {
+  // Before any thread exists (the pool's start them): every thread inherits the blocked signals,
+  // so they reach the job's wrapper only.
+  gpuflow_cli::take_job_signals();
   int rc = 0;
   const char *pool_env = std::getenv("GPUFLOW_POOL");
   const std::string endpoint = !a.endpoint.empty() ? a.endpoint : pool_env ? pool_env : "";
@@ -347,36 +358,22 @@ int cmd_lease(const Args &a) {
                   std::to_string(static_cast<int>(std::ceil(share * 100))));
     env.push_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=" + join(mps_memory));
   }
-  std::vector<char *> child_argv, child_env;
-  for (const auto &s : a.child) child_argv.push_back(const_cast<char *>(s.c_str()));
-  child_argv.push_back(nullptr);
-  for (auto &s : env) child_env.push_back(s.data());
-  child_env.push_back(nullptr);
-
-  struct sigaction forward {};
-  forward.sa_handler = note_signal;
-  sigaction(SIGINT, &forward, nullptr);
-  sigaction(SIGTERM, &forward, nullptr);
-  pid_t child = 0;
-  int spawn_error =
-      posix_spawnp(&child, child_argv[0], nullptr, nullptr, child_argv.data(), child_env.data());
-  int exit_code = kExitError;
-  if (spawn_error != 0) {
-    std::cerr << "gpuflow: cannot run '" << a.child[0] << "': " << std::strerror(spawn_error)
-              << "\n";
-  } else {
-    int status = 0;
-    bool forwarded = false;
-    while (waitpid(child, &status, 0) < 0) {
-      if (errno != EINTR) break;
-      if (stop_signal && !forwarded) {  // pass Ctrl-C / SIGTERM on, then wait for its end
-        kill(child, stop_signal);
-        forwarded = true;
-      }
+  gpuflow_cli::JobSpec job;
+  job.argv = a.child;
+  job.env = std::move(env);
+  job.grace_s = a.grace_s;
+  job.started = [&](pid_t process_group) {
+    // From here the lease owns the job, even should this process be killed.
+    if (gf_lease_bind_process_group(lease, process_group) != GF_OK) {
+      std::cerr << "gpuflow: warning: the lease is not bound to the job (" << gf_last_error()
+                << "): if this process is killed, the job runs on unleased\n";
     }
-    exit_code = WIFEXITED(status)     ? WEXITSTATUS(status)
-                : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
-                                      : kExitError;
+  };
+  std::string error;
+  int exit_code = gpuflow_cli::run_job(job, error);
+  if (exit_code < 0) {
+    std::cerr << "gpuflow: " << error << "\n";
+    exit_code = kExitError;
   }
   if (gf_lease_release(lease) != GF_OK) {
     std::cerr << "gpuflow: releasing the lease: " << gf_last_error() << "\n";

@@ -1,0 +1,134 @@
+#include "service/job_keeper.hpp"
+
+#include <signal.h>
+
+#include "service/job_processes.hpp"
+
+namespace gf::service {
+
+JobKeeper::JobKeeper(LeaseBook &book, double grace_s, std::function<ClientId()> new_client,
+                     std::function<void(const std::string &)> log)
+    : book_(book), grace_s_(grace_s), new_client_(std::move(new_client)), log_(std::move(log)) {}
+
+std::string JobKeeper::bind(ClientId client, uint32_t uid, LeaseId lease, int32_t group) {
+  const Lease *l = book_.lease(lease);
+  if (!l || l->client != client) return "no lease " + std::to_string(lease) + " of yours";
+  std::string why = jobs::why_not_bindable(group, uid);
+  if (!why.empty()) return why;
+  bound_[lease] = Bound{group, uid};
+  return {};
+}
+
+int32_t JobKeeper::group_of(LeaseId lease) const {
+  auto it = bound_.find(lease);
+  return it == bound_.end() ? 0 : it->second.group;
+}
+
+size_t JobKeeper::holder_gone(ClientId client, const HolderProcess &holder, double now) {
+  size_t kept = 0;
+  for (const Lease &l : book_.leases()) {
+    if (l.client != client) continue;
+    auto b = bound_.find(l.id);
+    if (b == bound_.end()) continue;
+    const Bound job = b->second;
+    bound_.erase(b);
+    if (!jobs::group_alive(job.group)) continue;
+    Kept k;
+    k.keeper = new_client_();
+    k.job = job;
+    // The holder dropped its connection: whether or not its process lives on, the lease has no
+    // holder any more, so its job is an orphan.
+    k.holder = holder;
+    k.holder_running = false;
+    ClientInfo info;
+    info.uid = holder.uid;
+    info.pid = holder.pid;
+    info.user = holder.user;
+    info.name = "job of '" + holder.name + "' (its holder went)";
+    info.since = now;
+    book_.add_client(k.keeper, info);
+    book_.hand_over(l.id, k.keeper, now);
+    log_("lease " + std::to_string(l.id) + " stays held for process group " +
+         std::to_string(job.group) + ", which still runs after its holder (pid " +
+         std::to_string(holder.pid) + ") went");
+    auto [it, fresh] = kept_.emplace(l.id, std::move(k));
+    orphan(l.id, it->second, now);
+    ++kept;
+  }
+  return kept;
+}
+
+void JobKeeper::keep_restored(Lease lease, const HolderProcess &holder, int32_t group, double now) {
+  Kept k;
+  k.keeper = new_client_();
+  k.holder = holder;
+  k.holder_running = jobs::still_running(holder.pid, holder.start);
+  k.job = Bound{group, holder.uid};
+  ClientInfo info;
+  info.uid = holder.uid;
+  info.pid = holder.pid;
+  info.user = holder.user;
+  info.name = "job of '" + holder.name + "' (from before a restart)";
+  info.since = now;
+  book_.add_client(k.keeper, info);
+  try {
+    book_.restore(k.keeper, lease);
+  } catch (...) {
+    book_.remove_client(k.keeper, now);
+    throw;
+  }
+  auto [it, fresh] = kept_.emplace(lease.id, std::move(k));
+  if (!it->second.holder_running && jobs::group_alive(group)) orphan(lease.id, it->second, now);
+}
+
+void JobKeeper::orphan(LeaseId lease, Kept &k, double now) {
+  if (k.orphaned_at >= 0 || k.job.group == 0) return;
+  k.orphaned_at = now;
+  const int reached = jobs::signal_group(k.job.group, k.job.uid, SIGTERM);
+  log_("lease " + std::to_string(lease) + ": SIGTERM to " + std::to_string(reached) +
+       " process(es) of its orphaned group " + std::to_string(k.job.group) + "; SIGKILL in " +
+       std::to_string(static_cast<int>(grace_s_)) + " s if any is left");
+}
+
+bool JobKeeper::watch(double now) {
+  bool ended = false;
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    const LeaseId lease = it->first;
+    Kept &k = it->second;
+    const bool group_alive = k.job.group != 0 && jobs::group_alive(k.job.group);
+    if (k.holder_running && !jobs::still_running(k.holder.pid, k.holder.start)) {
+      k.holder_running = false;
+      if (group_alive) orphan(lease, k, now);
+    }
+    if (!k.holder_running && !group_alive) {
+      book_.remove_client(k.keeper, now);
+      log_("lease " + std::to_string(lease) + " released: no process of its job is left");
+      it = kept_.erase(it);
+      ended = true;
+      continue;
+    }
+    if (group_alive && k.orphaned_at >= 0 && now - k.orphaned_at >= grace_s_) {
+      const int reached = jobs::signal_group(k.job.group, k.job.uid, SIGKILL);
+      if (reached > 0 && !k.killed) {
+        k.killed = true;
+        log_("lease " + std::to_string(lease) + ": SIGKILL to " + std::to_string(reached) +
+             " process(es) of group " + std::to_string(k.job.group) + " still running after " +
+             std::to_string(static_cast<int>(grace_s_)) + " s");
+      }
+    }
+    ++it;
+  }
+  return ended;
+}
+
+void JobKeeper::forget(LeaseId lease) {
+  bound_.erase(lease);
+}
+
+std::vector<JobKeeper::KeptView> JobKeeper::kept() const {
+  std::vector<KeptView> out;
+  for (const auto &[lease, k] : kept_) out.push_back({lease, k.keeper, k.holder, k.job.group});
+  return out;
+}
+
+}  // namespace gf::service

@@ -1,0 +1,78 @@
+// Leases that own their jobs (docs/service.md, "A lease owns its job"). A holder binds a process
+// group to its lease (LeaseBind); when the holder goes without releasing it (killed), or when the
+// service restarts while jobs run, the lease is not returned to the book: it passes to a *keeper*
+// (a client of the book with the job's user, so fair share goes on counting it) and stays held
+// until no process of its group is left and its holder process, where known, has ended. An
+// orphaned group (its holder gone) is asked to end: SIGTERM at once, SIGKILL after the grace
+// period, to the group's processes of the job's user only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "service/job_processes.hpp"
+#include "service/lease_book.hpp"
+
+namespace gf::service {
+
+class JobKeeper {
+ public:
+  // `new_client` gives the id of each keeper client; `log` takes one line per decision.
+  JobKeeper(LeaseBook &book, double grace_s, std::function<ClientId()> new_client,
+            std::function<void(const std::string &)> log);
+
+  // Binds `group` to `lease` for `client` (of `uid`). Empty, or why not (not its lease, no such
+  // group, another user's processes in it).
+  std::string bind(ClientId client, uint32_t uid, LeaseId lease, int32_t group);
+  int32_t group_of(LeaseId lease) const;  // 0: none bound
+
+  // `client` goes (call before LeaseBook::remove_client): each of its leases whose group still
+  // has processes passes to a keeper, and the group is told to end. How many were kept.
+  size_t holder_gone(ClientId client, const HolderProcess &holder, double now);
+  // A lease of a saved book (before a restart) whose holder or group is still there: added to
+  // the book under a keeper. Throws gf::Error when the book refuses it (LeaseBook::restore).
+  void keep_restored(Lease lease, const HolderProcess &holder, int32_t group, double now);
+
+  // Ends kept leases whose processes have all gone, and sends SIGKILL to orphaned groups past
+  // the grace period. True when a lease ended (the caller schedules).
+  bool watch(double now);
+  // A lease ended the ordinary way: its binding goes.
+  void forget(LeaseId lease);
+  bool keeping() const { return !kept_.empty(); }
+
+  // The kept leases, for status and the saved book: their keeper, who held them, their group.
+  struct KeptView {
+    LeaseId lease = 0;
+    ClientId keeper = 0;
+    HolderProcess holder;
+    int32_t group = 0;
+  };
+  std::vector<KeptView> kept() const;
+
+ private:
+  struct Bound {
+    int32_t group = 0;
+    uint32_t uid = 0;
+  };
+  struct Kept {
+    ClientId keeper = 0;
+    HolderProcess holder;
+    bool holder_running = false;  // the holder's process is still the one that held the lease
+    Bound job;
+    double orphaned_at = -1;  // when SIGTERM went (-1: not yet)
+    bool killed = false;      // SIGKILL went
+  };
+  void orphan(LeaseId lease, Kept &k, double now);
+
+  LeaseBook &book_;
+  double grace_s_;
+  std::function<ClientId()> new_client_;
+  std::function<void(const std::string &)> log_;
+  std::map<LeaseId, Bound> bound_;
+  std::map<LeaseId, Kept> kept_;
+};
+
+}  // namespace gf::service
