@@ -1123,6 +1123,10 @@ typedef struct gf_service_config {
    * service's own. */
   const char *listen;
   const char *token_file;
+  /* Appended in 0.7: how long a job whose lease's holder went without releasing it (killed; see
+   * gf_lease_bind_process_group) has between the service's SIGTERM and its SIGKILL, in seconds;
+   * 0: 10. */
+  double job_kill_grace_s;
 } gf_service_config;
 
 #define GF_SERVICE_CONFIG_INIT                         \
@@ -1141,7 +1145,8 @@ typedef struct gf_service_config {
         NULL,                  /* plugins */           \
         0,                     /* plugin_count */      \
         NULL,                  /* listen */            \
-        NULL                   /* token_file */        \
+        NULL,                  /* token_file */        \
+        0.0                    /* job_kill_grace_s */  \
   }
 
 /* Starts a service on its own thread; returns once it accepts connections. Ownership of *out

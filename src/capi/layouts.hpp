@@ -67,7 +67,8 @@ GF_LAYOUT(gf_command_desc, GF_COMMAND_DESC_INIT, GF_LAYOUT_END(gf_command_desc, 
 GF_LAYOUT(gf_service_config, GF_SERVICE_CONFIG_INIT, GF_LAYOUT_END(gf_service_config, user_weights),
           GF_LAYOUT_END(gf_service_config, dashboard),
           GF_LAYOUT_END(gf_service_config, plugin_count),
-          GF_LAYOUT_END(gf_service_config, token_file));
+          GF_LAYOUT_END(gf_service_config, token_file),
+          GF_LAYOUT_END(gf_service_config, job_kill_grace_s));
 GF_LAYOUT(gf_lease_request, GF_LEASE_REQUEST_INIT, GF_LAYOUT_END(gf_lease_request, name));
 GF_LAYOUT(gf_lease_device, GF_LEASE_DEVICE_INIT, GF_LAYOUT_END(gf_lease_device, memory));
 // Published in 0.2.

@@ -1,6 +1,7 @@
 // C shims: running the node's service in this process.
 #include <pwd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <vector>
@@ -107,6 +108,12 @@ GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *con
       options.listen = c.listen;
       options.token_file = c.token_file;
     }
+    if (!std::isfinite(c.job_kill_grace_s) || c.job_kill_grace_s < 0 ||
+        c.job_kill_grace_s > 86400) {
+      fail(GF_ERR_INVALID_ARGUMENT,
+           "gf_service_config.job_kill_grace_s must be between 0 and 86400 seconds");
+    }
+    if (c.job_kill_grace_s > 0) options.job_kill_grace_s = c.job_kill_grace_s;
     std::string address;
     if (c.dashboard && *c.dashboard) {
       dashboard::parse_address(c.dashboard, "gf_service_config.dashboard");  // refused here if bad

@@ -15,8 +15,11 @@ namespace gf::service::jobs {
 namespace {
 
 struct StatFields {
+  char state = 0;
   int32_t process_group = 0;
   uint64_t start = 0;
+  // A zombie has ended: it holds no device, only a pid until its parent reaps it.
+  bool ended() const { return state == 'Z' || state == 'X' || state == 'x'; }
 };
 
 // /proc/PID/stat past the command name (which may hold spaces and parentheses): field 3 on.
@@ -38,6 +41,7 @@ bool read_stat(int32_t pid, StatFields &out) {
   for (int field = 3; field <= 22; ++field) {
     while (*p == ' ') ++p;
     if (!*p) return false;
+    if (field == 3) out.state = *p;
     if (field == 5) out.process_group = static_cast<int32_t>(std::strtol(p, &end, 10));
     if (field == 22) out.start = std::strtoull(p, &end, 10);
     while (*p && *p != ' ') ++p;
@@ -71,7 +75,7 @@ bool owner_of(int32_t pid, uint32_t &uid) {
 
 uint64_t start_time(uint32_t pid) {
   StatFields f;
-  if (pid == 0 || !read_stat(static_cast<int32_t>(pid), f)) return 0;
+  if (pid == 0 || !read_stat(static_cast<int32_t>(pid), f) || f.ended()) return 0;
   return f.start;
 }
 
@@ -81,7 +85,17 @@ bool still_running(uint32_t pid, uint64_t start) {
 
 bool group_alive(int32_t process_group) {
   if (process_group <= 1) return false;
-  return ::kill(-process_group, 0) == 0 || errno != ESRCH;
+  if (::kill(-process_group, 0) != 0 && errno == ESRCH) return false;
+  // Members that are only zombies have ended. Where /proc hides other users' processes
+  // (hidepid) and shows no member at all, the kernel's word stands.
+  bool seen = false, running = false;
+  each_process([&](int32_t pid) {
+    StatFields f;
+    if (running || !read_stat(pid, f) || f.process_group != process_group) return;
+    seen = true;
+    running = !f.ended();
+  });
+  return running || !seen;
 }
 
 std::vector<Member> group_members(int32_t process_group) {
@@ -90,7 +104,7 @@ std::vector<Member> group_members(int32_t process_group) {
   each_process([&](int32_t pid) {
     StatFields f;
     Member m{pid, 0};
-    if (read_stat(pid, f) && f.process_group == process_group && owner_of(pid, m.uid))
+    if (read_stat(pid, f) && f.process_group == process_group && !f.ended() && owner_of(pid, m.uid))
       out.push_back(m);
   });
   return out;

@@ -23,21 +23,21 @@ struct HolderProcess {
 namespace gf::service::jobs {
 
 // When the process started (clock ticks since boot, /proc/PID/stat field 22); 0 when there is
-// no such process. With the pid it names one process for good: pids are reused, start times
-// with them are not.
+// no such process (or only its zombie). With the pid it names one process for good: pids are
+// reused, start times with them are not.
 uint64_t start_time(uint32_t pid);
-// The process `pid` that started at `start` still exists (a zombie counts until it is reaped).
+// The process `pid` that started at `start` still runs (a zombie has ended: it holds nothing).
 bool still_running(uint32_t pid, uint64_t start);
 
-// The group has a member, of whatever user (kill(-group, 0) does not fail with ESRCH). A group
-// id is not reused while the group has members.
+// The group has a member that has not ended, of whatever user. A group id is not reused while
+// the group has members.
 bool group_alive(int32_t process_group);
 
 struct Member {
   int32_t pid = 0;
   uint32_t uid = 0;  // the owner of /proc/PID: the process's effective uid
 };
-// The processes of the group now (a scan of /proc).
+// The processes of the group now, zombies left out (a scan of /proc).
 std::vector<Member> group_members(int32_t process_group);
 
 // Why a client of `uid` may not bind `process_group` to a lease: it has no members, or one of

@@ -263,6 +263,32 @@ TEST(Service, LeaseMisuseIsAClearError) {
   GF_EXPECT_STATUS(GF_ERR_INVALID_HANDLE, gf_lease_revoked(&revoked, held));
 }
 
+// gf_lease_bind_process_group: only a group of this host with processes of the caller's user.
+TEST(Service, ALeaseBindsOnlyAProcessGroupThatExists) {
+  TempDir dir;
+  Service service = start_service(dir.path + "/gf.sock", 1);
+  Pool pool = connect(gf_service_endpoint(service.get()));
+  gf_lease_request r = whole(1);
+  gf_lease *lease = nullptr;
+  GF_ASSERT_OK(gf_lease_acquire(&lease, pool.get(), &r, 1000));
+  std::string m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_lease_bind_process_group(lease, 1));
+  EXPECT_NE(m.find("process_group 1"), std::string::npos) << m;
+  GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_lease_bind_process_group(lease, -5));
+  GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_lease_bind_process_group(lease, int64_t{1} << 40));
+  // A group id nobody uses (pids stop at pid_max, at most 2^22).
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_lease_bind_process_group(lease, 0x7ffffff0));
+  EXPECT_NE(m.find("no process"), std::string::npos) << m;
+  GF_EXPECT_OK(gf_lease_bind_process_group(lease, ::getpgrp()));
+  GF_EXPECT_STATUS(GF_ERR_INVALID_HANDLE,
+                   gf_lease_bind_process_group(reinterpret_cast<gf_lease *>(8), ::getpgrp()));
+  // Released the ordinary way, a bound lease simply ends: nothing of this process is signalled.
+  GF_ASSERT_OK(gf_lease_release(lease));
+  GF_EXPECT_STATUS(GF_ERR_INVALID_HANDLE, gf_lease_bind_process_group(lease, ::getpgrp()));
+  gf_lease *again = nullptr;
+  GF_ASSERT_OK(gf_lease_acquire(&again, pool.get(), &r, 1000));
+  GF_ASSERT_OK(gf_lease_release(again));
+}
+
 TEST(Service, AnEmbeddedPoolHasNoLeasesAndNoServiceStatus) {
   gf_pool_config c = host_config(1, 1);
   c.endpoint = "embedded";

@@ -789,4 +789,88 @@ TEST(LeaseBook, RandomOperationsKeepTheInvariant) {
   EXPECT_GT(revoked, 10u) << counts;
 }
 
+// ---- Leases that outlive their holder or the service (docs/service.md, "A lease owns its job")
+
+namespace {
+
+Lease restored_lease(LeaseId id, std::vector<DeviceShare> devices, double cpus = 0) {
+  Lease l;
+  l.id = id;
+  l.name = "restored";
+  l.devices = std::move(devices);
+  l.cpus = fp(cpus);
+  return l;
+}
+
+}  // namespace
+
+TEST(LeaseBook, ARestoredLeaseHoldsItsDeviceAndLaterIdsFollowIt) {
+  LeaseBook book(gpus(2), 4, Policy{});
+  book.add_client(1, who(1000));
+  book.restore(1, restored_lease(41, {{0, fp(1), 16 * kGiB}}));
+  check(book);
+  book.add_client(2, who(1001));
+  ASSERT_EQ(submit_(book, 2, 1, ask(1), 0), "");
+  std::vector<Lease> granted = schedule_(book, 0);
+  ASSERT_EQ(granted.size(), 1u);
+  EXPECT_EQ(granted[0].devices.at(0).ordinal, 1) << "device 0 is the restored lease's";
+  EXPECT_GT(granted[0].id, 41u);
+  // No third device: the next request waits for the restored lease.
+  ASSERT_EQ(submit_(book, 2, 2, ask(1), 0), "");
+  EXPECT_TRUE(schedule_(book, 0).empty());
+  book.remove_client(1, 1);
+  EXPECT_EQ(schedule_(book, 1).size(), 1u);
+}
+
+TEST(LeaseBook, ARestoredLeaseThatDoesNotFitIsRefusedNamingWhy) {
+  LeaseBook book(gpus(1), 2, Policy{});
+  book.add_client(1, who(1000));
+  book.restore(1, restored_lease(1, {{0, fp(0.5), 8 * kGiB}}));
+  auto refused = [&](Lease l, const std::string &why) {
+    try {
+      book.restore(1, std::move(l));
+      ADD_FAILURE() << "restored: " << why;
+    } catch (const Error &e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+    check(book);
+  };
+  refused(restored_lease(2, {{0, fp(0.75), 1}}), "does not have room");
+  refused(restored_lease(3, {{0, fp(0.25), 9 * kGiB}}), "does not have room");
+  refused(restored_lease(1, {{0, fp(0.25), 1}}), "the id is taken");
+  refused(restored_lease(4, {{7, fp(0.25), 1}}), "device 7 does not exist");
+  refused(restored_lease(5, {{0, fp(0.1), 1}, {0, fp(0.1), 1}}), "appears twice");
+  refused(restored_lease(6, {}, 3), "CPUs do not fit");
+  refused(restored_lease(8, {}), "holds nothing");
+  book.restore(1, restored_lease(9, {{0, fp(0.5), 8 * kGiB}}, 2));
+  check(book);
+}
+
+TEST(LeaseBook, AHandedOverLeaseKeepsCountingForItsNewHolder) {
+  LeaseBook book(gpus(1), 0, Policy{});
+  book.add_client(1, who(1000));
+  book.add_client(2, who(1000));  // the keeper: the same user
+  ASSERT_EQ(submit_(book, 1, 1, ask(1), 0), "");
+  std::vector<Lease> granted = schedule_(book, 0);
+  ASSERT_EQ(granted.size(), 1u);
+  EXPECT_TRUE(book.hand_over(granted[0].id, 2, 1));
+  check(book);
+  EXPECT_TRUE(book.remove_client(1, 2).empty()) << "the lease is the keeper's now";
+  EXPECT_EQ(book.lease(granted[0].id)->client, 2u);
+  EXPECT_FALSE(book.hand_over(granted[0].id, 99, 2)) << "no such client";
+  EXPECT_FALSE(book.hand_over(12345, 2, 2)) << "no such lease";
+  EXPECT_EQ(book.remove_client(2, 3), std::vector<LeaseId>{granted[0].id});
+  check(book);
+}
+
+TEST(LeaseBook, SkippedLeaseIdsAreNeverHandedOut) {
+  LeaseBook book(gpus(1), 0, Policy{});
+  book.skip_lease_ids(1000);
+  book.skip_lease_ids(10);  // never backwards
+  EXPECT_EQ(book.next_lease_id(), 1000u);
+  book.add_client(1, who(1000));
+  ASSERT_EQ(submit_(book, 1, 1, ask(1), 0), "");
+  EXPECT_EQ(schedule_(book, 0).at(0).id, 1000u);
+}
+
 }  // namespace gf::service

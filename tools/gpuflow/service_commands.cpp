@@ -34,6 +34,7 @@ const char *kServiceUsage = R"(usage:
   gpuflow serve  [pool options] [--socket PATH] [--group NAME] [--client-gpu-cap N]
                  [--user-gpu-cap N] [--user-weights USER=W,...] [--usage-half-life SECONDS]
                  [--dashboard HOST:PORT] [--plugin LIB]... [--listen HOST:PORT --token-file F]
+                 [--job-kill-grace SECONDS]
   gpuflow lease  [--pool ENDPOINT] [--gpus N] [--gpu-memory SIZE] [--cpus N] [--device ORDINAL]...
                  [--timeout SECONDS] [--name TEXT] [--grace SECONDS] -- COMMAND [ARGS...]
   gpuflow status [--pool ENDPOINT] [--json]
@@ -48,7 +49,9 @@ serves a live page and Prometheus metrics (/metrics) over HTTP there (e.g. 127.0
 --plugin loads a kernel library: graphs naming its kernels run inside the service, for clients of
 the service's own user (gpuflow run --pool ENDPOINT GRAPH). --listen also accepts clients of other
 hosts over TCP (--pool tcp://HOST:PORT); they must show the token in F (created, mode 0600, when
-missing; clients name their copy with --token-file or GPUFLOW_TOKEN_FILE).
+missing; clients name their copy with --token-file or GPUFLOW_TOKEN_FILE). Leases whose jobs still
+run when their holder is killed (or the service restarts) stay held until the jobs are gone;
+such a job gets SIGTERM, and SIGKILL --job-kill-grace seconds later (default 10).
 lease waits its turn for the devices asked for, runs COMMAND with CUDA_VISIBLE_DEVICES and
 NVIDIA_VISIBLE_DEVICES (device UUIDs) and GPUFLOW_DEVICES (ordinals) set, and releases them once
 no process COMMAND started is left; it exits with COMMAND's status. The lease owns the job:
@@ -80,7 +83,7 @@ struct Args {
   bool json = false;
   gf_pool_config pool = GF_POOL_CONFIG_INIT;
   std::vector<int32_t> devices;
-  double client_cap = 0, user_cap = 0, half_life = 0;
+  double client_cap = 0, user_cap = 0, half_life = 0, job_kill_grace = 0;
   std::vector<std::string> child;
   std::vector<std::string> plugins;
 };
@@ -177,6 +180,8 @@ Args parse(int argc, char **argv) {
       a.user_weights = value();
     } else if (o == "--dashboard") {
       a.dashboard = value();
+    } else if (o == "--job-kill-grace" && a.command == "serve") {
+      a.job_kill_grace = to_number(value(), o);
     } else if (o == "--usage-half-life") {
       a.half_life = to_number(value(), o);
     } else if (o == "--backend") {
@@ -252,6 +257,7 @@ int cmd_serve(const Args &a) {
   config.client_gpu_cap = a.client_cap;
   config.user_gpu_cap = a.user_cap;
   config.usage_half_life_s = a.half_life;
+  config.job_kill_grace_s = a.job_kill_grace;
   config.user_weights = a.user_weights.empty() ? nullptr : a.user_weights.c_str();
   config.dashboard = a.dashboard.empty() ? nullptr : a.dashboard.c_str();
   std::vector<const char *> plugins;

@@ -3092,12 +3092,13 @@ pub struct gf_service_config {
     pub plugin_count: u32,
     pub listen: *const std::os::raw::c_char,
     pub token_file: *const std::os::raw::c_char,
+    pub job_kill_grace_s: f64,
 }
 #[test]
 fn bindgen_test_layout_gf_service_config() {
     assert_eq!(
         ::std::mem::size_of::<gf_service_config>(),
-        120usize,
+        128usize,
         concat!("Size of: ", stringify!(gf_service_config))
     );
     assert_eq!(
@@ -3360,6 +3361,23 @@ fn bindgen_test_layout_gf_service_config() {
         );
     }
     test_field_token_file();
+    fn test_field_job_kill_grace_s() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<gf_service_config>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).job_kill_grace_s) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(gf_service_config),
+                "::",
+                stringify!(job_kill_grace_s)
+            )
+        );
+    }
+    test_field_job_kill_grace_s();
 }
 extern "C" {
     pub fn gf_service_start(

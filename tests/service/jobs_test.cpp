@@ -1,0 +1,219 @@
+// A lease owns its job (issue 24, item 1; docs/service.md, "A lease owns its job"): `gpuflow
+// lease -- COMMAND` against a `gpuflow serve` process, with COMMAND a shell that leaves children,
+// grandchildren, a child that ignores SIGTERM and a background orphan. Whatever ends the first
+// job — COMMAND exiting, SIGTERM, Ctrl-C or SIGKILL to its wrapper, the service killed and
+// restarted under it — a second job queued for the same single device must start only when no
+// process of the first is left. The second job checks that itself, as its first act: it scans
+// /proc for processes whose environment carries the first job's marker (each test's own, so the
+// jobs of tests running beside it are not mistaken for these).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "processes.hpp"
+
+using namespace gfsvc;
+
+namespace {
+
+// Every process of the first job has this in its environment (the wrapper passes its own on).
+constexpr const char *kMarkerName = "GFTEST_FIRST_JOB";
+
+// COMMAND of the first job: processes of every kind, then "ready", then `main`.
+std::string first_job(const std::string &main) {
+  return "(trap '' TERM; sleep 300) & "      // a child that ignores SIGTERM
+         "sh -c 'sleep 300 & sleep 300' & "  // a child with a grandchild
+         "(sleep 300 &); "                   // an orphan: its parent subshell exits at once
+         "sh -c 'trap \"\" TERM INT HUP; sleep 300' & "  // a child that ignores the stop signals
+         "echo ready; " +
+         main;
+}
+
+std::string read_file(const std::string &path);
+
+class JobsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::signal(SIGPIPE, SIG_IGN);
+    marker_ = std::string(kMarkerName) + "=" + (dir / "first");
+    // The second job's COMMAND: one line per process of the first job still there, then
+    // "started".
+    scan_ = dir / "scan.sh";
+    std::ofstream(scan_) << "#!/bin/sh\n"
+                            "for d in /proc/[0-9]*; do\n"
+                            "  if tr '\\0' '\\n' < $d/environ 2>/dev/null | grep -qx \"$1\"; then\n"
+                            "    echo \"alive ${d#/proc/} $(tr '\\0' ' ' < $d/cmdline)\"\n"
+                            "  fi\n"
+                            "done\n"
+                            "echo started\n";
+    ::chmod(scan_.c_str(), 0755);
+  }
+
+  std::vector<std::string> lease(const Service &s, std::vector<std::string> options,
+                                 const std::vector<std::string> &command) {
+    std::vector<std::string> argv = {GPUFLOW_CLI_PATH, "lease", "--pool", s.endpoint()};
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.push_back("--");
+    argv.insert(argv.end(), command.begin(), command.end());
+    return argv;
+  }
+
+  // The first job, once it says it is ready (every process of it started).
+  std::unique_ptr<Proc> start_first(const Service &s, const std::string &main) {
+    auto p = std::make_unique<Proc>(lease(s, {"--grace", "1"}, {"sh", "-c", first_job(main)}),
+                                    dir / "first.err", std::vector<std::string>{marker_});
+    EXPECT_NE(p->expect("ready", 20000 * kTimeFactor), "") << p->story();
+    return p;
+  }
+
+  // The second job, queued behind the first for the same device.
+  std::unique_ptr<Proc> queue_second(const Service &s) {
+    return std::make_unique<Proc>(lease(s, {"--timeout", "60"}, {scan_, marker_}),
+                                  dir / "second.err");
+  }
+
+  // The second job ran, and found nothing of the first.
+  void expect_second_alone(Proc &second, const std::string &service_log = "") {
+    std::string seen;
+    for (;;) {
+      std::optional<std::string> l = second.line(40000 * kTimeFactor);
+      ASSERT_TRUE(l) << "the second job never started: " << second.story() << seen
+                     << "\nthe service's log:\n"
+                     << service_log << read_file(dir / "serve.log");
+      if (*l == "started") break;
+      seen += *l + "\n";
+    }
+    EXPECT_EQ(seen, "") << "processes of the first job were alive when the second got the device";
+    std::optional<int> status = second.wait(10000 * kTimeFactor);
+    EXPECT_TRUE(status && WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+        << exit_text(status) << second.story();
+  }
+
+  TempDir dir;
+  std::string marker_, scan_;
+};
+
+std::string read_file(const std::string &path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+int exit_code(std::optional<int> status) {
+  return status && WIFEXITED(*status) ? WEXITSTATUS(*status) : -1;
+}
+
+TEST_F(JobsTest, WhatCommandLeavesBehindEndsBeforeTheLeaseGoes) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  auto first = start_first(service, "exit 7");
+  auto second = queue_second(service);
+  expect_second_alone(*second);
+  EXPECT_EQ(exit_code(first->wait(10000 * kTimeFactor)), 7) << first->story();
+}
+
+TEST_F(JobsTest, SigtermToTheWrapperEndsTheWholeJob) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  auto first = start_first(service, "sleep 300");
+  auto second = queue_second(service);
+  first->signal(SIGTERM);
+  expect_second_alone(*second);
+  EXPECT_EQ(exit_code(first->wait(10000 * kTimeFactor)), 128 + SIGTERM) << first->story();
+}
+
+TEST_F(JobsTest, CtrlCReachesTheWholeJob) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  // COMMAND runs a foreground child, as at a prompt: SIGINT ends it, and then COMMAND.
+  auto first = start_first(service, "sleep 300; echo after");
+  auto second = queue_second(service);
+  first->signal(SIGINT);
+  expect_second_alone(*second);
+  const int code = exit_code(first->wait(10000 * kTimeFactor));
+  EXPECT_TRUE(code == 128 + SIGINT || code == 0) << code << first->story();
+}
+
+TEST_F(JobsTest, AKilledWrappersJobKeepsTheDeviceUntilItIsGone) {
+  Service service(dir, 1, {"--job-kill-grace", "1"});
+  ASSERT_TRUE(service.ready()) << service.log();
+  auto first = start_first(service, "sleep 300");
+  auto second = queue_second(service);
+  first->signal(SIGKILL);
+  ASSERT_TRUE(first->wait(5000 * kTimeFactor));
+  expect_second_alone(*second);
+  EXPECT_TRUE(contains(service.log(), "stays held for process group")) << service.log();
+  EXPECT_TRUE(contains(service.log(), "SIGKILL to")) << service.log();
+}
+
+// The service dies under a running job; the next one must not hand its device out.
+class RestartTest : public JobsTest {
+ protected:
+  void restart_under_running_job() {
+    service_ = std::make_unique<Service>(dir, 1);
+    ASSERT_TRUE(service_->ready()) << service_->log();
+    first_ = start_first(*service_, "sleep 300");
+    service_->proc().signal(SIGKILL);
+    ASSERT_TRUE(service_->proc().wait(5000));
+    service_ = std::make_unique<Service>(dir, 1, std::vector<std::string>{"--job-kill-grace", "1"},
+                                         "serve2.log");
+    ASSERT_TRUE(service_->ready()) << service_->log();
+    EXPECT_TRUE(contains(service_->log(), "kept: its holder")) << service_->log();
+    second_ = queue_second(*service_);
+    // Queued behind the kept lease, not granted: status lists it as waiting.
+    const int64_t start = now_ns();
+    bool queued = false;
+    while (!queued && ms_since(start) < 20000 * kTimeFactor) {
+      auto [rc, out] = run_cli(dir, {"status", "--json", "--pool", service_->endpoint()});
+      queued = rc == 0 && contains(out, "\"queued\":[{");
+      if (!queued) ::usleep(20000);
+    }
+    ASSERT_TRUE(queued) << service_->log();
+  }
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<Proc> first_, second_;
+};
+
+TEST_F(RestartTest, TheJobEndingGivesTheDeviceBack) {
+  restart_under_running_job();
+  first_->signal(SIGTERM);
+  expect_second_alone(*second_, service_->log());
+  EXPECT_EQ(exit_code(first_->wait(10000 * kTimeFactor)), 128 + SIGTERM) << first_->story();
+}
+
+TEST_F(RestartTest, AWrapperKilledAfterTheRestartStillHasItsJobEnded) {
+  restart_under_running_job();
+  first_->signal(SIGKILL);
+  ASSERT_TRUE(first_->wait(5000 * kTimeFactor));
+  expect_second_alone(*second_);
+  EXPECT_TRUE(contains(service_->log(), "SIGKILL to")) << service_->log();
+}
+
+TEST_F(JobsTest, ASavedBookThatCannotBeTrustedIsMovedAside) {
+  const std::string saved = dir / "gf.sock.leases";
+  std::ofstream(saved) << "not a lease book at all";
+  ::chmod(saved.c_str(), 0600);
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  EXPECT_TRUE(contains(service.log(), "saved grants not used")) << service.log();
+  struct stat st {};
+  EXPECT_EQ(::stat((saved + ".bad").c_str(), &st), 0);
+  // And the service works: a lease comes and goes.
+  auto [rc, out] = run_cli(dir, {"lease", "--pool", service.endpoint(), "--", "true"});
+  EXPECT_EQ(rc, 0) << out;
+}
+
+TEST_F(JobsTest, ASavedBookOthersMayWriteIsNotUsed) {
+  const std::string saved = dir / "gf.sock.leases";
+  std::ofstream(saved) << "x";
+  ::chmod(saved.c_str(), 0666);
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  EXPECT_TRUE(contains(service.log(), "may be written by others")) << service.log();
+}
+
+}  // namespace
