@@ -178,7 +178,9 @@ typedef enum gf_worker_kind {
  *   from token_file): such a pool has no GPU workers (the devices are on that host; graphs that
  *   need them run there, see gf_run_where), and its CPU workers are this host's, unleased;
  *   NULL or "": GPUFLOW_POOL when set, else an embedded pool private to this process. "embedded"
- *   forces a private pool whatever GPUFLOW_POOL says. A connected pool takes its devices from
+ *   forces a private pool whatever GPUFLOW_POOL says. A socket path has at most
+ *   GF_MAX_SOCKET_PATH_BYTES, a token_file path at most GF_MAX_PATH_BYTES, and the token in it
+ *   at most GF_MAX_TOKEN_BYTES (see "Shared pools"). A connected pool takes its devices from
  *   the service (the device options above are then ignored); see "Shared pools". Its weight
  *   among its user's own clients (fair share) is GPUFLOW_CLIENT_WEIGHT when set, a number in
  *   (0, 1e6], else 1; anything else is GF_ERR_INVALID_ARGUMENT naming the variable.
@@ -589,8 +591,10 @@ typedef void (*gf_run_callback)(gf_run *run, gf_run_state state, void *user_data
  * devices in this process's name: the graph document, literal inputs included, goes there over
  * the data plane, and gf_run_fetch brings kept outputs back over it. Only graphs whose every body
  * is a named kernel the service loaded (gpuflow serve --plugin) or a command can run there (their
- * commands start in this process's working directory), only for processes of the service's own
- * user, and gf_run_value, gf_graph_input_value and C callback bodies stay in-process only. */
+ * commands start in this process's working directory, and log to GPUFLOW_LOG_DIR when set: each
+ * UTF-8 of at most GF_MAX_PATH_BYTES, else the submit is GF_ERR_INVALID_ARGUMENT naming it), only
+ * for processes of the service's own user, and gf_run_value, gf_graph_input_value and C callback
+ * bodies stay in-process only. */
 typedef enum gf_run_where {
   /* In the service when the pool is connected, the service offers a data plane, and the graph
    * names at least one kernel that the service has and this pool has not, with every other body
@@ -1075,7 +1079,30 @@ GF_API gf_status gf_pool_set_event_callback(gf_pool *pool, gf_event_fn callback,
  * Waiting requests are served by weighted fair share between users, then between each user's
  * clients, with reservation and backfill so that large requests are not starved
  * (docs/service.md).
+ *
+ * Bounds on what a client sends the service are part of this ABI. The library checks every call
+ * against them before anything is sent: past one, the call returns GF_ERR_INVALID_ARGUMENT and
+ * gf_last_error() names the field and the bound ("gf_lease_request.name is 5000 bytes; at most
+ * GF_MAX_LEASE_NAME_BYTES (4096)"). The service holds every client to the same bounds: a
+ * request past one (from a client of another build, or hand-made) is refused alone, with an
+ * answer for that request; the client's connection and its leases stay. Sizes are bytes, the
+ * terminating NUL not counted; names are UTF-8.
  * ------------------------------------------------------------------------------------------- */
+
+/* gf_lease_request.name: UTF-8 text of at most this many bytes. */
+#define GF_MAX_LEASE_NAME_BYTES 4096
+/* gf_lease_request.devices: at most this many ordinals, each listed at most once. */
+#define GF_MAX_LEASE_DEVICES 1024
+/* A unix socket's path: gf_pool_config.endpoint (after "unix://") and
+ * gf_service_config.socket_path; what a sockaddr_un holds on Linux. */
+#define GF_MAX_SOCKET_PATH_BYTES 107
+/* Other paths: gf_pool_config.token_file, gf_service_config.token_file, and the working directory
+ * and GPUFLOW_LOG_DIR that a graph run in the service takes along for its commands (absolute
+ * UTF-8 paths; see gf_run_where). */
+#define GF_MAX_PATH_BYTES 4096
+/* A token, the first line of a token file (gf_service_config.token_file), on both ends: a longer
+ * one stops the service from starting, and a client refuses to send it. */
+#define GF_MAX_TOKEN_BYTES 4096
 
 typedef struct gf_service gf_service;
 typedef struct gf_lease gf_lease;
@@ -1087,9 +1114,10 @@ typedef void (*gf_log_fn)(const char *line, void *user_data);
 /* Service configuration. Zero means "default" for every field.
  * - pool: the devices to serve (backend, devices, emulated_devices, emulated_device_memory,
  *   emulated_bandwidth, device_memory_limit, cpu_workers as the CPUs to lease); NULL: defaults.
- * - socket_path: the unix socket to listen on; NULL: $XDG_RUNTIME_DIR/gpuflow.sock, else
- *   /tmp/gpuflow-$UID/gpuflow.sock (the directory made 0700). A stale socket file (nothing
- *   listening) is replaced; a live one is GF_ERR_STATE naming it.
+ * - socket_path: the unix socket to listen on, at most GF_MAX_SOCKET_PATH_BYTES; NULL:
+ *   $XDG_RUNTIME_DIR/gpuflow.sock, else /tmp/gpuflow-$UID/gpuflow.sock (the directory made
+ *   0700). A stale socket file (nothing listening) is replaced; a live one is GF_ERR_STATE
+ *   naming it.
  * - group: NULL: the socket is 0600, the service owner's only; a group name: 0660 and owned by
  *   that group, for a node-wide service.
  * - usage_half_life_s: how fast past use is forgotten by fair share; 0: 300 s.
@@ -1117,7 +1145,8 @@ typedef struct gf_service_config {
   /* Appended in 0.6: remote clients. listen: "HOST:PORT" (IPv4; port 0: any free one,
    * gf_service_remote_endpoint tells which) to accept clients of other hosts on over TCP; NULL or
    * "": none. token_file: the token they must show, the file's first line (created, mode 0600,
-   * with a random token when missing; refused when others may read it). A token holder gets the
+   * with a random token when missing; refused when others may read it; its path at most
+   * GF_MAX_PATH_BYTES, the token at most GF_MAX_TOKEN_BYTES). A token holder gets the
    * service user's rights except acting on other clients' leases: hand it out like a password.
    * Their data moves over UCX's TCP through a gpuflow-relay child process, never in the
    * service's own. */
@@ -1182,9 +1211,10 @@ GF_API void gf_service_stop(gf_service *service);
  * - gpu_memory: bytes on each device granted; 0: the share's part of the device's memory (all
  *   of it for whole devices).
  * - cpus: CPUs of the node (counted, not pinned).
- * - devices / device_count: only these device ordinals; NULL: any.
+ * - devices / device_count: only these device ordinals, each at most once, at most
+ *   GF_MAX_LEASE_DEVICES of them; NULL: any.
  * - priority: orders this client's own requests (higher first); fair share orders clients.
- * - name: shown by `gpuflow status`; NULL: none. */
+ * - name: shown by `gpuflow status`, UTF-8 of at most GF_MAX_LEASE_NAME_BYTES; NULL: none. */
 typedef struct gf_lease_request {
   uint32_t struct_size;
   double gpus;
@@ -1212,8 +1242,10 @@ typedef struct gf_lease_request {
  * once. Returns ownership of *out (release with gf_lease_release); *out is NULL on failure.
  * Errors: GF_ERR_STATE (the pool is embedded: leases come from a service), GF_ERR_INFEASIBLE
  * (never grantable on this node: more than it has, or above a cap; the message says which),
- * GF_TIMEOUT, GF_ERR_INVALID_ARGUMENT, GF_ERR_SYSTEM (the service went away; the message names
- * the endpoint). Thread-safe; blocks only the calling thread. */
+ * GF_TIMEOUT, GF_ERR_INVALID_ARGUMENT (a field of the request, named, or past a bound above: then
+ * nothing was sent, and the pool's connection and leases are as they were), GF_ERR_SYSTEM (the
+ * service went away; the message names the endpoint). Thread-safe; blocks only the calling
+ * thread. */
 GF_API gf_status gf_lease_acquire(gf_lease **out, gf_pool *pool, const gf_lease_request *request,
                                   int64_t timeout_ms);
 

@@ -9,7 +9,7 @@
 #include "capi/structs.hpp"
 #include "client/data_plane_check.hpp"
 #include "client/status_render.hpp"
-#include "core/utf8.hpp"
+#include "core/request_bounds.hpp"
 
 using namespace gf;
 using namespace gf::capi;
@@ -51,9 +51,12 @@ client::LeaseAsk ask_of(const gf_lease_request &r) {
   if (r.device_count && !r.devices) {
     fail(GF_ERR_INVALID_ARGUMENT, "gf_lease_request.devices is NULL but device_count is not 0");
   }
-  if (r.name && utf8_error_at(r.name) != std::string::npos) {
-    fail(GF_ERR_INVALID_ARGUMENT, "gf_lease_request.name is not UTF-8");
-  }
+  // The bounds the service holds every client to (gpuflow.h, "Shared pools"): checked here, so
+  // that nothing is sent for a request it would refuse.
+  std::string why = bounds::lease_devices_problem(
+      "gf_lease_request.devices", r.device_count ? r.devices : nullptr, r.device_count);
+  if (why.empty() && r.name) why = bounds::lease_name_problem("gf_lease_request.name", r.name);
+  if (!why.empty()) fail(GF_ERR_INVALID_ARGUMENT, why);
   ask.gpus = r.gpus;
   ask.gpu_memory = r.gpu_memory;
   ask.cpus = r.cpus;

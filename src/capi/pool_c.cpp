@@ -6,6 +6,7 @@
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
+#include "core/request_bounds.hpp"
 
 using namespace gf;
 using namespace gf::capi;
@@ -80,6 +81,12 @@ GF_API gf_status gf_pool_create_versioned(gf_pool **out, const gf_pool_config *c
     }
     const gf_pool_config defaults = GF_POOL_CONFIG_INIT;
     gf_pool_config resolved = config ? read_struct(config, "gf_pool_config") : defaults;
+    if (resolved.token_file) {
+      const std::string why =
+          bounds::bytes_over("gf_pool_config.token_file", std::strlen(resolved.token_file),
+                             "GF_MAX_PATH_BYTES", bounds::kMaxPathBytes);
+      if (!why.empty()) fail(GF_ERR_INVALID_ARGUMENT, why);
+    }
     bool from_env = false;
     const std::string address =
         dashboard::requested_address(resolved.dashboard, "GPUFLOW_DASHBOARD", &from_env);

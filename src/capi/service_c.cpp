@@ -3,7 +3,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "capi/dashboards.hpp"
@@ -11,6 +13,7 @@
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
 #include "core/host_port.hpp"
+#include "core/request_bounds.hpp"
 
 using namespace gf;
 using namespace gf::capi;
@@ -76,6 +79,17 @@ GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *con
     const gf_pool_config pool_defaults = GF_POOL_CONFIG_INIT;
     options.pool =
         resolve_pool_options(c.pool ? read_struct(c.pool, "gf_pool_config") : pool_defaults);
+    // Paths within gpuflow.h's bounds, named as the caller set them.
+    for (const auto &[field, value, bound_name, bound] :
+         {std::tuple<const char *, const char *, const char *, size_t>{
+              "gf_service_config.socket_path", c.socket_path, "GF_MAX_SOCKET_PATH_BYTES",
+              bounds::kMaxSocketPathBytes},
+          {"gf_service_config.token_file", c.token_file, "GF_MAX_PATH_BYTES",
+           bounds::kMaxPathBytes}}) {
+      if (!value) continue;
+      const std::string why = bounds::bytes_over(field, std::strlen(value), bound_name, bound);
+      if (!why.empty()) fail(GF_ERR_INVALID_ARGUMENT, why);
+    }
     options.socket_path = c.socket_path ? c.socket_path : "";
     options.group = c.group ? c.group : "";
     options.policy.usage_half_life_s =

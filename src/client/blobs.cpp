@@ -91,6 +91,15 @@ std::string Connection::data_plane_transports() {
   return plane()->transports();
 }
 
+void Connection::check_blob_size(uint64_t blob_id, uint64_t size) {
+  std::lock_guard lock(mu_);
+  if (size <= blob_cap_) return;
+  fail(GF_ERR_INVALID_ARGUMENT, "blob " + std::to_string(blob_id) + " of " + std::to_string(size) +
+                                    " bytes is over the cap of " + std::to_string(blob_cap_) +
+                                    " bytes the service at " + endpoint_ +
+                                    " holds for one client; nothing was sent");
+}
+
 Connection::PutTicket Connection::announce_put(uint64_t blob_id, uint64_t size, uint64_t tag) {
   open_data_plane();
   PutTicket t;
@@ -164,6 +173,7 @@ void Connection::send_answered(uint64_t id, const std::vector<uint8_t> &frame) {
 
 void Connection::put(uint64_t blob_id, const void *data, size_t size) {
   std::shared_ptr<transport::ClientPlane> plane = working_plane();
+  check_blob_size(blob_id, size);
   const uint64_t id = next_id_++;
   const uint64_t tag = next_tag();
   struct State {

@@ -13,6 +13,7 @@
 #include "client/message_support.hpp"
 #include "client/tcp_connect.hpp"
 #include "core/error.hpp"
+#include "core/request_bounds.hpp"
 #include "wire/framing.hpp"
 
 namespace gf::client {
@@ -27,10 +28,11 @@ std::string socket_path_of(const std::string &endpoint) {
                                       "' is not a unix socket: use unix:///path/to.sock or an "
                                       "absolute path");
   }
-  if (path.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    fail(GF_ERR_INVALID_ARGUMENT, "endpoint '" + endpoint + "': a socket path has at most " +
-                                      std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) +
-                                      " bytes");
+  if (std::string why =
+          bounds::bytes_over("the socket path of endpoint '" + endpoint + "'", path.size(),
+                             "GF_MAX_SOCKET_PATH_BYTES", bounds::kMaxSocketPathBytes);
+      !why.empty()) {
+    fail(GF_ERR_INVALID_ARGUMENT, why);
   }
   return path;
 }
@@ -156,6 +158,9 @@ void Connection::handshake(const std::string &name, double weight, int timeout_m
 }
 
 void Connection::send(const std::vector<uint8_t> &frame) {
+  // The service closes a connection that sends a frame over its limit: such a request fails
+  // here alone, with nothing sent.
+  if (std::string why = oversized(frame); !why.empty()) fail(GF_ERR_INVALID_ARGUMENT, why);
   std::lock_guard lock(write_mu_);
   size_t sent = 0;
   while (sent < frame.size()) {
@@ -167,6 +172,14 @@ void Connection::send(const std::vector<uint8_t> &frame) {
     }
     sent += static_cast<size_t>(n);
   }
+}
+
+std::string Connection::oversized(const std::vector<uint8_t> &frame) const {
+  if (frame.size() <= 4 + static_cast<size_t>(wire::kMaxFrame)) return {};
+  const auto *m = wire::GetMessage(frame.data() + 4);
+  return std::string("a ") + wire::body_name(m->body_type()) + " message of " +
+         std::to_string(frame.size() - 4) + " bytes is more than the service at " + endpoint_ +
+         " takes in one frame (" + std::to_string(wire::kMaxFrame) + "); nothing was sent";
 }
 
 void Connection::fail_gone() const {
@@ -285,6 +298,13 @@ void Connection::acquire_async(const LeaseAsk &ask, GrantDone done) {
   try {
     send(lease_request_frame(id, ask, -1));
   } catch (const Error &e) {
+    if (e.status() == GF_ERR_INVALID_ARGUMENT) {  // nothing was sent: the connection is fine
+      {
+        std::lock_guard lock(mu_);
+        if (waiting_.erase(id) == 0) return;
+      }
+      return done(nullptr, e.status(), e.what());
+    }
     std::function<void(const std::vector<uint8_t> *, const std::string &)> callback;
     {
       std::lock_guard lock(mu_);
@@ -430,12 +450,14 @@ void Connection::read_loop() {
   wire::FrameReader reader;
   std::vector<char> buffer(64 << 10);
   std::string reason;
+  std::string last_word;  // the last Error without a request id
   while (reason.empty()) {
     ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      reason = closed_ ? "the connection was closed by this process"
-                       : "the service closed the connection";
+      reason = closed_             ? "the connection was closed by this process"
+               : last_word.empty() ? "the service closed the connection"
+                                   : "the service closed the connection, saying: " + last_word;
       break;
     }
     reason = reader.feed(buffer.data(), static_cast<size_t>(n));
@@ -489,7 +511,10 @@ void Connection::read_loop() {
       }
       const uint64_t id = answer_id(*m);
       if (id == 0) {
-        if (const auto *e = m->body_as_Error()) reason = str(e->message());
+        // Why the service is about to close the connection, or the refusal of a request sent
+        // with id 0 (a late lease's release): either way the connection ends only when the
+        // socket does, and then this says why.
+        if (const auto *e = m->body_as_Error()) last_word = str(e->message());
         continue;
       }
       uint64_t late_lease = 0;

@@ -178,7 +178,12 @@ class Connection {
   Connection(std::string endpoint, int fd);
   void handshake(const std::string &name, double weight, int timeout_ms, uint64_t on_behalf_of,
                  const std::string &token);
+  // Writes a whole frame. Throws GF_ERR_INVALID_ARGUMENT, sending nothing and leaving the
+  // connection as it was, for a frame over the service's limit (wire::kMaxFrame); GF_ERR_SYSTEM
+  // once writing fails (the connection is then closed).
   void send(const std::vector<uint8_t> &frame);
+  // Why `frame` is too large to send, or "".
+  std::string oversized(const std::vector<uint8_t> &frame) const;
   // Sends a request and waits for the answer with its id (deadline_ms < 0: no deadline).
   std::vector<uint8_t> call(uint64_t id, const std::vector<uint8_t> &frame, int64_t deadline_ms);
   // Waits for the answer to `id`, registered in waiting_ beforehand (deadline_ms < 0: none).
@@ -190,6 +195,10 @@ class Connection {
   void send_unanswered(
       const std::function<std::vector<uint8_t>(flatbuffers::FlatBufferBuilder &, uint64_t)> &frame);
   std::shared_ptr<transport::ClientPlane> plane();
+  // Throws GF_ERR_INVALID_ARGUMENT for a blob larger than the service's cap for one client
+  // (DataPlaneWelcome.blob_cap): it could never be stored. put() checks; announce_put leaves
+  // the refusal to the service.
+  void check_blob_size(uint64_t blob_id, uint64_t size);
   std::shared_ptr<transport::ClientPlane> working_plane();  // plane(), or why it just failed
   void read_loop();
   std::vector<uint8_t> lease_request_frame(uint64_t id, const LeaseAsk &ask, int64_t timeout_ms);

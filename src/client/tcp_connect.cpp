@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/request_bounds.hpp"
 #include "core/tcp_socket.hpp"
 
 namespace gf::client {
@@ -108,6 +109,11 @@ std::string read_token(const std::string &endpoint, const std::string &token_fil
   }
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
   if (token.empty()) fail(GF_ERR_INVALID_ARGUMENT, "the token file " + path + " is empty");
+  if (std::string why = bounds::bytes_over("the token in " + path, token.size(),
+                                           "GF_MAX_TOKEN_BYTES", bounds::kMaxTokenBytes);
+      !why.empty()) {
+    fail(GF_ERR_INVALID_ARGUMENT, why + " (for " + endpoint + ")");
+  }
   return token;
 }
 

@@ -10,6 +10,7 @@
 
 #include "client/message_support.hpp"
 #include "core/error.hpp"
+#include "core/request_bounds.hpp"
 #include "pool/pool_core.hpp"
 #include "serialize/serialize.hpp"
 #include "wire/framing.hpp"
@@ -27,9 +28,6 @@ ServiceRun::~ServiceRun() = default;
 
 void ServiceRun::start() {
   graph_->freeze();
-  const std::string document = serialize::to_binary(*graph_);
-  const uint64_t blob = connection_->next_blob_id();
-  connection_->put(blob, document.data(), document.size());
   char directory[PATH_MAX];
   std::string cwd = ::getcwd(directory, sizeof directory) ? directory : "";
   // Where this process's commands would log (GPUFLOW_LOG_DIR), for the service's to log there.
@@ -38,6 +36,17 @@ void ServiceRun::start() {
     log_dir = env[0] == '/' || cwd.empty() ? env : cwd + "/" + env;
   }
   if (!graph_->has_commands()) cwd.clear(), log_dir.clear();  // nothing would start there
+  // The service takes no directory past gpuflow.h's bound: refused here, before anything is sent.
+  for (const auto &[what, dir] :
+       {std::pair<const char *, const std::string *>{"the working directory", &cwd},
+        {"the log directory (GPUFLOW_LOG_DIR)", &log_dir}}) {
+    const std::string why =
+        bounds::text_problem(what, *dir, "GF_MAX_PATH_BYTES", bounds::kMaxPathBytes);
+    if (!why.empty()) fail(GF_ERR_INVALID_ARGUMENT, "a graph run in the service: " + why);
+  }
+  const std::string document = serialize::to_binary(*graph_);
+  const uint64_t blob = connection_->next_blob_id();
+  connection_->put(blob, document.data(), document.size());
   run_id_ = connection_->next_run_id();
   started_ = std::chrono::steady_clock::now();
   // The run keeps itself alive until the service says it ended (or the connection does), so its

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/request_bounds.hpp"
 
 namespace gf::service {
 
@@ -53,10 +54,11 @@ void make_private_directory(const std::string &path) {
 
 void listen_on(uv_loop_t *loop, uv_pipe_t *pipe, const std::string &path,
                const std::string &group) {
-  if (path.empty() || path.size() >= sizeof(sockaddr_un{}.sun_path)) {
-    fail(GF_ERR_INVALID_ARGUMENT, "socket path '" + path + "' is empty or longer than " +
-                                      std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) +
-                                      " bytes");
+  if (path.empty()) fail(GF_ERR_INVALID_ARGUMENT, "the socket path is empty");
+  if (std::string why = bounds::bytes_over("socket path '" + path + "'", path.size(),
+                                           "GF_MAX_SOCKET_PATH_BYTES", bounds::kMaxSocketPathBytes);
+      !why.empty()) {
+    fail(GF_ERR_INVALID_ARGUMENT, why);
   }
   gid_t gid = static_cast<gid_t>(-1);
   if (!group.empty()) {

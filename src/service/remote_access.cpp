@@ -16,6 +16,7 @@
 
 #include "core/error.hpp"
 #include "core/host_port.hpp"
+#include "core/request_bounds.hpp"
 #include "core/tcp_socket.hpp"
 
 namespace gf::service {
@@ -128,6 +129,12 @@ std::string load_token(const std::string &path) {
   if (token.size() < 16) {
     fail(GF_ERR_INVALID_ARGUMENT,
          "the token in " + path + " is shorter than 16 characters: too easy to guess");
+  }
+  // Clients send it in their Hello and refuse to send a longer one (gpuflow.h).
+  if (std::string why = bounds::bytes_over("the token in " + path, token.size(),
+                                           "GF_MAX_TOKEN_BYTES", bounds::kMaxTokenBytes);
+      !why.empty()) {
+    fail(GF_ERR_INVALID_ARGUMENT, why);
   }
   return token;
 }

@@ -17,6 +17,7 @@
 
 #include "client/connection.hpp"
 #include "core/error.hpp"
+#include "core/request_bounds.hpp"
 #include "core/utf8.hpp"
 #include "pool/backend_choice.hpp"
 #include "service/graph_runs.hpp"
@@ -47,6 +48,8 @@ constexpr double kRevokePatience_s = 1.0;
 // How long a TCP connection may stay without a Hello carrying the right token.
 constexpr double kRemoteHelloTimeout_s = 10.0;
 constexpr size_t kMaxRemoteHello = 16u << 10;
+static_assert(bounds::kMaxTokenBytes + 4096 < kMaxRemoteHello,
+              "a Hello with the longest token a client may send (GF_MAX_TOKEN_BYTES) fits");
 // Remote connections that have not shown the token yet, at most (more are closed at once).
 constexpr size_t kMaxRemoteUngreeted = 64;
 // How long a relay may take to start and give its addresses.
@@ -383,7 +386,7 @@ struct Server::Impl {
     }
     switch (m.body_type()) {
       case wire::Body::LeaseRequest:
-        return request(c, *m.body_as_LeaseRequest(), problem);
+        return request(c, *m.body_as_LeaseRequest());
       case wire::Body::LeaseRelease:
         return release(c, *m.body_as_LeaseRelease());
       case wire::Body::LeaseCancel:
@@ -711,12 +714,13 @@ struct Server::Impl {
     std::string cwd = c.remote ? std::string() : str(m.working_directory());
     std::string log_dir = c.remote ? std::string() : str(m.log_directory());
     for (const std::string *dir : {&cwd, &log_dir}) {
-      if (!dir->empty() &&
-          ((*dir)[0] != '/' || dir->size() > 4096 || utf8_error_at(*dir) != std::string::npos)) {
+      if (!dir->empty() && ((*dir)[0] != '/' || dir->size() > bounds::kMaxPathBytes ||
+                            utf8_error_at(*dir) != std::string::npos)) {
         return send_error(c, request, GF_ERR_INVALID_ARGUMENT,
                           std::string("the ") + (dir == &cwd ? "working" : "log") +
                               " directory of a graph must be an absolute UTF-8 path of at most "
-                              "4096 bytes");
+                              "GF_MAX_PATH_BYTES (" +
+                              std::to_string(bounds::kMaxPathBytes) + ")");
       }
     }
     graphs->submit(c.id, c.name, request, m.run_id(), std::move(document),
@@ -819,7 +823,26 @@ struct Server::Impl {
                                 s.elapsed_s, report, report ? report_size : 0)));
   }
 
-  void request(Client &c, const wire::LeaseRequest &r, std::string &problem) {
+  // A well-formed request the service will not take is refused alone (LeaseRefused with its
+  // id): the connection and its leases stay. Only malformed frames end a connection.
+  void request(Client &c, const wire::LeaseRequest &r) {
+    // The bounds of gpuflow.h, as the C shims check them before sending (core/request_bounds).
+    std::string invalid;
+    if (r.request_id() == 0) {
+      invalid = "LeaseRequest.request_id is 0; a lease request needs an id of its own (1 or more)";
+    } else if (r.devices()) {
+      invalid = bounds::lease_devices_problem("LeaseRequest.devices", r.devices()->data(),
+                                              r.devices()->size());
+    }
+    if (invalid.empty()) {
+      invalid =
+          bounds::lease_name_problem("LeaseRequest.name", r.name() ? r.name()->string_view() : "");
+    }
+    if (!invalid.empty()) {
+      log(who(c) + ": lease request " + std::to_string(r.request_id()) + " refused: " + invalid);
+      refuse(c, r.request_id(), GF_ERR_INVALID_ARGUMENT, invalid);
+      return;
+    }
     LeaseAsk ask;
     ask.gpus = r.gpus();
     ask.gpu_memory = r.gpu_memory();
@@ -827,14 +850,6 @@ struct Server::Impl {
     if (r.devices()) ask.devices.assign(r.devices()->begin(), r.devices()->end());
     ask.priority = r.priority();
     ask.name = str(r.name());
-    if (utf8_error_at(ask.name) != std::string::npos || ask.name.size() > 4096) {
-      problem = "a LeaseRequest whose name is not UTF-8 text of at most 4096 bytes";
-      return;
-    }
-    if (r.request_id() == 0) {
-      problem = "a LeaseRequest with request id 0";
-      return;
-    }
     std::string why = book->submit(c.id, r.request_id(), ask, now());
     if (!why.empty()) {
       log(who(c) + ": lease request refused: " + why);

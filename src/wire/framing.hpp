@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/request_bounds.hpp"
 #include "wire/wire_generated.h"
 
 namespace gf::wire {
@@ -14,6 +15,12 @@ namespace gf::wire {
 constexpr uint32_t kProtocolVersion = 1;
 // Far above any real message (a status of a thousand leases is ~200 KiB), far below harm.
 constexpr uint32_t kMaxFrame = 4u << 20;
+// A request within gpuflow.h's bounds always fits one frame, so the service can refuse it alone
+// (a frame over kMaxFrame ends the connection). 1 KiB covers a message's other fields.
+static_assert(bounds::kMaxLeaseNameBytes + 4 * bounds::kMaxLeaseDevices + 1024 < kMaxFrame,
+              "a LeaseRequest within GF_MAX_LEASE_NAME_BYTES and GF_MAX_LEASE_DEVICES");
+static_assert(2 * bounds::kMaxPathBytes + 1024 < kMaxFrame,
+              "a GraphSubmit whose directories are within GF_MAX_PATH_BYTES");
 
 // Accumulates bytes from a stream and hands out whole frames.
 class FrameReader {

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "test_support.hpp"
 
@@ -149,6 +150,43 @@ TEST(Service, BadConfigurationsNameTheField) {
   c.user_weights = "no-such-user-here=2";
   m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_service_start(&s, &c));
   EXPECT_NE(m.find("no-such-user-here"), std::string::npos) << m;
+  // Paths past gpuflow.h's bounds, named with the bound.
+  c = GF_SERVICE_CONFIG_INIT;
+  const std::string socket = "/tmp/" + std::string(GF_MAX_SOCKET_PATH_BYTES - 4, 's');
+  c.socket_path = socket.c_str();
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_service_start(&s, &c));
+  EXPECT_NE(m.find("gf_service_config.socket_path is 108 bytes; at most "
+                   "GF_MAX_SOCKET_PATH_BYTES (107)"),
+            std::string::npos)
+      << m;
+  c = GF_SERVICE_CONFIG_INIT;
+  const std::string token_file = "/tmp/" + std::string(GF_MAX_PATH_BYTES, 't');
+  c.listen = "127.0.0.1:0";
+  c.token_file = token_file.c_str();
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_service_start(&s, &c));
+  EXPECT_NE(m.find("gf_service_config.token_file is 4101 bytes; at most GF_MAX_PATH_BYTES (4096)"),
+            std::string::npos)
+      << m;
+  gf_pool_config pool = host_config(1, 1);
+  pool.endpoint = "tcp://127.0.0.1:1";
+  pool.token_file = token_file.c_str();
+  gf_pool *p = nullptr;
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_pool_create(&p, &pool));
+  EXPECT_NE(m.find("gf_pool_config.token_file is 4101 bytes"), std::string::npos) << m;
+  // A token past GF_MAX_TOKEN_BYTES: the service does not start with it, a client does not send it.
+  TempDir dir;
+  const std::string long_token = dir.path + "/long.token";
+  std::ofstream(long_token) << std::string(GF_MAX_TOKEN_BYTES + 1, 'k') << "\n";
+  ::chmod(long_token.c_str(), 0600);
+  pool.token_file = long_token.c_str();
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_pool_create(&p, &pool));
+  EXPECT_NE(m.find("is 4097 bytes; at most GF_MAX_TOKEN_BYTES (4096)"), std::string::npos) << m;
+  const std::string socket_in_dir = dir.path + "/gf.sock";
+  c.socket_path = socket_in_dir.c_str();
+  c.token_file = long_token.c_str();
+  m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_service_start(&s, &c));
+  EXPECT_NE(m.find("is 4097 bytes; at most GF_MAX_TOKEN_BYTES (4096)"), std::string::npos) << m;
+  EXPECT_EQ(p, nullptr);
   EXPECT_EQ(s, nullptr);
   EXPECT_EQ(gf_service_endpoint(nullptr), nullptr);
   gf_service_stop(nullptr);  // ignored
@@ -287,6 +325,89 @@ TEST(Service, ALeaseBindsOnlyAProcessGroupThatExists) {
   gf_lease *again = nullptr;
   GF_ASSERT_OK(gf_lease_acquire(&again, pool.get(), &r, 1000));
   GF_ASSERT_OK(gf_lease_release(again));
+
+// The bounds of gpuflow.h ("Shared pools") are checked before anything is sent: each refusal
+// names the field and the bound, the service never hears of it, and the pool's lease and
+// connection are as they were. At the bounds themselves, requests are granted.
+TEST(Service, LeaseRequestsPastTheBoundsAreRefusedBeforeSending) {
+  TempDir dir;
+  Log log;
+  Service service = start_service(dir.path + "/gf.sock", 2, &log);
+  Pool pool = connect(gf_service_endpoint(service.get()));
+  gf_lease_request r = whole(1);
+  r.name = "held";
+  gf_lease *raw = nullptr;
+  GF_ASSERT_OK(gf_lease_acquire(&raw, pool.get(), &r, 1000));
+  Lease held(raw);
+
+  struct Case {
+    const char *what;
+    std::string name;
+    std::vector<int32_t> devices;
+    std::vector<std::string> said;
+  };
+  std::vector<int32_t> too_many(GF_MAX_LEASE_DEVICES + 1);
+  for (size_t i = 0; i < too_many.size(); ++i) too_many[i] = static_cast<int32_t>(i);
+  const std::vector<Case> cases = {
+      {"a name one byte over",
+       std::string(GF_MAX_LEASE_NAME_BYTES + 1, 'n'),
+       {},
+       {"gf_lease_request.name is 4097 bytes; at most GF_MAX_LEASE_NAME_BYTES (4096)"}},
+      {"a name over by a two-byte character",
+       std::string(GF_MAX_LEASE_NAME_BYTES - 1, 'n') + "\xc3\xa9",
+       {},
+       {"gf_lease_request.name is 4097 bytes", "GF_MAX_LEASE_NAME_BYTES"}},
+      {"a name that is not UTF-8",
+       "caf\xe9",
+       {},
+       {"gf_lease_request.name is not valid UTF-8 (byte 3 is 0xe9)"}},
+      {"one device more than the bound",
+       "",
+       too_many,
+       {"gf_lease_request.devices lists 1025 devices; at most GF_MAX_LEASE_DEVICES (1024)"}},
+      {"a device twice",
+       "",
+       {1, 0, 1},
+       {"gf_lease_request.devices lists device 1 twice (entries 0 and 2)"}},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.what);
+    gf_lease_request bad = whole(1);
+    bad.name = c.name.empty() ? nullptr : c.name.c_str();
+    bad.devices = c.devices.empty() ? nullptr : c.devices.data();
+    bad.device_count = static_cast<uint32_t>(c.devices.size());
+    gf_lease *lease = nullptr;
+    const std::string m =
+        GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_lease_acquire(&lease, pool.get(), &bad, 0));
+    EXPECT_EQ(lease, nullptr);
+    for (const std::string &part : c.said) EXPECT_NE(m.find(part), std::string::npos) << m;
+  }
+  // Nothing reached the service: it refused nothing and the pool is still its client.
+  EXPECT_FALSE(log.has("refused")) << log.text;
+  EXPECT_FALSE(log.has("disconnected")) << log.text;
+  int32_t revoked = -1;
+  GF_ASSERT_OK(gf_lease_revoked(&revoked, held.get()));
+  EXPECT_EQ(revoked, 0);
+
+  // At the bounds the requests go out. The most devices: the node has two, so the service
+  // refuses the list for naming one it lacks, as an answer to that request alone.
+  std::vector<int32_t> most(GF_MAX_LEASE_DEVICES);
+  for (size_t i = 0; i < most.size(); ++i) most[i] = static_cast<int32_t>(i);
+  gf_lease_request edge = whole(1);
+  edge.devices = most.data();
+  edge.device_count = static_cast<uint32_t>(most.size());
+  gf_lease *lease = nullptr;
+  std::string m =
+      GF_EXPECT_STATUS(GF_ERR_INFEASIBLE, gf_lease_acquire(&lease, pool.get(), &edge, 0));
+  EXPECT_NE(m.find("device 2 does not exist"), std::string::npos) << m;
+  // The longest name is granted, beside the lease held all along.
+  const std::string longest(GF_MAX_LEASE_NAME_BYTES, 'n');
+  edge = whole(1);
+  edge.name = longest.c_str();
+  GF_ASSERT_OK(gf_lease_acquire(&lease, pool.get(), &edge, 1000));
+  GF_ASSERT_OK(gf_lease_release(lease));
+  GF_ASSERT_OK(gf_lease_release(held.release()));
+  EXPECT_FALSE(log.has("disconnected")) << log.text;
 }
 
 TEST(Service, AnEmbeddedPoolHasNoLeasesAndNoServiceStatus) {

@@ -87,6 +87,21 @@ def test_a_lease_that_cannot_be_had_in_time_raises_timeout(service):
             pool.lease(gpus=3)
 
 
+def test_a_lease_past_the_bounds_is_refused_and_the_pool_keeps_its_lease(service):
+    with gpuflow.Pool(endpoint=service, cpu_workers=1) as pool:
+        with pool.lease(gpus=1, name="held") as held:
+            with pytest.raises(gpuflow.InvalidArgumentError,
+                               match=r"gf_lease_request.name is 4097 bytes; at most "
+                                     r"GF_MAX_LEASE_NAME_BYTES \(4096\)"):
+                pool.lease(gpus=1, name="n" * 4097)
+            with pytest.raises(gpuflow.InvalidArgumentError, match="lists device 1 twice"):
+                pool.lease(gpus=1, devices=[1, 1])
+            assert [l["lease_id"] for l in pool.service_status()["leases"]] == [held.id]
+            with pool.lease(gpus=1, devices=[1], name="n" * 4096, timeout=5) as second:
+                assert [d.ordinal for d in second.devices] == [1]
+            assert not held.revoked
+
+
 def test_an_embedded_pool_has_no_leases():
     with gpuflow.Pool(cpu_workers=1, emulated_devices=1, backend="host",
                       endpoint="embedded") as pool:
