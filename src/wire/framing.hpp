@@ -14,6 +14,11 @@ namespace gf::wire {
 constexpr uint32_t kProtocolVersion = 1;
 // Far above any real message (a status of a thousand leases is ~200 KiB), far below harm.
 constexpr uint32_t kMaxFrame = 4u << 20;
+// The most of a Hello's name and (remote clients) user name the service keeps, in bytes of
+// UTF-8. Both are display text: the service repairs and cuts what it gets rather than refuse a
+// client over them, and clients send them already fitted (client/process_name.hpp).
+constexpr size_t kMaxHelloName = 256;
+constexpr size_t kMaxHelloUser = 64;
 
 // Accumulates bytes from a stream and hands out whole frames.
 class FrameReader {
