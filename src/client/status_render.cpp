@@ -73,6 +73,11 @@ std::string cell(const fb::String *s, size_t width) {
   return out + std::string(width - characters, ' ');
 }
 
+// "(3 more leases not shown)": the service lists at most so many of each (docs/service.md).
+std::string omitted_text(uint32_t count, const char *what) {
+  return count == 0 ? std::string() : format("(%u more %s not shown)\n", count, what);
+}
+
 template <class T>
 std::vector<const T *> items(const fb::Vector<fb::Offset<T>> *v) {
   std::vector<const T *> out;
@@ -108,6 +113,7 @@ std::string status_text(const std::vector<uint8_t> &payload) {
                   grants_text(l->devices()).c_str(), l->cpus(), age_text(l->since_ms()).c_str(),
                   l->revoking() ? "  (asked back)" : "");
   }
+  out += omitted_text(s.leases_omitted(), "leases");
   out +=
       "\nQUEUED  REQUEST                   PID      USER        GPUS   MEMORY      CPUS  WAITING\n";
   if (items(s.queued()).empty()) out += "(none)\n";
@@ -117,6 +123,7 @@ std::string status_text(const std::vector<uint8_t> &payload) {
                   q->gpu_memory() ? bytes_text(q->gpu_memory()).c_str() : "-", q->cpus(),
                   age_text(q->since_ms()).c_str(), q->reserved() ? "  (reserved)" : "");
   }
+  out += omitted_text(s.queued_omitted(), "queued requests");
   out +=
       "\nCLIENT  NAME                      PID      USER        WEIGHT  LEASES  QUEUED  GPUS   "
       "SHARE\n";
@@ -125,6 +132,7 @@ std::string status_text(const std::vector<uint8_t> &payload) {
                   cell(c->name(), 25).c_str(), c->pid(), cell(c->user(), 11).c_str(), c->weight(),
                   c->leases(), c->queued(), c->gpus_in_use(), c->dominant_share() * 100);
   }
+  out += omitted_text(s.clients_omitted(), "clients");
   // The data plane (issue 13): only when some client has one, so the table above stays as is.
   bool planes = false;
   for (const wire::ClientStatus *c : items(s.clients()))
@@ -158,7 +166,11 @@ std::string status_json(const std::vector<uint8_t> &payload) {
                     ",\"started_ms\":" + std::to_string(s.started_ms()) +
                     ",\"cpus\":" + json_number(s.cpus()) +
                     ",\"cpus_in_use\":" + json_number(s.cpus_in_use()) +
-                    ",\"blob_bytes\":" + std::to_string(s.blob_bytes()) + ",\"devices\":[";
+                    ",\"blob_bytes\":" + std::to_string(s.blob_bytes()) +
+                    ",\"leases_omitted\":" + std::to_string(s.leases_omitted()) +
+                    ",\"queued_omitted\":" + std::to_string(s.queued_omitted()) +
+                    ",\"clients_omitted\":" + std::to_string(s.clients_omitted()) +
+                    ",\"ended_omitted\":" + std::to_string(s.ended_omitted()) + ",\"devices\":[";
   bool first = true;
   for (const wire::DeviceStatus *d : items(s.devices())) {
     out += std::string(first ? "" : ",") + "{\"ordinal\":" + std::to_string(d->ordinal()) +

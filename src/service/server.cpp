@@ -845,9 +845,7 @@ struct Server::Impl {
     for (const auto &[id, k] : clients) {
       if (k->blobs) context.data_planes[id] = {k->blobs->transports(), k->blobs->bytes()};
     }
-    fb::FlatBufferBuilder b;
-    write(c,
-          wire::frame_of(b, build_status_reply(b, *book, context, r.request_id(), clients_info())));
+    write(c, status_reply_frame(*book, context, r.request_id(), clients_info()));
   }
 
   std::map<ClientId, std::pair<Peer, std::string>> clients_info() const {

@@ -12,7 +12,9 @@
 namespace gf::wire {
 
 constexpr uint32_t kProtocolVersion = 1;
-// Far above any real message (a status of a thousand leases is ~200 KiB), far below harm.
+// Far above any real message, far below harm. Both ends read frames up to this size, and the
+// service never sends a larger one (its one reply that grows with the node's state, status, is
+// bounded by construction: service/status_reply.hpp).
 constexpr uint32_t kMaxFrame = 4u << 20;
 // The most of a Hello's name and (remote clients) user name the service keeps, in bytes of
 // UTF-8. Both are display text: the service repairs and cuts what it gets rather than refuse a

@@ -3,6 +3,8 @@
 // - Names are data: a program whose name the kernel cuts mid-character, or that is not UTF-8 at
 //   all, connects and leases; control characters in a program's or a lease's name reach neither
 //   `gpuflow status` nor the service's log raw.
+// - Replies that fit: thousands of leases with 4096-byte names leave `gpuflow status` (text and
+//   JSON) readable, saying what it left out.
 //
 // Clients are name_client processes (name_client.c documents its modes), run under the file
 // names the tests want their program names to be. Waits are bounded (a hang fails the test
@@ -160,6 +162,33 @@ TEST_F(EdgesTest, ControlCharactersInNamesReachNeitherStatusNorTheLog) {
   EXPECT_EQ(raw_controls_in(log), "") << log;
   EXPECT_TRUE(contains(log, "evil\\x1b[2Jprog")) << log;
   EXPECT_TRUE(contains(log, "\\x1b[31m\\r\\n\\x07x")) << log;
+}
+
+// ---- Replies that fit ----
+
+TEST_F(EdgesTest, StatusOfThousandsOfLongNamedLeasesStaysReadable) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  // 1100 ended and 1100 held leases with 4096-byte names: 9 MB of names, twice the frame limit.
+  const int kLeases = 1100;
+  auto many = name_client("many", service,
+                          {"many", std::to_string(kLeases), std::to_string(kLeases), "4096"});
+  ASSERT_NE(many->expect("held " + std::to_string(kLeases), 120000 * kTimeFactor), "")
+      << many->story();
+
+  const std::string cut = std::string(253, 'x') + "\xe2\x80\xa6";  // 256 bytes with the "…"
+  const std::string text = status(service, false);
+  EXPECT_TRUE(contains(text, "(" + std::to_string(kLeases - 1024) + " more leases not shown)"))
+      << text.substr(0, 4000);
+  const std::string json = status(service, true);
+  EXPECT_TRUE(contains(json, "\"leases_omitted\":" + std::to_string(kLeases - 1024)))
+      << json.substr(0, 2000);
+  EXPECT_TRUE(contains(json, "\"ended_omitted\":0,")) << json.substr(0, 2000);
+  EXPECT_TRUE(contains(json, "\"name\":\"" + cut + "\"")) << json.substr(0, 2000);
+  EXPECT_FALSE(contains(json, std::string(257, 'x'))) << json.substr(0, 2000);
+
+  many->close_stdin();
+  EXPECT_NE(many->expect("bye", 120000 * kTimeFactor), "") << many->story();
 }
 
 }  // namespace
