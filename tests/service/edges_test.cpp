@@ -1,10 +1,13 @@
-// Edges of the node's service with real processes (issue 24):
+// Edges of the node's service with real processes (issue 24, items 3, 5 and 6):
 //
 // - Names are data: a program whose name the kernel cuts mid-character, or that is not UTF-8 at
 //   all, connects and leases; control characters in a program's or a lease's name reach neither
 //   `gpuflow status` nor the service's log raw.
 // - Replies that fit: thousands of leases with 4096-byte names leave `gpuflow status` (text and
 //   JSON) readable, saying what it left out.
+// - Start-up that cannot hang: a FIFO (or a directory, or a link) as the token file stops
+//   `gpuflow serve` at once, naming it; stop signals work while its start waits (a plugin that
+//   the test holds back, start_gate_plugin.c).
 //
 // Clients are name_client processes (name_client.c documents its modes), run under the file
 // names the tests want their program names to be. Waits are bounded (a hang fails the test
@@ -57,6 +60,15 @@ std::string raw_controls_in(const std::string &text) {
   return found;
 }
 
+// Whether the file at `path` comes to contain `text`, polling a bounded number of times.
+bool file_comes_to_contain(const Proc &proc, const std::string &text) {
+  for (int tries = 0; tries < 2000 * kTimeFactor; ++tries) {
+    if (contains(proc.stderr_text(), text)) return true;
+    ::usleep(10000);
+  }
+  return false;
+}
+
 class EdgesTest : public ::testing::Test {
  protected:
   // name_client run as `file` (a link to it in the test's directory): its program name.
@@ -76,9 +88,16 @@ class EdgesTest : public ::testing::Test {
     EXPECT_EQ(rc, 0) << out;
     return out;
   }
+  // `gpuflow serve` with `extra` arguments and environment, not waited for.
+  std::unique_ptr<Proc> serve(std::vector<std::string> extra, std::vector<std::string> env = {}) {
+    std::vector<std::string> argv = {GPUFLOW_CLI_PATH,     "serve", "--backend", "host",
+                                     "--emulated-devices", "1",     "--socket",  dir / "gf.sock"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<Proc>(argv, dir / ("serve" + std::to_string(++serves) + ".log"), env);
+  }
 
   TempDir dir;
-  int clients = 0;
+  int clients = 0, serves = 0;
 };
 
 // ---- Names are data ----
@@ -189,6 +208,91 @@ TEST_F(EdgesTest, StatusOfThousandsOfLongNamedLeasesStaysReadable) {
 
   many->close_stdin();
   EXPECT_NE(many->expect("bye", 120000 * kTimeFactor), "") << many->story();
+}
+
+// ---- Start-up that cannot hang ----
+
+TEST_F(EdgesTest, ATokenFileThatIsNotARegularFileStopsServeAtOnceNamingIt) {
+  const std::string fifo = dir / "token.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string directory = dir / "token.dir";
+  ASSERT_EQ(::mkdir(directory.c_str(), 0700), 0);
+  const std::string real = dir / "token.real", link = dir / "token.link";
+  {
+    std::ofstream(real) << "0123456789abcdef0123456789abcdef\n";
+    ::chmod(real.c_str(), 0600);
+    std::filesystem::create_symlink(real, link);
+  }
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {fifo, "is a FIFO"}, {directory, "is a directory"}, {link, "is a symbolic link"}};
+  for (const auto &[path, says] : cases) {
+    auto p = serve({"--listen", "127.0.0.1:0", "--token-file", path});
+    const std::optional<int> status = p->wait(30000 * kTimeFactor);
+    ASSERT_TRUE(status) << path << ": gpuflow serve did not stop\n" << p->story();
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) != 0) << exit_text(status);
+    const std::string err = p->stderr_text();
+    EXPECT_TRUE(contains(err, "the token file " + path + " " + says)) << err;
+    EXPECT_FALSE(contains(err, "Sanitizer")) << err;
+  }
+}
+
+class StartGate {
+ public:
+  explicit StartGate(std::string path) : path_(std::move(path)) {
+    if (::mkfifo(path_.c_str(), 0600) != 0) ADD_FAILURE() << "mkfifo " << path_;
+  }
+  ~StartGate() { release(); }
+  // Opens the gate's writing end once the service's start is reading it (in the plugin).
+  bool open_when_waited_on(Proc &service) {
+    for (int tries = 0; tries < 4000 * kTimeFactor; ++tries) {
+      fd_ = ::open(path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd_ >= 0) return true;
+      if (errno != ENXIO || service.wait(0)) return false;  // ENXIO: nobody reads it yet
+      ::usleep(5000);
+    }
+    return false;
+  }
+  // Lets the start go on: the plugin reads the end of the FIFO.
+  void release() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  const std::string &path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+TEST_F(EdgesTest, AStopSignalDuringStartStopsServeOnceStarted) {
+  StartGate gate(dir / "gate");
+  auto p = serve({"--plugin", START_GATE_PLUGIN_PATH}, {"GFSVC_START_GATE=" + gate.path()});
+  ASSERT_TRUE(gate.open_when_waited_on(*p)) << p->story();
+  p->signal(SIGTERM);
+  ASSERT_TRUE(file_comes_to_contain(*p, "Terminated: stopping")) << p->story();
+  EXPECT_FALSE(p->wait(0)) << "it ended before its start did";
+  gate.release();
+  const std::optional<int> status = p->wait(30000 * kTimeFactor);
+  ASSERT_TRUE(status) << p->story();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << exit_text(status);
+  EXPECT_EQ(p->expect("gpuflow serve: listening", 1000 * kTimeFactor), "") << p->story();
+  EXPECT_FALSE(contains(p->stderr_text(), "Sanitizer")) << p->story();
+  struct stat st {};
+  EXPECT_NE(::lstat((dir / "gf.sock").c_str(), &st), 0) << "the socket file is still there";
+}
+
+TEST_F(EdgesTest, ASecondStopSignalEndsAStartThatHangs) {
+  StartGate gate(dir / "gate");
+  auto p = serve({"--plugin", START_GATE_PLUGIN_PATH}, {"GFSVC_START_GATE=" + gate.path()});
+  ASSERT_TRUE(gate.open_when_waited_on(*p)) << p->story();
+  p->signal(SIGTERM);
+  // The second only once the first was taken: two pending SIGTERMs would be one.
+  ASSERT_TRUE(file_comes_to_contain(*p, "Terminated: stopping")) << p->story();
+  p->signal(SIGTERM);
+  const std::optional<int> status = p->wait(30000 * kTimeFactor);  // the gate is still closed
+  ASSERT_TRUE(status) << "a second SIGTERM did not end a start that hangs\n" << p->story();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 128 + SIGTERM) << exit_text(status);
+  EXPECT_TRUE(contains(p->stderr_text(), "again: exiting at once")) << p->story();
 }
 
 }  // namespace
