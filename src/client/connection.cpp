@@ -14,6 +14,7 @@
 #include "client/tcp_connect.hpp"
 #include "core/error.hpp"
 #include "core/request_bounds.hpp"
+#include "core/utf8.hpp"
 #include "wire/framing.hpp"
 
 namespace gf::client {
@@ -102,10 +103,14 @@ void Connection::handshake(const std::string &name, double weight, int timeout_m
                            uint64_t on_behalf_of, const std::string &token) {
   fb::FlatBufferBuilder b;
   const bool remote = !token.empty();
-  send(wire::frame_of(b, wire::CreateHello(b, wire::kProtocolVersion, b.CreateString(name), weight,
-                                           remote ? b.CreateString(token) : 0, on_behalf_of,
-                                           remote ? b.CreateString(user_name()) : 0,
-                                           remote ? static_cast<uint32_t>(::getpid()) : 0)));
+  // Names are display text the service would cut and repair anyway: sent fitted, so what it
+  // shows is what this side meant (a whole character at the end, not a replacement).
+  send(wire::frame_of(
+      b, wire::CreateHello(
+             b, wire::kProtocolVersion, b.CreateString(utf8_fitted(name, wire::kMaxHelloName)),
+             weight, remote ? b.CreateString(token) : 0, on_behalf_of,
+             remote ? b.CreateString(utf8_fitted(user_name(), wire::kMaxHelloUser)) : 0,
+             remote ? static_cast<uint32_t>(::getpid()) : 0)));
   wire::FrameReader reader;
   std::vector<uint8_t> payload;
   std::string error;

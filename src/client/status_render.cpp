@@ -5,7 +5,9 @@
 #include <cstdio>
 #include <ctime>
 
+#include "core/display_text.hpp"
 #include "core/json_text.hpp"
+#include "core/utf8.hpp"
 #include "wire/framing.hpp"
 
 namespace gf::client {
@@ -56,6 +58,26 @@ std::string grants_text(const fb::Vector<fb::Offset<wire::DeviceGrant>> *grants)
   return out;
 }
 
+// Text another user or program chose (names, users) as one column of the table: escaped (no
+// control character reaches the terminal), then cut and padded to `width` characters, counted as
+// characters rather than bytes so that a name is never cut inside one.
+std::string cell(const fb::String *s, size_t width) {
+  const std::string shown = escaped_for_display(str(s));
+  std::string out;
+  size_t characters = 0;
+  for (size_t i = 0; i < shown.size() && characters < width; ++characters) {
+    const Utf8Step step = utf8_step(shown, i);  // escaped text is valid UTF-8
+    out.append(shown, i, step.length);
+    i += step.length;
+  }
+  return out + std::string(width - characters, ' ');
+}
+
+// "(3 more leases not shown)": the service lists at most so many of each (docs/service.md).
+std::string omitted_text(uint32_t count, const char *what) {
+  return count == 0 ? std::string() : format("(%u more %s not shown)\n", count, what);
+}
+
 template <class T>
 std::vector<const T *> items(const fb::Vector<fb::Offset<T>> *v) {
   std::vector<const T *> out;
@@ -86,29 +108,31 @@ std::string status_text(const std::vector<uint8_t> &payload) {
   out += "\nLEASE  HOLDER                    PID      USER        DEVICES          CPUS  SINCE\n";
   if (items(s.leases()).empty()) out += "(none)\n";
   for (const wire::LeaseStatus *l : items(s.leases())) {
-    out += format("%-6" PRIu64 " %-25.25s %-8u %-11.11s %-16.16s %-5g %s%s\n", l->lease_id(),
-                  str(l->name()).c_str(), l->pid(), str(l->user()).c_str(),
+    out += format("%-6" PRIu64 " %s %-8u %s %-16.16s %-5g %s%s\n", l->lease_id(),
+                  cell(l->name(), 25).c_str(), l->pid(), cell(l->user(), 11).c_str(),
                   grants_text(l->devices()).c_str(), l->cpus(), age_text(l->since_ms()).c_str(),
                   l->revoking() ? "  (asked back)" : "");
   }
+  out += omitted_text(s.leases_omitted(), "leases");
   out +=
       "\nQUEUED  REQUEST                   PID      USER        GPUS   MEMORY      CPUS  WAITING\n";
   if (items(s.queued()).empty()) out += "(none)\n";
   for (const wire::QueuedStatus *q : items(s.queued())) {
-    out += format("%-7u %-25.25s %-8u %-11.11s %-6g %-11s %-5g %s%s\n", q->position(),
-                  str(q->name()).c_str(), q->pid(), str(q->user()).c_str(), q->gpus(),
+    out += format("%-7u %s %-8u %s %-6g %-11s %-5g %s%s\n", q->position(),
+                  cell(q->name(), 25).c_str(), q->pid(), cell(q->user(), 11).c_str(), q->gpus(),
                   q->gpu_memory() ? bytes_text(q->gpu_memory()).c_str() : "-", q->cpus(),
                   age_text(q->since_ms()).c_str(), q->reserved() ? "  (reserved)" : "");
   }
+  out += omitted_text(s.queued_omitted(), "queued requests");
   out +=
       "\nCLIENT  NAME                      PID      USER        WEIGHT  LEASES  QUEUED  GPUS   "
       "SHARE\n";
   for (const wire::ClientStatus *c : items(s.clients())) {
-    out +=
-        format("%-7" PRIu64 " %-25.25s %-8u %-11.11s %-7g %-7u %-7u %-6g %.0f%%\n", c->client_id(),
-               str(c->name()).c_str(), c->pid(), str(c->user()).c_str(), c->weight(), c->leases(),
-               c->queued(), c->gpus_in_use(), c->dominant_share() * 100);
+    out += format("%-7" PRIu64 " %s %-8u %s %-7g %-7u %-7u %-6g %.0f%%\n", c->client_id(),
+                  cell(c->name(), 25).c_str(), c->pid(), cell(c->user(), 11).c_str(), c->weight(),
+                  c->leases(), c->queued(), c->gpus_in_use(), c->dominant_share() * 100);
   }
+  out += omitted_text(s.clients_omitted(), "clients");
   // The data plane (issue 13): only when some client has one, so the table above stays as is.
   bool planes = false;
   for (const wire::ClientStatus *c : items(s.clients()))
@@ -142,7 +166,11 @@ std::string status_json(const std::vector<uint8_t> &payload) {
                     ",\"started_ms\":" + std::to_string(s.started_ms()) +
                     ",\"cpus\":" + json_number(s.cpus()) +
                     ",\"cpus_in_use\":" + json_number(s.cpus_in_use()) +
-                    ",\"blob_bytes\":" + std::to_string(s.blob_bytes()) + ",\"devices\":[";
+                    ",\"blob_bytes\":" + std::to_string(s.blob_bytes()) +
+                    ",\"leases_omitted\":" + std::to_string(s.leases_omitted()) +
+                    ",\"queued_omitted\":" + std::to_string(s.queued_omitted()) +
+                    ",\"clients_omitted\":" + std::to_string(s.clients_omitted()) +
+                    ",\"ended_omitted\":" + std::to_string(s.ended_omitted()) + ",\"devices\":[";
   bool first = true;
   for (const wire::DeviceStatus *d : items(s.devices())) {
     out += std::string(first ? "" : ",") + "{\"ordinal\":" + std::to_string(d->ordinal()) +

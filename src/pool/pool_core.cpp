@@ -10,6 +10,7 @@
 #include <ctime>
 #include <thread>
 
+#include "client/process_name.hpp"
 #include "commands/command_bodies.hpp"
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
@@ -31,19 +32,6 @@ FixedPoint amount(double value) {
 }  // namespace
 
 namespace {
-
-// What this process is called, for the service's status.
-std::string program_name() {
-  char name[64] = {};
-  FILE *f = std::fopen("/proc/self/comm", "r");
-  if (f) {
-    if (!std::fgets(name, sizeof name, f)) name[0] = 0;
-    std::fclose(f);
-  }
-  std::string s = name;
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s.empty() ? "gpuflow client" : s;
-}
 
 // A connected pool mirrors the service's devices: the same backend, the same devices.
 PoolOptions connected_options(PoolOptions options, const client::Welcome &welcome, bool remote) {
@@ -104,9 +92,10 @@ std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
   PoolOptions options = resolve_pool_options(config);
   const std::string endpoint = client::resolve_endpoint(config.endpoint);
   if (!endpoint.empty()) {
-    return create_connected(std::move(options), client::Connection::open(
-                                                    endpoint, program_name(), client_weight(), 5000,
-                                                    0, config.token_file ? config.token_file : ""));
+    return create_connected(
+        std::move(options),
+        client::Connection::open(endpoint, client::process_name(), client_weight(), 5000, 0,
+                                 config.token_file ? config.token_file : ""));
   }
   return owned(new PoolCore(options, nullptr));
 }
@@ -171,7 +160,7 @@ PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::Connectio
           {w->index, device ? connection_->welcome().devices.at(w->device).ordinal : -1});
     }
     lease_agent_ = std::make_unique<LeaseAgent>(*scheduler_, connection_, std::move(leased),
-                                                program_name(), kLeaseLinger_s);
+                                                client::process_name(), kLeaseLinger_s);
   }
   try {
     for (WorkerState *w : worker_states_) {

@@ -38,6 +38,16 @@ std::string text_of(const sockaddr_storage &address) {
   return std::string(host) + ":" + std::to_string(port);
 }
 
+// "a FIFO", "a directory", …: what a path that should be a regular file is instead.
+const char *file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "a file of an unknown kind";
+}
+
 bool executable(const std::string &path) {
   return !path.empty() && ::access(path.c_str(), X_OK) == 0;
 }
@@ -81,7 +91,9 @@ void keep_alive(uv_tcp_t *tcp) {
 
 std::string load_token(const std::string &path) {
   if (path.empty()) fail(GF_ERR_INVALID_ARGUMENT, "a TCP listener needs a token file");
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // Without blocking: opening a FIFO for reading waits for a writer, and a service stuck there
+  // starts never. Not through a symbolic link, and never as a controlling terminal.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT) {
     uint8_t random[32];
     if (::getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) {
@@ -93,7 +105,7 @@ std::string load_token(const std::string &path) {
       token += digits[b >> 4];
       token += digits[b & 15];
     }
-    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
       fail(GF_ERR_SYSTEM, "creating the token file " + path + ": " + std::strerror(errno));
     const std::string line = token + "\n";
@@ -102,12 +114,25 @@ std::string load_token(const std::string &path) {
     if (!written) fail(GF_ERR_SYSTEM, "writing the token file " + path);
     return token;
   }
+  if (fd < 0 && errno == ELOOP) {
+    fail(GF_ERR_INVALID_ARGUMENT, "the token file " + path +
+                                      " is a symbolic link: give the file itself (links are not "
+                                      "followed, so the file checked is the file read)");
+  }
+  if (fd < 0 && errno == ENXIO) {  // a socket, or a device with nothing behind it
+    fail(GF_ERR_INVALID_ARGUMENT, "the token file " + path + " is not a regular file");
+  }
   if (fd < 0) fail(GF_ERR_SYSTEM, "opening the token file " + path + ": " + std::strerror(errno));
   struct stat st {};
-  ::fstat(fd, &st);
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    fail(GF_ERR_SYSTEM, "the token file " + path + ": fstat: " + std::strerror(e));
+  }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    fail(GF_ERR_INVALID_ARGUMENT, "the token file " + path + " is not a file");
+    fail(GF_ERR_INVALID_ARGUMENT,
+         "the token file " + path + " is " + file_kind(st.st_mode) + ", not a regular file");
   }
   if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
     char mode[8];

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "client/connection.hpp"
+#include "core/display_text.hpp"
 #include "core/error.hpp"
 #include "core/request_bounds.hpp"
 #include "core/utf8.hpp"
@@ -168,11 +169,14 @@ struct Server::Impl {
   double now() const {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   }
+  // Every line goes out escaped: lines quote names clients chose (their own, their user's,
+  // their leases'), and a control character in one must not act on whoever reads the log.
   void log(const std::string &line) {
+    const std::string shown = escaped_for_display(line);
     if (options.log) {
-      options.log(line);
+      options.log(shown);
     } else {
-      std::fprintf(stderr, "gpuflow serve: %s\n", line.c_str());
+      std::fprintf(stderr, "gpuflow serve: %s\n", shown.c_str());
     }
   }
   HolderProcess holder_of(const Client &c) const {
@@ -422,11 +426,9 @@ struct Server::Impl {
       problem = "protocol " + std::to_string(hello.protocol());
       return;
     }
-    std::string name = str(hello.name());
-    if (utf8_error_at(name) != std::string::npos || name.size() > 256) {
-      problem = "a Hello whose name is not UTF-8 text of at most 256 bytes";
-      return;
-    }
+    // A name is display text the client may not even have chosen (the kernel cuts a program's
+    // name mid-character): repaired and cut, never a reason to refuse (docs/service.md, Names).
+    const std::string name = utf8_fitted(str(hello.name()), wire::kMaxHelloName);
     double weight = hello.weight();
     if (!(weight > 0 && weight <= 1e6)) {
       problem = "a Hello with weight " + amount_text(weight) + " (it must be in (0, 1e6])";
@@ -444,8 +446,7 @@ struct Server::Impl {
         drop(c, "it sent a Hello without the right token");
         return;
       }
-      std::string user = str(hello.user());
-      if (utf8_error_at(user) != std::string::npos || user.size() > 64) user.clear();
+      const std::string user = utf8_fitted(str(hello.user()), wire::kMaxHelloUser);
       peer.uid = static_cast<uint32_t>(::geteuid());
       peer.pid = hello.pid();
       peer.user = (user.empty() ? "remote" : user) + "@" + c.address;
@@ -929,9 +930,7 @@ struct Server::Impl {
     for (const auto &[id, k] : clients) {
       if (k->blobs) context.data_planes[id] = {k->blobs->transports(), k->blobs->bytes()};
     }
-    fb::FlatBufferBuilder b;
-    write(c,
-          wire::frame_of(b, build_status_reply(b, *book, context, r.request_id(), clients_info())));
+    write(c, status_reply_frame(*book, context, r.request_id(), clients_info()));
   }
 
   std::map<ClientId, std::pair<Peer, std::string>> clients_info() const {

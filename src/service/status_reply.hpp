@@ -1,11 +1,19 @@
 // The StatusReply a client gets: the book's devices, leases, queue and clients, with what the
 // asker may not see left out (other users' lease and request names, unless it is privileged).
+//
+// Bounded by construction (docs/service.md, "Status"): the node's state has no size limit (a
+// client may hold thousands of small leases, each named with up to 4096 bytes) but a frame does
+// (wire::kMaxFrame), and a reply that does not fit would fail every `gpuflow status`, trace and
+// gf_pool_service_status on the node. So names are cut, each list is capped with a count of what
+// it left out, and should the reply still not fit (ended leases over very many devices), the
+// history is halved first, then the other lists, until it does.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "service/lease_book.hpp"
 #include "service/listener.hpp"
@@ -27,10 +35,22 @@ struct StatusContext {
 
 using ClientPeers = std::map<ClientId, std::pair<Peer, std::string>>;
 
-flatbuffers::Offset<wire::StatusReply> build_status_reply(flatbuffers::FlatBufferBuilder &b,
-                                                          const LeaseBook &book,
-                                                          const StatusContext &context,
-                                                          uint64_t request_id,
-                                                          const ClientPeers &peers);
+// What one reply lists at most.
+struct StatusLimits {
+  // Names (of leases, requests, clients) and user names longer than this, in bytes of UTF-8, are
+  // cut at a character boundary and end in "…" (U+2026) within it.
+  size_t name_bytes = 256;
+  size_t leases = 1024;             // the first, by lease id
+  size_t queued = 1024;             // the first, in the order the book considers them
+  size_t clients = 1024;            // the first, by client id
+  size_t ended = kEndedLeasesKept;  // the most recent
+};
+
+// The whole frame to send: a StatusReply within `limits` that is at most wire::kMaxFrame bytes
+// (halving ended, then the other lists, when it has to), or, should even empty lists not fit
+// (devices alone too many), an Error for the request saying so.
+std::vector<uint8_t> status_reply_frame(const LeaseBook &book, const StatusContext &context,
+                                        uint64_t request_id, const ClientPeers &peers,
+                                        StatusLimits limits = {});
 
 }  // namespace gf::service

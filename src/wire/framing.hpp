@@ -13,7 +13,9 @@
 namespace gf::wire {
 
 constexpr uint32_t kProtocolVersion = 1;
-// Far above any real message (a status of a thousand leases is ~200 KiB), far below harm.
+// Far above any real message, far below harm. Both ends read frames up to this size, and the
+// service never sends a larger one (its one reply that grows with the node's state, status, is
+// bounded by construction: service/status_reply.hpp).
 constexpr uint32_t kMaxFrame = 4u << 20;
 // A request within gpuflow.h's bounds always fits one frame, so the service can refuse it alone
 // (a frame over kMaxFrame ends the connection). 1 KiB covers a message's other fields.
@@ -21,6 +23,12 @@ static_assert(bounds::kMaxLeaseNameBytes + 4 * bounds::kMaxLeaseDevices + 1024 <
               "a LeaseRequest within GF_MAX_LEASE_NAME_BYTES and GF_MAX_LEASE_DEVICES");
 static_assert(2 * bounds::kMaxPathBytes + 1024 < kMaxFrame,
               "a GraphSubmit whose directories are within GF_MAX_PATH_BYTES");
+
+// The most of a Hello's name and (remote clients) user name the service keeps, in bytes of
+// UTF-8. Both are display text: the service repairs and cuts what it gets rather than refuse a
+// client over them, and clients send them already fitted (client/process_name.hpp).
+constexpr size_t kMaxHelloName = 256;
+constexpr size_t kMaxHelloUser = 64;
 
 // Accumulates bytes from a stream and hands out whole frames.
 class FrameReader {

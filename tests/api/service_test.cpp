@@ -325,6 +325,7 @@ TEST(Service, ALeaseBindsOnlyAProcessGroupThatExists) {
   gf_lease *again = nullptr;
   GF_ASSERT_OK(gf_lease_acquire(&again, pool.get(), &r, 1000));
   GF_ASSERT_OK(gf_lease_release(again));
+}
 
 // The bounds of gpuflow.h ("Shared pools") are checked before anything is sent: each refusal
 // names the field and the bound, the service never hears of it, and the pool's lease and

@@ -4,6 +4,7 @@
 
 #include "doctor_transport.hpp"
 #include "job_tree.hpp"
+#include "stop_signals.hpp"
 #include "trace.hpp"
 
 #include <gpuflow.h>
@@ -267,15 +268,16 @@ int cmd_serve(const Args &a) {
   config.listen = a.listen.empty() ? nullptr : a.listen.c_str();
   config.token_file = a.token_file.empty() ? nullptr : a.token_file.c_str();
   if (!a.listen.empty() && a.token_file.empty()) usage_error("--listen needs --token-file F");
-  // Blocked before the service's thread exists, so only sigwait below sees them.
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  // Before the service's threads exist, so that only the stop-signal thread takes them; and
+  // before start, which may take long, so that a stop signal during it is not lost.
+  gpuflow_cli::handle_stop_signals();
   gf_service *service = nullptr;
   if (gf_service_start(&service, &config) != GF_OK) return library_error("cannot start");
+  if (gpuflow_cli::stop_signal_received()) {
+    // It came during start: stopped before anyone is told the service listens.
+    gf_service_stop(service);
+    return 0;
+  }
   std::printf("gpuflow serve: listening on %s (pid %d)\n", gf_service_endpoint(service),
               static_cast<int>(getpid()));
   if (const char *remote = gf_service_remote_endpoint(service))
@@ -284,9 +286,7 @@ int cmd_serve(const Args &a) {
   if (const char *url = gf_service_dashboard_url(service))
     std::printf("gpuflow serve: dashboard at %s (metrics: %smetrics)\n", url, url);
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&stop, &sig);
-  std::fprintf(stderr, "gpuflow serve: %s: stopping\n", strsignal(sig));
+  gpuflow_cli::wait_for_stop_signal();
   gf_service_stop(service);
   return 0;
 }

@@ -1,0 +1,71 @@
+#include "stop_signals.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace gpuflow_cli {
+
+namespace {
+
+struct StopState {
+  sigset_t signals;
+  std::mutex mu;
+  std::condition_variable came;
+  int first = 0;  // under mu
+};
+
+// Never destroyed: the waiting thread may still use it while the process exits.
+StopState *state = nullptr;
+
+void take_signals(StopState *s) {
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&s->signals, &sig) != 0) continue;
+    std::lock_guard lock(s->mu);
+    if (s->first == 0) {
+      // Said at once, not when the caller gets to it: a start may go on for long.
+      std::fprintf(stderr, "gpuflow serve: %s: stopping\n", strsignal(sig));
+      std::fflush(stderr);
+      s->first = sig;
+      s->came.notify_all();
+      continue;
+    }
+    // The first one asked for an orderly stop that has not ended: the caller means it now.
+    std::fprintf(stderr, "gpuflow serve: %s again: exiting at once\n", strsignal(sig));
+    std::fflush(stderr);
+    ::_exit(128 + sig);
+  }
+}
+
+}  // namespace
+
+void handle_stop_signals() {
+  if (state) return;
+  state = new StopState;
+  sigemptyset(&state->signals);
+  sigaddset(&state->signals, SIGTERM);
+  sigaddset(&state->signals, SIGINT);
+  sigaddset(&state->signals, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &state->signals, nullptr);
+  std::thread(take_signals, state).detach();
+}
+
+int stop_signal_received() {
+  if (!state) return 0;
+  std::lock_guard lock(state->mu);
+  return state->first;
+}
+
+int wait_for_stop_signal() {
+  std::unique_lock lock(state->mu);
+  state->came.wait(lock, [] { return state->first != 0; });
+  return state->first;
+}
+
+}  // namespace gpuflow_cli
