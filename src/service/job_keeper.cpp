@@ -123,6 +123,11 @@ bool JobKeeper::watch(double now) {
 
 void JobKeeper::forget(LeaseId lease) {
   bound_.erase(lease);
+  // A kept lease released by a privileged client: its keeper has nothing left to keep.
+  auto it = kept_.find(lease);
+  if (it == kept_.end()) return;
+  book_.remove_client(it->second.keeper, 0);
+  kept_.erase(it);
 }
 
 std::vector<JobKeeper::KeptView> JobKeeper::kept() const {

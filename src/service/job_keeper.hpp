@@ -39,7 +39,8 @@ class JobKeeper {
   // Ends kept leases whose processes have all gone, and sends SIGKILL to orphaned groups past
   // the grace period. True when a lease ended (the caller schedules).
   bool watch(double now);
-  // A lease ended the ordinary way: its binding goes.
+  // A lease ended the ordinary way (or was released by a privileged client): its binding, or its
+  // keeper, goes.
   void forget(LeaseId lease);
   bool keeping() const { return !kept_.empty(); }
 

@@ -443,6 +443,28 @@ std::vector<LeaseId> LeaseBook::revoke_for(ClientId client, double now) {
 // ---------------------------------------------------------------------------------------------
 // Views
 
+size_t LeaseBook::queued_count(ClientId client) const {
+  auto it = impl_->clients.find(client);
+  return it == impl_->clients.end() ? 0 : it->second.queue.size();
+}
+
+size_t LeaseBook::queued_count_of_user(uint32_t uid) const {
+  size_t n = 0;
+  for (const auto &[id, c] : impl_->clients) n += c.info.uid == uid ? c.queue.size() : 0;
+  return n;
+}
+
+std::vector<std::pair<ClientId, double>> LeaseBook::waiting_since() const {
+  std::vector<std::pair<ClientId, double>> out;
+  for (const auto &[id, c] : impl_->clients) {
+    if (c.queue.empty()) continue;
+    double since = c.queue.front().since;
+    for (const Request &r : c.queue) since = std::min(since, r.since);
+    out.emplace_back(id, since);
+  }
+  return out;
+}
+
 const Lease *LeaseBook::lease(LeaseId id) const {
   auto it = impl_->leases.find(id);
   return it == impl_->leases.end() ? nullptr : &it->second;

@@ -188,6 +188,13 @@ class LeaseBook {
   // would fit already, waits on its own caps, or would not fit even with all of them back.
   std::vector<LeaseId> revoke_for(ClientId client, double now);
 
+  // Requests waiting: of one client, of all the clients of one user (O(clients)).
+  size_t queued_count(ClientId client) const;
+  size_t queued_count_of_user(uint32_t uid) const;
+  // Each client with requests waiting, and since when its longest-waiting one has (O(queued),
+  // no pass over the queue).
+  std::vector<std::pair<ClientId, double>> waiting_since() const;
+
   const Lease *lease(LeaseId id) const;  // null when none; valid until the next change
   std::vector<Lease> leases() const;     // by id
   // The last kEndedLeasesKept leases that ended, oldest first.

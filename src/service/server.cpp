@@ -46,8 +46,14 @@ constexpr uint64_t kTickMs = 20;  // request deadlines are checked this often
 // How long a request waits while others hold more than their fair share before the service
 // asks them for leases back.
 constexpr double kRevokePatience_s = 1.0;
-// How long a TCP connection may stay without a Hello carrying the right token.
-constexpr double kRemoteHelloTimeout_s = 10.0;
+// How long a connection may stay without its Hello (a remote one: with the right token).
+constexpr double kHelloTimeout_s = 10.0;
+// One client's share of the service's own time and memory (docs/service.md, "Faults"): requests
+// it may have waiting, those all clients of one user may have, and the unix-socket connections
+// one user may hold open (the service's own pools, for graphs it runs, are not counted).
+constexpr size_t kMaxQueuedPerClient = 1024;
+constexpr size_t kMaxQueuedPerUser = 4096;
+constexpr size_t kMaxConnectionsPerUser = 256;
 constexpr size_t kMaxRemoteHello = 16u << 10;
 static_assert(bounds::kMaxTokenBytes + 4096 < kMaxRemoteHello,
               "a Hello with the longest token a client may send (GF_MAX_TOKEN_BYTES) fits");
@@ -85,7 +91,8 @@ struct Client {
   std::string address;
   std::string net_device;
   std::unique_ptr<RelayProcess> relay;
-  double hello_deadline = 0;   // a remote client not greeted by then is dropped
+  double hello_deadline = 0;   // a client not greeted by then is dropped
+  bool warned_full = false;    // its queue is full, and the log said so once
   uint64_t plane_request = 0;  // a DataPlaneHello waiting for its relay (0: none)
   double relay_deadline = 0;   // when that relay must have given its addresses
   struct Server::Impl *server = nullptr;
@@ -115,6 +122,7 @@ struct Server::Impl {
   std::string token;
   std::set<Client *> dropped;  // closing: their handles go once libuv is done
   bool warned_ungreeted = false;
+  std::set<uint32_t> warned_connections;  // users told once that they hold too many
   uv_async_t wake{};
   uv_timer_t tick{};
   std::thread thread;
@@ -126,7 +134,11 @@ struct Server::Impl {
   std::string state_path;
   bool state_dirty = false;
   bool state_warned = false;
-  uv_prepare_t state_writer{};
+  // Work deferred to the end of each loop turn, after all I/O of the turn was read: one
+  // scheduling pass for every request, release and departure that came in it (so a flood of
+  // requests costs one pass per read, not one per request), then the grants on disk.
+  bool schedule_due = false;
+  uv_check_t turn_end{};
   // The data plane, from the first DataPlaneHello on; null before, or when UCX could not start
   // (plane_error says why, and Welcome says there is none).
   std::unique_ptr<transport::LoopPlane> plane;
@@ -276,13 +288,29 @@ struct Server::Impl {
       keep_alive(&c->io.tcp);
       c->address = peer_address_of(&c->io.tcp);
       c->peer.user = c->address;
-      c->hello_deadline = now() + kRemoteHelloTimeout_s;
     } else {
       uv_os_fd_t fd = -1;
       uv_fileno(c->handle(), &fd);
       c->peer = peer_of(fd);
       c->peer_start = jobs::start_time(c->peer.pid);
+      if (c->peer.pid != static_cast<uint32_t>(::getpid())) {
+        size_t open = 0;
+        for (const auto &[id, k] : clients)
+          open += !k->remote && k->peer.uid == c->peer.uid &&
+                  k->peer.pid != static_cast<uint32_t>(::getpid());
+        if (open >= kMaxConnectionsPerUser) {
+          uv_close(c->handle(), [](uv_handle_t *h) { delete static_cast<Client *>(h->data); });
+          if (!warned_connections.contains(c->peer.uid))
+            log("connection of " + c->peer.user + " (pid " + std::to_string(c->peer.pid) +
+                ") refused: the user has " + std::to_string(open) +
+                " open, the most one user may have");
+          warned_connections.insert(c->peer.uid);
+          return;
+        }
+        warned_connections.erase(c->peer.uid);
+      }
     }
+    c->hello_deadline = now() + kHelloTimeout_s;
     c->id = next_client++;
     clients[c->id] = c;
     uv_read_start(
@@ -337,8 +365,7 @@ struct Server::Impl {
     std::string line = who(c) + " disconnected";
     if (!reason.empty()) line += ": " + reason;
     if (c.greeted) {
-      size_t queued = 0;
-      for (const QueuedView &q : book->queued(now())) queued += q.client == c.id;
+      const size_t queued = book->queued_count(c.id);
       const size_t kept = c.remote ? 0 : jobs->holder_gone(c.id, holder_of(c), now());
       std::vector<LeaseId> released = book->remove_client(c.id, now());
       for (LeaseId id : released) jobs->forget(id);
@@ -365,7 +392,7 @@ struct Server::Impl {
       delete shutdown;
       close_client(c.handle());
     }
-    if (!stopping) schedule();
+    schedule_due = true;
   }
 
   static void close_client(uv_handle_t *handle) {
@@ -844,6 +871,23 @@ struct Server::Impl {
       refuse(c, r.request_id(), GF_ERR_INVALID_ARGUMENT, invalid);
       return;
     }
+    // Bounded queues: a client that floods the service gets refusals, not a slower service.
+    std::string full;
+    if (book->queued_count(c.id) >= kMaxQueuedPerClient) {
+      full = "client " + std::to_string(c.id) + " already has " +
+             std::to_string(kMaxQueuedPerClient) +
+             " lease requests waiting, the most one client may have; wait for or cancel some";
+    } else if (book->queued_count_of_user(c.peer.uid) >= kMaxQueuedPerUser) {
+      full = "user " + c.peer.user + " already has " + std::to_string(kMaxQueuedPerUser) +
+             " lease requests waiting, the most one user's clients may have together";
+    }
+    if (!full.empty()) {
+      if (!c.warned_full) log(who(c) + ": lease requests refused: " + full);
+      c.warned_full = true;
+      refuse(c, r.request_id(), GF_ERR_STATE, full);
+      return;
+    }
+    c.warned_full = false;
     LeaseAsk ask;
     ask.gpus = r.gpus();
     ask.gpu_memory = r.gpu_memory();
@@ -860,8 +904,12 @@ struct Server::Impl {
     if (r.timeout_ms() >= 0) {
       c.deadlines[r.request_id()] = now() + static_cast<double>(r.timeout_ms()) / 1000.0;
     }
-    schedule();
-    if (r.timeout_ms() == 0) expire(now());  // now or never
+    if (r.timeout_ms() == 0) {  // now or never: decided before this request is answered
+      schedule();
+      expire(now());
+    } else {
+      schedule_due = true;
+    }
   }
 
   void refuse(Client &c, RequestId id, gf_status status, const std::string &why) {
@@ -884,7 +932,7 @@ struct Server::Impl {
         (holder != c.id ? " of client " + std::to_string(holder) : ""));
     fb::FlatBufferBuilder b;
     write(c, wire::frame_of(b, wire::CreateReleased(b, r.request_id(), r.lease_id())));
-    schedule();
+    schedule_due = true;
   }
 
   void cancel(Client &c, const wire::LeaseCancel &r) {
@@ -897,7 +945,7 @@ struct Server::Impl {
     refuse(c, r.target_request_id(), GF_ERR_CANCELLED, "cancelled by the client");
     fb::FlatBufferBuilder b;
     write(c, wire::frame_of(b, wire::CreateCancelled(b, r.request_id(), r.target_request_id())));
-    schedule();
+    schedule_due = true;
   }
 
   void bind(Client &c, const wire::LeaseBind &m) {
@@ -945,6 +993,7 @@ struct Server::Impl {
 
   // ---- Granting ----
   void schedule() {
+    schedule_due = false;
     std::vector<Lease> granted = book->schedule(now());
     // On disk before any holder hears of its grant: a service killed from here on restarts
     // knowing the lease.
@@ -985,6 +1034,11 @@ struct Server::Impl {
   // more than their due asks those holders to hand leases back (at their task boundaries: the
   // service never kills anything).
   void revoke_for_waiting(double t) {
+    // The pass below is the fair-share order; most ticks nobody has waited that long.
+    bool patience_over = false;
+    for (const auto &[client, since] : book->waiting_since())
+      patience_over |= t - since >= kRevokePatience_s;
+    if (!patience_over) return;
     std::vector<std::pair<ClientId, double>> waiting;  // client, how long its oldest has waited
     for (const QueuedView &q : book->queued(t)) {
       if (t - q.since < kRevokePatience_s) continue;
@@ -1011,9 +1065,11 @@ struct Server::Impl {
   void expire(double t) {
     std::vector<Client *> silent;
     for (auto &[id, c] : clients)
-      if (c->remote && !c->greeted && c->hello_deadline <= t) silent.push_back(c);
+      if (!c->greeted && c->hello_deadline <= t) silent.push_back(c);
     for (Client *c : silent) {
-      drop(*c, "no Hello with the token within " + amount_text(kRemoteHelloTimeout_s) + " s",
+      drop(*c,
+           std::string(c->remote ? "no Hello with the token" : "no Hello") + " within " +
+               amount_text(kHelloTimeout_s) + " s",
            false);
     }
     std::vector<ClientId> stuck;
@@ -1048,7 +1104,7 @@ struct Server::Impl {
     // The grants as they stand go to disk first and stay there: a stop is often a restart, and
     // the next service must not hand out the devices of jobs that outlive this one.
     save_state();
-    uv_close(reinterpret_cast<uv_handle_t *>(&state_writer), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t *>(&turn_end), nullptr);
     stopping = true;
     std::vector<Client *> all;
     for (auto &[id, c] : clients) all.push_back(c);
@@ -1163,11 +1219,13 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
           (moved ? " (moved to " + aside + ")" : ""));
   }
   s.save_state();
-  uv_prepare_init(&s.loop, &s.state_writer);
-  s.state_writer.data = &s;
-  uv_prepare_start(&s.state_writer, [](uv_prepare_t *p) {
-    auto *self = static_cast<Impl *>(p->data);
-    if (self->state_dirty && !self->stopping) self->save_state();
+  uv_check_init(&s.loop, &s.turn_end);
+  s.turn_end.data = &s;
+  uv_check_start(&s.turn_end, [](uv_check_t *h) {
+    auto *self = static_cast<Impl *>(h->data);
+    if (self->stopping) return;
+    if (self->schedule_due) self->schedule();
+    if (self->state_dirty) self->save_state();
   });
   s.listener.data = &s;
   if (!s.options.listen.empty()) {
@@ -1183,7 +1241,7 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
                                          &s);
     } catch (...) {
       uv_close(reinterpret_cast<uv_handle_t *>(&s.listener), nullptr);
-      uv_close(reinterpret_cast<uv_handle_t *>(&s.state_writer), nullptr);
+      uv_close(reinterpret_cast<uv_handle_t *>(&s.turn_end), nullptr);
       uv_run(&s.loop, UV_RUN_NOWAIT);
       remove_socket_file(s.socket_path);
       uv_loop_close(&s.loop);
