@@ -384,6 +384,7 @@ if gf_lease_acquire is not None:
     gf_lease_device_info = _fn("gf_lease_device_info", _S, c_void_p, c_void_p, c_uint32)
     gf_lease_revoked = _fn("gf_lease_revoked", _S, c_void_p, c_void_p)
     gf_lease_release = _fn("gf_lease_release", _S, c_void_p)
+    gf_lease_bind_process_group = _fn("gf_lease_bind_process_group", _S, c_void_p, c_int64)
     gf_pool_service_status = _fn("gf_pool_service_status", _S, c_void_p, c_void_p, c_int)
     gf_bytes_free = _fn("gf_bytes_free", None, c_void_p)
     gf_default_endpoint = _fn("gf_default_endpoint", c_char_p)

@@ -81,6 +81,18 @@ class Lease:
         check(F.gf_lease_revoked(byref(out), self._handle))
         return bool(out.value)
 
+    def bind_process_group(self, process_group: int):
+        """Makes the lease own a job: the processes of `process_group` (this host, this user; e.g.
+        subprocess.Popen(..., process_group=0).pid) run on its devices. Should this process end
+        without releasing the lease, the service keeps the devices from others until no process
+        of the group is left, and ends the group (SIGTERM, then SIGKILL after a grace period)."""
+        if F.gf_lease_bind_process_group is None:
+            raise StateError("this libgpuflow cannot bind a process group (0.7 or newer is needed)",
+                             F.GF_ERR_STATE)
+        if not self._finalizer.alive:
+            raise StateError("the lease was released", F.GF_ERR_STATE)
+        check(F.gf_lease_bind_process_group(self._handle, int(process_group)))
+
     def release(self):
         """Hands the lease back (idempotent)."""
         if self._finalizer.alive:

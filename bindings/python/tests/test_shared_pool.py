@@ -102,6 +102,63 @@ def test_a_lease_past_the_bounds_is_refused_and_the_pool_keeps_its_lease(service
             assert not held.revoked
 
 
+def _running_in_group(group: int) -> list:
+    """Processes of the process group that have not ended (zombies have: init may reap late)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group and fields[0] not in "ZXx":
+            found.append(int(entry))
+    return found
+
+
+def test_a_lease_bound_to_a_job_outlives_its_killed_holder_until_the_job_ends(tmp_path):
+    """A program leases a device, starts a job in a process group of its own, binds it and dies
+    without releasing: the service keeps the device for the job, ends it (SIGTERM, which it
+    ignores, then SIGKILL after the grace), and only then hands the device on."""
+    sock = tmp_path / "gf.sock"
+    log = open(tmp_path / "serve.log", "w")
+    serve = subprocess.Popen([_cli(), "serve", "--backend", "host", "--emulated-devices", "1",
+                              "--socket", str(sock), "--job-kill-grace", "1"],
+                             stdout=subprocess.PIPE, stderr=log, text=True)
+    assert "listening on" in serve.stdout.readline()
+    endpoint = f"unix://{sock}"
+    holder = textwrap.dedent(f"""
+        import os, subprocess, gpuflow
+        pool = gpuflow.Pool(endpoint={endpoint!r}, cpu_workers=1)
+        lease = pool.lease(gpus=1, name="bound")
+        job = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 300 & wait"],
+                               start_new_session=True)
+        lease.bind_process_group(job.pid)
+        print(job.pid, flush=True)
+        os._exit(0)  # killed, as it were: no release
+    """)
+    try:
+        start = time.monotonic()  # before the holder dies, so before the grace begins
+        out = subprocess.run([sys.executable, "-c", holder], capture_output=True, text=True,
+                             timeout=60, check=True).stdout
+        job = int(out.split()[0])
+        with gpuflow.Pool(endpoint=endpoint, cpu_workers=1) as pool:
+            leases = pool.service_status()["leases"]
+            assert [l["name"] for l in leases] == ["bound"], leases
+            with pool.lease(gpus=1, timeout=30):
+                waited = time.monotonic() - start
+                assert _running_in_group(job) == [], "the job still ran when the device came"
+            assert waited >= 1, "the job ignores SIGTERM: only SIGKILL, 1 s on, ends it"
+            with pytest.raises(gpuflow.InvalidArgumentError, match="no process"):
+                with pool.lease(gpus=1) as lease:
+                    lease.bind_process_group(job)
+    finally:
+        serve.terminate()
+        assert serve.wait(timeout=10) == 0
+
+
 def test_an_embedded_pool_has_no_leases():
     with gpuflow.Pool(cpu_workers=1, emulated_devices=1, backend="host",
                       endpoint="embedded") as pool:
