@@ -34,19 +34,12 @@ size_t JobKeeper::holder_gone(ClientId client, const HolderProcess &holder, doub
     bound_.erase(b);
     if (!jobs::group_alive(job.group)) continue;
     Kept k;
-    k.keeper = new_client_();
+    k.keeper = add_keeper(holder, "its holder went", now);
     k.job = job;
     // The holder dropped its connection: whether or not its process lives on, the lease has no
     // holder any more, so its job is an orphan.
     k.holder = holder;
     k.holder_running = false;
-    ClientInfo info;
-    info.uid = holder.uid;
-    info.pid = holder.pid;
-    info.user = holder.user;
-    info.name = "job of '" + holder.name + "' (its holder went)";
-    info.since = now;
-    book_.add_client(k.keeper, info);
     book_.hand_over(l.id, k.keeper, now);
     log_("lease " + std::to_string(l.id) + " stays held for process group " +
          std::to_string(job.group) + ", which still runs after its holder (pid " +
@@ -60,17 +53,10 @@ size_t JobKeeper::holder_gone(ClientId client, const HolderProcess &holder, doub
 
 void JobKeeper::keep_restored(Lease lease, const HolderProcess &holder, int32_t group, double now) {
   Kept k;
-  k.keeper = new_client_();
+  k.keeper = add_keeper(holder, "from before a restart", now);
   k.holder = holder;
   k.holder_running = jobs::still_running(holder.pid, holder.start);
   k.job = Bound{group, holder.uid};
-  ClientInfo info;
-  info.uid = holder.uid;
-  info.pid = holder.pid;
-  info.user = holder.user;
-  info.name = "job of '" + holder.name + "' (from before a restart)";
-  info.since = now;
-  book_.add_client(k.keeper, info);
   try {
     book_.restore(k.keeper, lease);
   } catch (...) {
@@ -79,6 +65,18 @@ void JobKeeper::keep_restored(Lease lease, const HolderProcess &holder, int32_t 
   }
   auto [it, fresh] = kept_.emplace(lease.id, std::move(k));
   if (!it->second.holder_running && jobs::group_alive(group)) orphan(lease.id, it->second, now);
+}
+
+ClientId JobKeeper::add_keeper(const HolderProcess &holder, const std::string &why, double now) {
+  const ClientId id = new_client_();
+  ClientInfo info;
+  info.uid = holder.uid;
+  info.pid = holder.pid;
+  info.user = holder.user;
+  info.name = "job of '" + holder.name + "' (" + why + ")";
+  info.since = now;
+  book_.add_client(id, info);
+  return id;
 }
 
 void JobKeeper::orphan(LeaseId lease, Kept &k, double now) {

@@ -66,6 +66,8 @@ class JobKeeper {
     double orphaned_at = -1;  // when SIGTERM went (-1: not yet)
     bool killed = false;      // SIGKILL went
   };
+  // A client of the book that holds leases for `holder`'s jobs (its user, so fair share counts).
+  ClientId add_keeper(const HolderProcess &holder, const std::string &why, double now);
   void orphan(LeaseId lease, Kept &k, double now);
 
   LeaseBook &book_;
