@@ -21,7 +21,7 @@ using namespace gfsvc;
 
 namespace {
 
-// Every process of the first job has this in its environment (the wrapper passes its own on).
+// Every process of the first job has this in its environment.
 constexpr const char *kMarkerName = "GFTEST_FIRST_JOB";
 
 // COMMAND of the first job: processes of every kind, then "ready", then `main`.
@@ -65,8 +65,11 @@ class JobsTest : public ::testing::Test {
 
   // The first job, once it says it is ready (every process of it started).
   std::unique_ptr<Proc> start_first(const Service &s, const std::string &main) {
-    auto p = std::make_unique<Proc>(lease(s, {"--grace", "1"}, {"sh", "-c", first_job(main)}),
-                                    dir / "first.err", std::vector<std::string>{marker_});
+    // The marker goes to COMMAND (through env), not to the wrapper: a wrapper still on its way
+    // out after its release holds nothing.
+    auto p = std::make_unique<Proc>(
+        lease(s, {"--grace", "1"}, {"env", marker_, "sh", "-c", first_job(main)}),
+        dir / "first.err");
     EXPECT_NE(p->expect("ready", 20000 * kTimeFactor), "") << p->story();
     return p;
   }
