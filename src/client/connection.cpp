@@ -105,12 +105,19 @@ void Connection::handshake(const std::string &name, double weight, int timeout_m
   const bool remote = !token.empty();
   // Names are display text the service would cut and repair anyway: sent fitted, so what it
   // shows is what this side meant (a whole character at the end, not a replacement).
-  send(wire::frame_of(
-      b, wire::CreateHello(
-             b, wire::kProtocolVersion, b.CreateString(utf8_fitted(name, wire::kMaxHelloName)),
-             weight, remote ? b.CreateString(token) : 0, on_behalf_of,
-             remote ? b.CreateString(utf8_fitted(user_name(), wire::kMaxHelloUser)) : 0,
-             remote ? static_cast<uint32_t>(::getpid()) : 0)));
+  // A service that turns the connection away writes why and closes, perhaps before the Hello
+  // is written: then the reason is still there to read below.
+  std::string send_failed;
+  try {
+    send(wire::frame_of(
+        b, wire::CreateHello(
+               b, wire::kProtocolVersion, b.CreateString(utf8_fitted(name, wire::kMaxHelloName)),
+               weight, remote ? b.CreateString(token) : 0, on_behalf_of,
+               remote ? b.CreateString(utf8_fitted(user_name(), wire::kMaxHelloUser)) : 0,
+               remote ? static_cast<uint32_t>(::getpid()) : 0)));
+  } catch (const Error &e) {
+    send_failed = e.what();
+  }
   wire::FrameReader reader;
   std::vector<uint8_t> payload;
   std::string error;
@@ -126,8 +133,11 @@ void Connection::handshake(const std::string &name, double weight, int timeout_m
     }
     ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint_ + " closed the connection");
+    if (n <= 0) {
+      fail(GF_ERR_SYSTEM, send_failed.empty()
+                              ? "the gpuflow service at " + endpoint_ + " closed the connection"
+                              : send_failed);
+    }
     error = reader.feed(buffer, static_cast<size_t>(n));
     if (!error.empty()) fail(GF_ERR_SYSTEM, endpoint_ + " sent " + error);
   }

@@ -443,6 +443,19 @@ std::vector<LeaseId> LeaseBook::revoke_for(ClientId client, double now) {
 // ---------------------------------------------------------------------------------------------
 // Views
 
+bool LeaseBook::fits_now(ClientId client, RequestId request) const {
+  const Impl &m = *impl_;
+  auto it = m.clients.find(client);
+  if (it == m.clients.end()) return false;
+  const ClientState &c = it->second;
+  for (const Request &r : c.queue) {
+    if (r.id != request) continue;
+    return m.within_caps(r, c.account.held, m.users.at(c.info.uid).account.held) &&
+           m.fit(r, m.pool(), false).has_value();
+  }
+  return false;
+}
+
 size_t LeaseBook::queued_count(ClientId client) const {
   auto it = impl_->clients.find(client);
   return it == impl_->clients.end() ? 0 : it->second.queue.size();

@@ -188,6 +188,9 @@ class LeaseBook {
   // would fit already, waits on its own caps, or would not fit even with all of them back.
   std::vector<LeaseId> revoke_for(ClientId client, double now);
 
+  // The queued request would fit now in what nobody holds, within its client's caps (what a
+  // pass would also give to others first is not considered). False when it is not queued.
+  bool fits_now(ClientId client, RequestId request) const;
   // Requests waiting: of one client, of all the clients of one user (O(clients)).
   size_t queued_count(ClientId client) const;
   size_t queued_count_of_user(uint32_t uid) const;

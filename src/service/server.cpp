@@ -299,7 +299,9 @@ struct Server::Impl {
           open += !k->remote && k->peer.uid == c->peer.uid &&
                   k->peer.pid != static_cast<uint32_t>(::getpid());
         if (open >= kMaxConnectionsPerUser) {
-          uv_close(c->handle(), [](uv_handle_t *h) { delete static_cast<Client *>(h->data); });
+          refuse_connection(c, "the service refuses the connection: user " + c->peer.user +
+                                   " has " + std::to_string(open) +
+                                   " open to it, the most one user may have");
           if (!warned_connections.contains(c->peer.uid))
             log("connection of " + c->peer.user + " (pid " + std::to_string(c->peer.pid) +
                 ") refused: the user has " + std::to_string(open) +
@@ -324,6 +326,33 @@ struct Server::Impl {
           std::unique_ptr<char[]> owned(buf->base);
           client->server->on_read(*client, n, buf->base);
         });
+  }
+
+  // Says why (an Error frame, written before the connection's first read) and closes a connection
+  // that is not let in. It never joins `clients`: nothing else sees it.
+  static void refuse_connection(Client *c, const std::string &why) {
+    struct Refusal {
+      uv_write_t request;
+      std::vector<uint8_t> bytes;
+    };
+    fb::FlatBufferBuilder b;
+    auto *r = new Refusal{
+        {}, wire::frame_of(b, wire::CreateError(b, 0, GF_ERR_STATE, b.CreateString(why)))};
+    uv_buf_t buf = uv_buf_init(reinterpret_cast<char *>(r->bytes.data()),
+                               static_cast<unsigned>(r->bytes.size()));
+    auto close = [](uv_handle_t *h) {
+      uv_close(h, [](uv_handle_t *closed) { delete static_cast<Client *>(closed->data); });
+    };
+    if (uv_write(&r->request, c->stream(), &buf, 1, [](uv_write_t *req, int) {
+          auto *refusal = reinterpret_cast<Refusal *>(req);
+          uv_handle_t *h = reinterpret_cast<uv_handle_t *>(req->handle);
+          delete refusal;
+          if (!uv_is_closing(h))
+            uv_close(h, [](uv_handle_t *closed) { delete static_cast<Client *>(closed->data); });
+        }) != 0) {
+      delete r;
+      close(c->handle());
+    }
   }
 
   void on_read(Client &c, ssize_t n, const char *bytes) {
@@ -871,7 +900,9 @@ struct Server::Impl {
       refuse(c, r.request_id(), GF_ERR_INVALID_ARGUMENT, invalid);
       return;
     }
-    // Bounded queues: a client that floods the service gets refusals, not a slower service.
+    // Bounded queues: a client that floods the service gets refusals, not a slower service. A
+    // request that fits in what is free now would not wait, so no bound keeps it out (checked
+    // after submit, below).
     std::string full;
     if (book->queued_count(c.id) >= kMaxQueuedPerClient) {
       full = "client " + std::to_string(c.id) + " already has " +
@@ -881,13 +912,6 @@ struct Server::Impl {
       full = "user " + c.peer.user + " already has " + std::to_string(kMaxQueuedPerUser) +
              " lease requests waiting, the most one user's clients may have together";
     }
-    if (!full.empty()) {
-      if (!c.warned_full) log(who(c) + ": lease requests refused: " + full);
-      c.warned_full = true;
-      refuse(c, r.request_id(), GF_ERR_STATE, full);
-      return;
-    }
-    c.warned_full = false;
     LeaseAsk ask;
     ask.gpus = r.gpus();
     ask.gpu_memory = r.gpu_memory();
@@ -899,6 +923,13 @@ struct Server::Impl {
     if (!why.empty()) {
       log(who(c) + ": lease request refused: " + why);
       refuse(c, r.request_id(), GF_ERR_INFEASIBLE, why);
+      return;
+    }
+    if (!full.empty() && !book->fits_now(c.id, r.request_id())) {
+      book->cancel(c.id, r.request_id());
+      if (!c.warned_full) log(who(c) + ": lease requests refused: " + full);
+      c.warned_full = true;  // once per client: a flood would fill the log
+      refuse(c, r.request_id(), GF_ERR_STATE, full);
       return;
     }
     if (r.timeout_ms() >= 0) {

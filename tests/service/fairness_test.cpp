@@ -420,9 +420,34 @@ TEST_F(FairnessTest, OneUsersFloodingConnectionsShareOneBound) {
     EXPECT_EQ(queued_of(s, ids[k]), k + 1 < kConnections ? 1024 : 0) << k << " " << s.dump();
   EXPECT_TRUE(wait_for_log(service, "'flooder 5'): lease requests refused: user "))
       << service.log();
-  // Not checked: a lease of the free device by another client of the same user. The bound counts
-  // requests before the service knows whether they would wait, so while the user's 4096 wait,
-  // even that one is refused (GF_ERR_STATE); the bound is the user's, and so is the flood.
+  // A request that would not wait is no flood: the fifth connection, over its user's bound,
+  // still gets the free device at once, and hands it back.
+  {
+    Raw &fifth = *flooders[4];
+    constexpr uint64_t kFree = kEach + 10;
+    ASSERT_TRUE(fifth.send(request_frame(kFree, 1)));
+    uint64_t lease = 0;
+    while (std::optional<std::vector<uint8_t>> got = fifth.next(kWaitMs)) {
+      const wire::Message *m = wire::message_of(*got);
+      if (const auto *g = m->body_as_LeaseGranted(); g && g->request_id() == kFree) {
+        lease = g->lease_id();
+        break;
+      }
+      if (const auto *r = m->body_as_LeaseRefused()) {
+        ADD_FAILURE() << "refused: " << (r->reason() ? r->reason()->str() : "");
+        break;
+      }
+    }
+    ASSERT_NE(lease, 0u) << fifth.ended << "\n" << service.log();
+    fb::FlatBufferBuilder b;
+    ASSERT_TRUE(fifth.send(wire::frame_of(b, wire::CreateLeaseRelease(b, kFree + 1, lease))));
+    bool released = false;
+    while (!released) {
+      std::optional<std::vector<uint8_t>> got = fifth.next(kWaitMs);
+      ASSERT_TRUE(got) << fifth.ended;
+      released = wire::message_of(*got)->body_as_Released() != nullptr;
+    }
+  }
 
   // One request of another connection cancelled: the fifth gets one queued, not two.
   Raw &first = *flooders[0];
@@ -529,16 +554,27 @@ TEST_F(FairnessTest, OneUserHoldsAtMost256Connections) {
         << k << ": " << open.back()->ended << "\n"
         << service.log();
   }
-  // The next ones: the kernel takes the connect, the service closes them at accept, unanswered.
+  // The next ones: the kernel takes the connect; the service says why and closes them at accept.
+  const std::string bound = "has 256 open to it, the most one user may have";
+  auto expect_turned_away = [&](Raw &more) {
+    std::optional<std::vector<uint8_t>> got = more.next(30000 * kTimeFactor);
+    ASSERT_TRUE(got) << more.ended;
+    const wire::Error *e = wire::message_of(*got)->body_as_Error();
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->status(), GF_ERR_STATE);
+    EXPECT_TRUE(contains(e->message() ? e->message()->str() : "", bound));
+    EXPECT_EQ(more.next(30000 * kTimeFactor), std::nullopt);
+    EXPECT_TRUE(contains(more.ended, "closed")) << "'" << more.ended << "'";
+  };
   for (int k = 0; k < 2; ++k) {
     Raw more(service.socket());
     ASSERT_TRUE(more.connected()) << std::strerror(errno);
     more.send(hello_frame("one too many"));
-    EXPECT_EQ(more.next(30000 * kTimeFactor), std::nullopt);
-    EXPECT_TRUE(contains(more.ended, "closed")) << "'" << more.ended << "'";
+    expect_turned_away(more);
   }
   auto [refused_rc, refused_out] = run_cli(dir, {"status", "--pool", service.endpoint()});
   EXPECT_NE(refused_rc, 0) << refused_out;
+  EXPECT_TRUE(contains(refused_out, bound)) << refused_out;
   const std::string said = "refused: the user has 256 open, the most one user may have";
   ASSERT_TRUE(wait_for_log(service, said)) << service.log();
   std::string log = service.log();
@@ -565,7 +601,7 @@ TEST_F(FairnessTest, OneUserHoldsAtMost256Connections) {
   }
   Raw over(service.socket());
   over.send(hello_frame("over again"));
-  EXPECT_EQ(over.next(30000 * kTimeFactor), std::nullopt);
+  expect_turned_away(over);
   // Logged again: the user had been under the bound in between.
   ASSERT_TRUE(wait_for_log(service, said, 2)) << service.log();
 

@@ -873,4 +873,24 @@ TEST(LeaseBook, SkippedLeaseIdsAreNeverHandedOut) {
   EXPECT_EQ(schedule_(book, 0).at(0).id, 1000u);
 }
 
+TEST(LeaseBook, FitsNowSaysWhetherAQueuedRequestWouldWait) {
+  Policy policy;
+  policy.client_gpu_cap = 1;
+  LeaseBook book(gpus(2), 0, policy);
+  book.add_client(1, who(1000));
+  ASSERT_EQ(submit_(book, 1, 1, ask(1), 0), "");
+  EXPECT_TRUE(book.fits_now(1, 1));
+  ASSERT_EQ(schedule_(book, 0).size(), 1u);
+  EXPECT_FALSE(book.fits_now(1, 1)) << "granted: no longer queued";
+  ASSERT_EQ(submit_(book, 1, 2, ask(1), 0), "");
+  EXPECT_FALSE(book.fits_now(1, 2)) << "a device is free, but the client's cap is reached";
+  book.add_client(2, who(1001));
+  ASSERT_EQ(submit_(book, 2, 1, ask(1), 0), "");
+  EXPECT_TRUE(book.fits_now(2, 1));
+  ASSERT_EQ(submit_(book, 2, 2, ask(0.5), 0), "");
+  ASSERT_EQ(schedule_(book, 0).size(), 1u);  // client 2's whole device
+  EXPECT_FALSE(book.fits_now(2, 2)) << "both devices are held";
+  EXPECT_FALSE(book.fits_now(3, 1)) << "no such client";
+}
+
 }  // namespace gf::service
