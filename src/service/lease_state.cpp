@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <cerrno>
 #include <cstring>
@@ -92,73 +93,145 @@ SavedBook decode_saved_book(const uint8_t *data, size_t size) {
   return out;
 }
 
-void write_file_atomically(const std::string &path, const std::vector<uint8_t> &bytes) {
-  const std::string temporary = path + ".tmp";
-  int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) system_error("cannot write", temporary);
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int saved = errno;
-      ::close(fd);
-      ::unlink(temporary.c_str());
-      errno = saved;
-      system_error("cannot write", temporary);
-    }
-    done += static_cast<size_t>(n);
+namespace {
+
+constexpr char kMagic[4] = {'G', 'F', 'L', 'S'};
+constexpr uint32_t kFormat = 1;
+constexpr size_t kHeader = 4 + 4 + 8 + 4 + 4;  // magic, format, sequence, length, crc
+
+void put_le(uint8_t *at, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) at[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+uint64_t get_le(const uint8_t *at, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(at[i]) << (8 * i);
+  return v;
+}
+
+// Over the header without its crc field, then the payload.
+uint32_t checksum(const uint8_t *header, const uint8_t *payload, size_t length) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, header, kHeader - 4);
+  crc = crc32(crc, payload, static_cast<uInt>(length));
+  return static_cast<uint32_t>(crc);
+}
+
+// Why the file open at `fd` is not one the service may trust ("" when it is).
+std::string distrust(int fd) {
+  struct stat st {};
+  std::string problem;
+  if (::fstat(fd, &st) != 0) {
+    problem = std::string("cannot stat it: ") + std::strerror(errno);
+  } else if (!S_ISREG(st.st_mode)) {
+    problem = "it is not a regular file";
+  } else if (st.st_uid != ::geteuid()) {
+    problem = "it belongs to uid " + std::to_string(st.st_uid) + ", not to the service's user";
+  } else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    problem = "others than the service's user may write it";
+  } else if (static_cast<size_t>(st.st_size) > kHeader + kMaxStateFile) {
+    problem = "it is larger than 64 MiB";
   }
-  ::close(fd);
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int saved = errno;
-    ::unlink(temporary.c_str());
-    errno = saved;
-    system_error("cannot rename " + temporary + " to", path);
+  return problem;
+}
+
+// Opens one slot: not following links, never blocking (a FIFO planted there cannot stall the
+// start), then checked. One that cannot be trusted is moved aside (PATH.bad, for the
+// administrator to look at) and a fresh one made.
+int open_slot(const std::string &path, std::vector<std::string> &moved_aside) {
+  for (int attempt = 0;; ++attempt) {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+    std::string problem =
+        fd < 0 ? std::string("cannot open it: ") + std::strerror(errno) : distrust(fd);
+    if (problem.empty()) return fd;
+    if (fd >= 0) ::close(fd);
+    if (attempt > 0 || ::rename(path.c_str(), (path + ".bad").c_str()) != 0) {
+      fail(GF_ERR_SYSTEM, "the saved lease book " + path + ": " + problem);
+    }
+    moved_aside.push_back(path + ": " + problem + "; moved to " + path + ".bad");
   }
 }
 
-SavedBook read_saved_book(const std::string &path) {
-  // Non-blocking and not following links: a FIFO or a link planted there cannot stall or steer
-  // the service's start.
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) {
-    if (errno == ENOENT) return {};
-    system_error("cannot open the saved lease book", path);
+}  // namespace
+
+SavedBookFile::SavedBookFile(std::string path, std::vector<std::string> &moved_aside)
+    : path_(std::move(path)) {
+  fds_[0] = open_slot(path_ + ".a", moved_aside);
+  try {
+    fds_[1] = open_slot(path_ + ".b", moved_aside);
+  } catch (...) {
+    ::close(fds_[0]);
+    throw;
   }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) system_error("cannot stat the saved lease book", path);
-  const std::string named = "the saved lease book " + path;
-  if (!S_ISREG(st.st_mode)) fail(GF_ERR_INVALID_ARGUMENT, named + " is not a regular file");
-  if (st.st_uid != ::geteuid()) {
-    fail(GF_ERR_INVALID_ARGUMENT,
-         named + " belongs to uid " + std::to_string(st.st_uid) + ", not to the service's user");
+}
+
+SavedBookFile::~SavedBookFile() {
+  for (int fd : fds_)
+    if (fd >= 0) ::close(fd);
+}
+
+SavedBook SavedBookFile::load(std::vector<std::string> &problems) {
+  SavedBook best;
+  bool found = false;
+  for (int slot = 0; slot < 2; ++slot) {
+    const std::string name = path_ + (slot ? ".b" : ".a");
+    struct stat st {};
+    if (::fstat(fds_[slot], &st) != 0 || st.st_size == 0) continue;  // never written
+    std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+    ssize_t n = ::pread(fds_[slot], bytes.data(), bytes.size(), 0);
+    if (n < static_cast<ssize_t>(kHeader) || std::memcmp(bytes.data(), kMagic, 4) != 0) {
+      problems.push_back(name + ": no saved lease book there (no GFLS header)");
+      continue;
+    }
+    const uint32_t format = static_cast<uint32_t>(get_le(bytes.data() + 4, 4));
+    const uint64_t sequence = get_le(bytes.data() + 8, 8);
+    const size_t length = get_le(bytes.data() + 16, 4);
+    const uint32_t crc = static_cast<uint32_t>(get_le(bytes.data() + 20, 4));
+    if (format != kFormat) {
+      problems.push_back(name + ": format " + std::to_string(format) + ", not " +
+                         std::to_string(kFormat));
+      continue;
+    }
+    if (kHeader + length > static_cast<size_t>(n) ||
+        checksum(bytes.data(), bytes.data() + kHeader, length) != crc) {
+      problems.push_back(name + ": its last write was cut short (the checksum does not match)");
+      continue;
+    }
+    try {
+      SavedBook book = decode_saved_book(bytes.data() + kHeader, length);
+      if (!found || sequence > sequence_) {
+        best = std::move(book);
+        sequence_ = sequence;
+        newest_ = slot;
+        found = true;
+      }
+    } catch (const Error &e) {
+      problems.push_back(name + ": " + e.what());
+    }
   }
-  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-    fail(GF_ERR_INVALID_ARGUMENT, named + " may be written by others than the service's user");
-  }
-  if (static_cast<size_t>(st.st_size) > kMaxStateFile) {
-    fail(GF_ERR_INVALID_ARGUMENT, named + " is larger than 64 MiB");
-  }
-  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  return best;
+}
+
+void SavedBookFile::save(const SavedBook &book) {
+  const std::vector<uint8_t> payload = encode_saved_book(book);
+  std::vector<uint8_t> bytes(kHeader + payload.size());
+  std::memcpy(bytes.data(), kMagic, 4);
+  put_le(bytes.data() + 4, kFormat, 4);
+  put_le(bytes.data() + 8, sequence_ + 1, 8);
+  put_le(bytes.data() + 16, payload.size(), 4);
+  std::memcpy(bytes.data() + kHeader, payload.data(), payload.size());
+  put_le(bytes.data() + 20, checksum(bytes.data(), payload.data(), payload.size()), 4);
+  const int slot = 1 - newest_;
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    ssize_t n =
+        ::pwrite(fds_[slot], bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) system_error("cannot read", path);
-    if (n == 0) break;
+    if (n <= 0) system_error("cannot write", path_ + (slot ? ".b" : ".a"));
     done += static_cast<size_t>(n);
   }
-  bytes.resize(done);
-  try {
-    return decode_saved_book(bytes.data(), bytes.size());
-  } catch (const Error &e) {
-    fail(GF_ERR_INVALID_ARGUMENT, named + ": " + e.what());
-  }
+  ++sequence_;
+  newest_ = slot;
 }
 
 }  // namespace gf::service

@@ -131,7 +131,7 @@ struct Server::Impl {
   std::unique_ptr<JobKeeper> jobs;
   // The grants on disk (saved_grants.hpp): rewritten before grants are sent, and at the end of a
   // loop turn that changed them otherwise.
-  std::string state_path;
+  std::unique_ptr<SavedBookFile> saved;  // null when the files could not be had (logged)
   bool state_dirty = false;
   bool state_warned = false;
   // Work deferred to the end of each loop turn, after all I/O of the turn was read: one
@@ -198,20 +198,16 @@ struct Server::Impl {
   // then only as safe across a restart as the last file written.
   void save_state() {
     state_dirty = false;
+    if (!saved) return;
     try {
-      SavedBook saved = save_grants(
+      SavedBook book_now = save_grants(
           *book, *jobs,
           [this](ClientId id) {
             auto it = clients.find(id);
             return it == clients.end() ? HolderProcess{} : holder_of(*it->second);
           },
           started_ms);
-      if (saved.leases.empty()) {
-        if (::unlink(state_path.c_str()) != 0 && errno != ENOENT)
-          fail(GF_ERR_SYSTEM, "cannot remove " + state_path + ": " + std::strerror(errno));
-      } else {
-        write_file_atomically(state_path, encode_saved_book(saved));
-      }
+      this->saved->save(book_now);
       state_warned = false;
     } catch (const Error &e) {
       if (!state_warned) log(std::string("grants not saved: ") + e.what());
@@ -1235,19 +1231,17 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
   }
   // Only once the socket is ours (listen_on refuses a live service's): the saved grants are
   // this socket's, and no other service is using them.
-  s.state_path = s.socket_path + ".leases";
   try {
-    const size_t kept =
-        restore_grants(read_saved_book(s.state_path), *s.book, *s.jobs, s.started_ms, s.now(),
-                       [&s](const std::string &line) { s.log(line); });
+    std::vector<std::string> problems;
+    s.saved = std::make_unique<SavedBookFile>(s.socket_path + ".leases", problems);
+    const SavedBook book = s.saved->load(problems);
+    for (const std::string &p : problems) s.log("saved grants not used: " + p);
+    const size_t kept = restore_grants(book, *s.book, *s.jobs, s.started_ms, s.now(),
+                                       [&s](const std::string &line) { s.log(line); });
     if (kept) s.log(std::to_string(kept) + " lease(s) from before a restart kept for their jobs");
   } catch (const Error &e) {
-    // A file that is not trustworthy is not used; it is moved aside (not deleted) for the
-    // administrator to look at.
-    const std::string aside = s.state_path + ".bad";
-    const bool moved = ::rename(s.state_path.c_str(), aside.c_str()) == 0;
-    s.log(std::string("saved grants not used: ") + e.what() +
-          (moved ? " (moved to " + aside + ")" : ""));
+    s.log(std::string("grants are not saved (a restart will not know the leases): ") + e.what());
+    s.saved.reset();
   }
   s.save_state();
   uv_check_init(&s.loop, &s.turn_end);

@@ -196,27 +196,37 @@ TEST_F(RestartTest, AWrapperKilledAfterTheRestartStillHasItsJobEnded) {
   EXPECT_TRUE(contains(service_->log(), "SIGKILL to")) << service_->log();
 }
 
-TEST_F(JobsTest, ASavedBookThatCannotBeTrustedIsMovedAside) {
-  const std::string saved = dir / "gf.sock.leases";
-  std::ofstream(saved) << "not a lease book at all";
-  ::chmod(saved.c_str(), 0600);
+TEST_F(JobsTest, ASavedBookThatDoesNotCheckOutIsNotUsed) {
+  // One slot garbage, the other cut short in its payload: neither is used, and the service runs.
+  std::ofstream(dir / "gf.sock.leases.a") << "not a lease book at all";
+  std::ofstream(dir / "gf.sock.leases.b")
+      << std::string("GFLS\x01\0\0\0\x05", 9) << std::string(40, 'x');
+  ::chmod((dir / "gf.sock.leases.a").c_str(), 0600);
+  ::chmod((dir / "gf.sock.leases.b").c_str(), 0600);
   Service service(dir, 1);
   ASSERT_TRUE(service.ready()) << service.log();
-  EXPECT_TRUE(contains(service.log(), "saved grants not used")) << service.log();
-  struct stat st {};
-  EXPECT_EQ(::stat((saved + ".bad").c_str(), &st), 0);
-  // And the service works: a lease comes and goes.
+  EXPECT_TRUE(contains(service.log(), "saved grants not used: " + (dir / "gf.sock.leases.a") +
+                                          ": no saved lease book there"))
+      << service.log();
+  EXPECT_TRUE(contains(service.log(), "gf.sock.leases.b: its last write was cut short"))
+      << service.log();
   auto [rc, out] = run_cli(dir, {"lease", "--pool", service.endpoint(), "--", "true"});
   EXPECT_EQ(rc, 0) << out;
 }
 
-TEST_F(JobsTest, ASavedBookOthersMayWriteIsNotUsed) {
-  const std::string saved = dir / "gf.sock.leases";
-  std::ofstream(saved) << "x";
-  ::chmod(saved.c_str(), 0666);
+TEST_F(JobsTest, ASavedBookOthersMayWriteIsMovedAside) {
+  const std::string slot = dir / "gf.sock.leases.a";
+  std::ofstream(slot) << "x";
+  ::chmod(slot.c_str(), 0666);
   Service service(dir, 1);
   ASSERT_TRUE(service.ready()) << service.log();
-  EXPECT_TRUE(contains(service.log(), "may be written by others")) << service.log();
+  EXPECT_TRUE(contains(service.log(),
+                       "others than the service's user may write it; moved to " + slot + ".bad"))
+      << service.log();
+  struct stat st {};
+  ASSERT_EQ(::stat(slot.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "made afresh, the service's own";
+  EXPECT_EQ(::stat((slot + ".bad").c_str(), &st), 0);
 }
 
 }  // namespace
