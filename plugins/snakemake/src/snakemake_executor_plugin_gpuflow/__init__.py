@@ -7,9 +7,10 @@ is Snakemake's own per-job command (``python -m snakemake --target-jobs ... --mo
 as the local executor uses for `run:` jobs). The lease is held by that `gpuflow lease` process:
 
 - the job starts only once the lease is granted (the command waits for it);
-- the lease ends when the job ends, however it ends (the service releases what a connection held
-  when the process dies, SIGKILL included), even if Snakemake itself is killed;
-- each job is a process group of its own, so cancelling (Ctrl-C) signals the whole job tree.
+- the lease ends when the job ends, however it ends, and not before: `gpuflow lease` releases
+  once no process of the job is left, and the service keeps the lease of a killed `gpuflow lease`
+  until the job's processes are gone; even if Snakemake itself is killed;
+- each job is a session of its own, so cancelling (Ctrl-C) signals the whole job tree.
 
 Rules without a GPU request run the same way without a lease (they never wait for the service).
 See plugins/snakemake/README.md for the resource names and the endpoint rules.
@@ -44,6 +45,9 @@ __all__ = ["Executor", "ExecutorSettings", "LeaseRequest", "common_settings", "l
 # Seconds a cancelled job gets between SIGTERM and SIGKILL: enough for the job's own Snakemake to
 # remove its incomplete outputs, short enough that Ctrl-C feels like Ctrl-C.
 KILL_GRACE_S = 5.0
+# A leased job's `gpuflow lease` ends its whole tree itself (SIGTERM, SIGKILL after --grace, then
+# the release): it gets this much longer before it is killed in turn.
+RELEASE_MARGIN_S = 5.0
 
 
 def parse_size(text) -> int:
@@ -314,6 +318,7 @@ class Executor(RealExecutor):
         command = ["/bin/sh", "-c", self.format_job_exec(job)]
         if request is not None:
             command = [self._cli, "lease", "--pool", self.endpoint, *request.cli_args(),
+                       "--grace", f"{KILL_GRACE_S:g}",
                        "--name", f"snakemake {_describe_job(job)}", "--", *command]
         self.logger.debug(f"gpuflow: job {job.jobid}: {shlex.join(command)}")
         # A session of its own: the job tree can be signalled as a whole on cancel, and a Ctrl-C
@@ -362,15 +367,19 @@ class Executor(RealExecutor):
     # -- ending -------------------------------------------------------------------------------
 
     def cancel(self):
-        """Ctrl-C: SIGTERM to every job's process group (the `gpuflow lease` process, the job's
-        Snakemake and its shell command), SIGKILL to what is left after KILL_GRACE_S. A lease
-        ends with its `gpuflow lease` process."""
+        """Ctrl-C: SIGTERM to every job's process group. A job without a lease (sh, the job's
+        Snakemake and its shell command) gets SIGKILL for what is left after KILL_GRACE_S. A
+        leased job's group is its `gpuflow lease` process, which passes the SIGTERM to the whole
+        job (a process group of its own), SIGKILLs what is left after KILL_GRACE_S (--grace),
+        and releases the lease once nothing of the job is left; it is killed only if it has not
+        ended RELEASE_MARGIN_S later (then the service ends the job and its lease)."""
         with self._lock:
             self._cancelling = True
             running = list(self._running.values())
         for proc in running:
             _signal_group(proc, signal.SIGTERM)
-        deadline = time.monotonic() + KILL_GRACE_S
+        leased = any(getattr(proc, "args", [None])[:2] == [self._cli, "lease"] for proc in running)
+        deadline = time.monotonic() + KILL_GRACE_S + (RELEASE_MARGIN_S if leased else 0.0)
         for proc in running:
             try:
                 proc.wait(max(0.0, deadline - time.monotonic()))
