@@ -197,17 +197,23 @@ class StandIn {
       }
       Seen s;
       s.body = wire::body_name(m->body_type());
-      fb::FlatBufferBuilder b;
-      if (const auto *r = m->body_as_LeaseRequest()) {
+      const auto *r = m->body_as_LeaseRequest();
+      if (r) {
         s.request_id = r->request_id();
         s.name = r->name() ? r->name()->str() : "";
         s.devices = r->devices() ? r->devices()->size() : 0;
+      }
+      {
+        // Recorded before the answer goes: a client that has its answer finds it in seen().
+        std::lock_guard lock(mu_);
+        seen_.push_back(s);
+      }
+      if (r) {
+        fb::FlatBufferBuilder b;
         send_all(fd, wire::frame_of(b, wire::CreateLeaseRefused(
                                            b, r->request_id(), GF_ERR_INFEASIBLE,
                                            b.CreateString("the stand-in service grants nothing"))));
       }
-      std::lock_guard lock(mu_);
-      seen_.push_back(s);
     }
   }
   static std::vector<uint8_t> welcome_frame() {
