@@ -7,6 +7,8 @@
 // /proc for processes whose environment carries the first job's marker (each test's own, so the
 // jobs of tests running beside it are not mistaken for these).
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -139,6 +141,53 @@ TEST_F(JobsTest, CtrlCReachesTheWholeJob) {
   expect_second_alone(*second);
   const int code = exit_code(first->wait(10000 * kTimeFactor));
   EXPECT_TRUE(code == 128 + SIGINT || code == 0) << code << first->story();
+}
+
+// At a terminal, Ctrl-C is the terminal's SIGINT to its foreground process group: the job's,
+// which `gpuflow lease` made the foreground. Its background processes ignore SIGINT (as a
+// shell's do); the wrapper ends them when COMMAND is gone.
+TEST_F(JobsTest, CtrlCAtTheTerminalReachesTheWholeJob) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  std::vector<std::string> args =
+      lease(service, {"--grace", "1"}, {"env", marker_, "sh", "-c", first_job("sleep 300")});
+  std::vector<char *> argv;
+  for (auto &a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int terminal = -1;
+  const pid_t wrapper = ::forkpty(&terminal, nullptr, nullptr, nullptr);
+  ASSERT_GE(wrapper, 0) << std::strerror(errno);
+  if (wrapper == 0) {
+    ::execv(argv[0], argv.data());
+    _exit(127);
+  }
+  std::string seen;
+  auto read_terminal = [&](int timeout_ms) {
+    pollfd p{terminal, POLLIN, 0};
+    char chunk[4096];
+    if (::poll(&p, 1, timeout_ms) > 0) {
+      ssize_t n = ::read(terminal, chunk, sizeof chunk);
+      if (n > 0) seen.append(chunk, static_cast<size_t>(n));
+    }
+  };
+  const int64_t start = now_ns();
+  while (!contains(seen, "ready") && ms_since(start) < 20000 * kTimeFactor) read_terminal(100);
+  ASSERT_TRUE(contains(seen, "ready")) << seen;
+  // The terminal's foreground is the job's process group, not the wrapper's (a session leader
+  // here, its group id its pid).
+  const pid_t foreground = ::tcgetpgrp(terminal);
+  EXPECT_GT(foreground, 0) << std::strerror(errno);
+  EXPECT_NE(foreground, wrapper) << "the wrapper kept the terminal";
+  auto second = queue_second(service);
+  ASSERT_EQ(::write(terminal, "\x03", 1), 1);  // Ctrl-C
+  expect_second_alone(*second, service.log());
+  int status = 0;
+  const int64_t waited = now_ns();
+  while (::waitpid(wrapper, &status, WNOHANG) == 0 && ms_since(waited) < 20000 * kTimeFactor)
+    read_terminal(50);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT) << exit_text(status) << "\n"
+                                                                        << seen;
+  ::close(terminal);
 }
 
 TEST_F(JobsTest, AKilledWrappersJobKeepsTheDeviceUntilItIsGone) {
