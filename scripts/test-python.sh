@@ -23,6 +23,8 @@ fi
 
 "$root/scripts/setup-python.sh"
 py=$root/.venv/bin/python
+# Lint first (fast; ruff.toml says which rules).
+"$root/.venv/bin/ruff" check --quiet "$root" || { echo "test-python: ruff check failed" >&2; exit 1; }
 export GPUFLOW_LIBRARY=$lib
 export PYTHONDONTWRITEBYTECODE=1
 site=$("$py" -c 'import dask, os; print(os.path.dirname(os.path.dirname(dask.__file__)))')

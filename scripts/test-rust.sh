@@ -16,6 +16,12 @@ cargo=${CARGO:-cargo}
 export GPUFLOW_LIB_DIR=$build/src CARGO_TARGET_DIR=$build/rust-target
 cd bindings/rust
 "$cargo" test --offline --locked -q
+# Lint, where the toolchain has clippy (Debian's rustc 1.63 packages none).
+if "$cargo" clippy --version >/dev/null 2>&1; then
+  "$cargo" clippy --offline --locked --all-targets -q -- -D warnings
+else
+  echo "test-rust: this toolchain has no clippy: lint skipped"
+fi
 "$cargo" run --offline --locked -q --example hello | grep -qx '10 + 1 = 11'
 out=$("$cargo" run --offline --locked -q --example seed -- 1001 300)
 echo "$out"

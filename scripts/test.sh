@@ -7,6 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
+# Formatting first: it takes seconds and needs no build (scripts/check-format.sh says how to fix).
+scripts/check-format.sh
 
 ran=()  # what ran and passed, for the closing line (set -e stops at the first failure)
 

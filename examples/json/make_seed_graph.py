@@ -5,7 +5,6 @@ gpuflow graph document using the kernels of examples/plugin/seed_kernels.c.
     python3 make_seed_graph.py [N [C]] > seed.json      (defaults 2000 500)
 """
 import json
-import math
 import sys
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000

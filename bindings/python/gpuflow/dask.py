@@ -75,7 +75,8 @@ from ._progress import as_setting
 from ._run import WAIT_SLICE_MS, interrupted, run_watcher, wait_run
 from ._values import DESTROY_VALUE_ADDR, VALUES, put_value
 
-__all__ = ["get", "default_pool", "set_default_pool", "annotations_of", "register",
+# LocalGPUCluster and GPUNanny come from __getattr__ below, on first use (they import distributed).
+__all__ = ["get", "default_pool", "set_default_pool", "annotations_of", "register",  # noqa: F822
            "keep_annotations",
            "LocalGPUCluster", "GPUNanny"]
 _DISTRIBUTED = ("LocalGPUCluster", "GPUNanny", "lease_environment", "service_endpoint")

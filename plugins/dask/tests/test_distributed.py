@@ -11,7 +11,6 @@ import time
 
 import dask
 import dask.array as da
-import numpy as np
 import pytest
 
 distributed = pytest.importorskip("distributed")

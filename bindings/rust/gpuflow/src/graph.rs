@@ -60,7 +60,10 @@ impl Graph {
         unsafe { sys::gf_buffer_desc_init(&mut d, size_of::<sys::gf_buffer_desc>() as u32) };
         d.name = name.as_ptr();
         d.size = size;
-        d.flags = if keep { sys::GF_DATA_KEEP as u32 } else { 0 };
+        // The cast is for bindgen versions that type the macro otherwise.
+        #[allow(clippy::unnecessary_cast)]
+        let keep_flag = sys::GF_DATA_KEEP as u32;
+        d.flags = if keep { keep_flag } else { 0 };
         let mut out = sys::gf_data { id: 0 };
         check(unsafe { sys::gf_graph_add_buffer(&mut out, self.raw, &d) })?;
         self.buffer_sizes.insert(out.id, size);

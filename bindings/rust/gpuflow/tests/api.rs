@@ -98,10 +98,10 @@ fn errors_carry_status_and_message() {
     assert!(err.message.contains("greedy"), "{}", err.message);
     assert_eq!(err.status.name(), "GF_ERR_INFEASIBLE");
 
-    let err = g.task("late").cpu(|_| Ok(())).add().err().expect("frozen");
+    let err = g.task("late").cpu(|_| Ok(())).add().expect_err("frozen");
     assert_eq!(err.status, Status::STATE, "the submit froze the graph");
     let mut g = Graph::new().unwrap();
-    let err = g.task("bodiless").add().err().expect("no body");
+    let err = g.task("bodiless").add().expect_err("no body");
     assert_eq!(err.status, Status::INVALID_ARGUMENT);
     assert!(err.message.contains("bodiless"), "{}", err.message);
     let err = pool.ledger(0, "no-such-resource").err().unwrap();
