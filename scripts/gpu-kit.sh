@@ -16,6 +16,7 @@
 # The build tree is build-gpu-kit/ (reused; kept between runs); downloaded wheels are kept in
 # build-gpu-kit/wheels/, so a second run needs no network.
 set -euo pipefail
+trap 'echo "gpu-kit: FAILED at line $LINENO: $BASH_COMMAND" >&2' ERR
 root=$(cd "$(dirname "$0")/.." && pwd -P)
 build=$root/build-gpu-kit
 kit=$root/.gpu-kit
@@ -71,14 +72,15 @@ mkdir -p "$sb"
     echo "build/$f" >> "$stage/elf-files.txt"
   fi
 done
-if grep -rl -F "$build" "$sb" --include='*.cmake' | head -1 | grep -q .; then
+if grep -rqF "$build" --include='*.cmake' "$sb"; then
   die "a ctest file still names $build"
 fi
 tar -czf "$kit/build.tar.gz" -C "$stage" build
 
 # ---- 3. Shared libraries: what the binaries and UCX load, minus glibc --------------------------
 echo "gpu-kit: collecting shared libraries"
-ucx_lib=$(ldconfig -p | awk '/libucp\.so\.0 .*x86-64/ {print $NF; exit}')
+# (awk reads to the end: a reader that stops early would end ldconfig with SIGPIPE, and pipefail.)
+ucx_lib=$(ldconfig -p | awk '/libucp\.so\.0 .*x86-64/ && !found {print $NF; found = 1}')
 [ -n "$ucx_lib" ] || die "libucp.so.0 not found (libucx0)"
 ucx_modules=$(dirname "$(readlink -f "$ucx_lib")")/ucx
 [ -e "$ucx_modules/libuct_cma.so.0" ] || die "no UCX modules in $ucx_modules"

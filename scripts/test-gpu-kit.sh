@@ -15,6 +15,7 @@
 # GPU_KIT_FULL=1 runs the whole ctest suite in step 4 instead of --quick's subset (minutes).
 # GPU_KIT_KEEP=1 keeps the temporary directory (its path is printed).
 set -euo pipefail
+trap 'echo "test-gpu-kit: FAILED at line $LINENO: $BASH_COMMAND" >&2' ERR
 root=$(cd "$(dirname "$0")/.." && pwd -P)
 kit=$root/.gpu-kit
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-gpu-kit.XXXXXX")
@@ -147,7 +148,7 @@ fi
 [ -s "$out/gpu-results.tsv" ] || fail "run.sh wrote no gpu-results.tsv"
 files=$(find "$out" -type f | wc -l)
 [ "$files" -le 8 ] || fail "run.sh left $files files in \$OUT (at most 8 come back)"
-if find "$out" -type f -size +16M | grep -q .; then fail "a file in \$OUT is over 16 MiB"; fi
+if [ -n "$(find "$out" -type f -size +16M)" ]; then fail "a file in \$OUT is over 16 MiB"; fi
 problems=()
 for s in kit ctest scaling; do
   r=$(awk -F'\t' -v s="$s" '$1 == s {print $2}' "$out/gpu-results.tsv")

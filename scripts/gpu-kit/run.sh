@@ -10,9 +10,11 @@
 # them). Each has its own time limit and runs whatever the others did; the whole run stays
 # within --budget seconds (default 450, under the issue's 8 minutes). Without a GPU (no
 # `nvidia-smi -L` device, or GPU_KIT_NO_GPU=1) the GPU steps report "skipped: no GPU" and the
-# others run. --quick runs a subset of ctest and small scheduler graphs (the check on machines
+# others run. The work directory ($TMPDIR/gpu-kit.XXXXXX: the unpacked build, logs, sockets) is
+# removed at the end unless GPU_KIT_KEEP_WORK=1. --quick runs a subset of ctest and small scheduler graphs (the check on machines
 # without a GPU, scripts/test-gpu-kit.sh). Exit status: 0 when no step failed, 1 otherwise.
 set -euo pipefail
+trap 'echo "run.sh: stopped at line $LINENO: $BASH_COMMAND" >&2' ERR
 
 KIT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 ROOT=${GPU_KIT_ROOT:-$(dirname "$KIT")}  # the repository copy the kit sits in
@@ -105,8 +107,11 @@ have_gpu=0
 gpu_why="no GPU"
 if [ -n "${GPU_KIT_NO_GPU:-}" ]; then
   gpu_why="no GPU (GPU_KIT_NO_GPU is set)"
-elif command -v nvidia-smi >/dev/null 2>&1 && timeout 20 nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
-  have_gpu=1
+elif command -v nvidia-smi >/dev/null 2>&1; then
+  # Read whole before matching: a reader that stops at the first line could end nvidia-smi with
+  # SIGPIPE, which pipefail would turn into "no GPU" (here and below, no early-exit readers).
+  gpus=$(timeout 20 nvidia-smi -L 2>/dev/null || true)
+  if grep -q '^GPU ' <<< "$gpus"; then have_gpu=1; fi
 fi
 broken=""        # set by the kit step when nothing here can run
 gpu_unusable=""  # set by the gpu step when gpuflow finds no usable GPU: the GPU steps are skipped
@@ -246,14 +251,14 @@ step_kit() {
   fi
   glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
   detail "- glibc here: ${glibc:-unknown}; the kit's binaries need GLIBC_${KIT_GLIBC_NEEDED}, GLIBCXX_${KIT_GLIBCXX_NEEDED}, CXXABI_${KIT_CXXABI_NEEDED}"
-  if [ -n "$glibc" ] && [ "$(printf '%s\n%s\n' "$KIT_GLIBC_NEEDED" "$glibc" | sort -V | head -1)" != "$KIT_GLIBC_NEEDED" ]; then
+  if [ -n "$glibc" ] && [ "$(printf '%s\n%s\n' "$KIT_GLIBC_NEEDED" "$glibc" | sort -V | sed -n 1p)" != "$KIT_GLIBC_NEEDED" ]; then
     broken="glibc $glibc here, the kit needs $KIT_GLIBC_NEEDED (build the kit on an older system)"
     result="FAIL: $broken"
     return 1
   fi
   # libstdc++: the system's when it is new enough, else the kit's copy (lib/cxx).
   local cxx
-  cxx=$( (ldconfig -p 2>/dev/null || true) | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
+  cxx=$( (ldconfig -p 2>/dev/null || true) | awk '/libstdc\+\+\.so\.6 .*x86-64/ && !found {print $NF; found = 1}')
   if [ -n "$cxx" ] && grep -aq "GLIBCXX_${KIT_GLIBCXX_NEEDED}" "$cxx" && grep -aq "CXXABI_${KIT_CXXABI_NEEDED}" "$cxx"; then
     notes+=("libstdc++ of the system")
   else
@@ -293,8 +298,10 @@ step_kit() {
   while IFS= read -r elf; do
     count=$((count + 1))
     case $elf in build/*) path=$B/${elf#build/} ;; lib/*) path=$L/${elf#lib/} ;; *) path=$KIT/$elf ;; esac
-    if ldd "$path" 2>&1 | grep -q 'not found'; then
-      missing+=("$elf: $(ldd "$path" 2>&1 | awk '/not found/ {print $1}' | tr '\n' ' ')")
+    local deps
+    deps=$(ldd "$path" 2>&1 || true)
+    if grep -q 'not found' <<< "$deps"; then
+      missing+=("$elf: $(awk '/not found/ {print $1}' <<< "$deps" | tr '\n' ' ')")
     fi
   done < "$KIT/elf-files.txt"
   local n
@@ -335,7 +342,7 @@ step_gpu() {
       --format=csv > "$LOGS/gpu-query.csv" 2>&1 || true
   detail "nvidia-smi --query-gpu:" '```' "$(cat "$LOGS/gpu-query.csv")" '```'
   detail "nvidia-smi -q (summary):" '```' \
-    "$(grep -E '^(Driver Version|CUDA Version)|Product Name|Product Architecture|GPU UUID|Bus Id|MIG Mode|Compute Mode|Persistence Mode|^ +Total +:|Max Clocks|Power Limit' "$LOGS/gpu-nvidia-smi-q.log" | head -30)" '```'
+    "$(grep -E '^(Driver Version|CUDA Version)|Product Name|Product Architecture|GPU UUID|Bus Id|MIG Mode|Compute Mode|Persistence Mode|^ +Total +:|Max Clocks|Power Limit' "$LOGS/gpu-nvidia-smi-q.log" | sed -n 1,30p)" '```'
   local driver cuda
   driver=$(awk -F': *' '/^Driver Version/ {print $2; exit}' "$LOGS/gpu-nvidia-smi-q.log")
   cuda=$(awk -F': *' '/^CUDA Version/ {print $2; exit}' "$LOGS/gpu-nvidia-smi-q.log")
@@ -392,10 +399,10 @@ step_ctest() {
     detail "- Cuda.* not passed:" "$(ctest_parse "$cuda_log" | awk '$2 != "Passed" {print "  - " $1 ": " $2}')"
   fi
   if [ $r_fail -gt 0 ]; then
-    detail "- failed:" "$(ctest_parse "$rest_log" | awk '$2 != "Passed" && $2 != "Skipped" {print "  - " $1 ": " $2}' | head -40)"
+    detail "- failed:" "$(ctest_parse "$rest_log" | awk '$2 != "Passed" && $2 != "Skipped" {print "  - " $1 ": " $2}' | sed -n 1,40p)"
   fi
   if [ "$r_skip" -gt 0 ]; then
-    detail "- skipped (the test's own reason is in the log):" "$(ctest_parse "$rest_log" | awk '$2 == "Skipped" {print "  - " $1}' | head -20)"
+    detail "- skipped (the test's own reason is in the log):" "$(ctest_parse "$rest_log" | awk '$2 == "Skipped" {print "  - " $1}' | sed -n 1,20p)"
   fi
   local incomplete=""
   [ -n "$listed" ] && [ "$r_all" -lt "$listed" ] && incomplete=" ($((listed - r_all)) did not run: time limit?)"
@@ -614,7 +621,7 @@ EOF
     local norm
     norm=$(echo "$name" | tr 'A-Z-.' 'a-z__')
     local w
-    w=$(find "$KIT/wheels" -maxdepth 1 -iname "${norm}-*.whl" | head -1)
+    w=$(find "$KIT/wheels" -maxdepth 1 -iname "${norm}-*.whl" -print -quit)
     [ -n "$w" ] && wheels+=("$w")
   done
   detail "- python $ver ($py); installed from the kit's wheels (the image lacks them): $(echo "$missing" | tr '\n' ' ')"
@@ -691,6 +698,8 @@ cleanup() {
   mps_stop
   svc_stop
   write_report 2>/dev/null || true
+  # The unpacked tree is ~50 MiB; the logs are in $OUT already. GPU_KIT_KEEP_WORK=1 keeps it.
+  if [ -z "${GPU_KIT_KEEP_WORK:-}" ]; then rm -rf "$WORK"; else echo "run.sh: kept $WORK"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -701,4 +710,4 @@ for s in "${steps[@]}"; do
   run_step "$s"
 done
 echo "run.sh: done in $(( $(date +%s) - started )) s; report: $OUT/gpu-report.md"
-[ $failed = 0 ]
+if [ $failed != 0 ]; then exit 1; fi
