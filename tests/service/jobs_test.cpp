@@ -149,8 +149,10 @@ TEST_F(JobsTest, CtrlCReachesTheWholeJob) {
 TEST_F(JobsTest, CtrlCAtTheTerminalReachesTheWholeJob) {
   Service service(dir, 1);
   ASSERT_TRUE(service.ready()) << service.log();
+  // COMMAND ends in `exec sleep`: a shell between `echo ready` and forking its foreground
+  // command may let a Ctrl-C pass, and a shell does not decide the lease's fate.
   std::vector<std::string> args =
-      lease(service, {"--grace", "1"}, {"env", marker_, "sh", "-c", first_job("sleep 300")});
+      lease(service, {"--grace", "1"}, {"env", marker_, "sh", "-c", first_job("exec sleep 300")});
   std::vector<char *> argv;
   for (auto &a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -176,8 +178,18 @@ TEST_F(JobsTest, CtrlCAtTheTerminalReachesTheWholeJob) {
   // The terminal's foreground is the job's process group, not the wrapper's (a session leader
   // here, its group id its pid).
   const pid_t foreground = ::tcgetpgrp(terminal);
-  EXPECT_GT(foreground, 0) << std::strerror(errno);
+  ASSERT_GT(foreground, 0) << std::strerror(errno);
   EXPECT_NE(foreground, wrapper) << "the wrapper kept the terminal";
+  // The group's leader is COMMAND: Ctrl-C goes once it is `sleep`.
+  auto leader_is_sleep = [&] {
+    std::ifstream in("/proc/" + std::to_string(foreground) + "/cmdline");
+    std::string first;
+    std::getline(in, first, '\0');
+    return first == "sleep";
+  };
+  const int64_t exec_wait = now_ns();
+  while (!leader_is_sleep() && ms_since(exec_wait) < 20000 * kTimeFactor) ::usleep(2000);
+  ASSERT_TRUE(leader_is_sleep());
   auto second = queue_second(service);
   ASSERT_EQ(::write(terminal, "\x03", 1), 1);  // Ctrl-C
   expect_second_alone(*second, service.log());
