@@ -71,6 +71,11 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
   thread_local std::vector<QueuedTask> passed_over;
   passed_over.clear();
   bool cheap_only = false;
+  // Set once the first task in line could not start here: the room its try made (spilling the
+  // inputs other queued tasks hold) is its own. A task behind it that lost an input must not
+  // fetch it back into that room now, or the two push each other out for as long as the timing
+  // lets them (measured: 100 MiB of blocks copied 19 GiB).
+  bool first_waits = false;
   for (int scanned = 0; !worker.ready.empty() && batch.count < kMaxBatch;) {
     const QueuedTask &top = worker.ready.top();
     const RunState &run = *top.run;
@@ -80,7 +85,13 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
     if (cheap_only && !cheap) break;
     if (task.input_count && worker.space != kHostSpace &&
         transfer_seconds(run, top.task, worker.space) > 0) {
-      // An input was spilled off this device after the task was queued: fetch it again.
+      // An input was spilled off this device after the task was queued: fetch it again, once
+      // no task ahead of it waits for room.
+      if (first_waits) {
+        if (++scanned >= kScanDepth) break;
+        passed_over.push_back(worker.ready.pop());
+        continue;
+      }
       QueuedTask entry = worker.ready.pop();  // still placed here: its inputs stay held
       TaskRun &tr = entry.run->tasks[entry.task];
       tr.placement_epoch++;
@@ -98,6 +109,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
       cheap_only = true;
       if (worker.ready.size() < 4 * kMaxBatch) break;  // leave the tail for other workers
     } else {
+      first_waits |= first_in_line && worker.space != kHostSpace;
       if (cheap_only || ++scanned >= kScanDepth) break;
       passed_over.push_back(worker.ready.pop());
     }
