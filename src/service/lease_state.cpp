@@ -212,7 +212,17 @@ SavedBook SavedBookFile::load(std::vector<std::string> &problems) {
   return best;
 }
 
+void SavedBookFile::remove() {
+  for (int slot = 0; slot < 2; ++slot) {
+    if (fds_[slot] < 0) continue;
+    ::close(fds_[slot]);
+    fds_[slot] = -1;
+    ::unlink((path_ + (slot ? ".b" : ".a")).c_str());
+  }
+}
+
 void SavedBookFile::save(const SavedBook &book) {
+  if (fds_[0] < 0) return;  // removed
   const std::vector<uint8_t> payload = encode_saved_book(book);
   std::vector<uint8_t> bytes(kHeader + payload.size());
   std::memcpy(bytes.data(), kMagic, 4);

@@ -59,6 +59,9 @@ class SavedBookFile {
   SavedBook load(std::vector<std::string> &problems);
   // Writes `book` into the older slot. Throws gf::Error (GF_ERR_SYSTEM) naming the path.
   void save(const SavedBook &book);
+  // Removes both slots (a service that stops with no lease left leaves nothing behind); later
+  // saves do nothing.
+  void remove();
   const std::string &path() const { return path_; }
 
  private:

@@ -1129,8 +1129,13 @@ struct Server::Impl {
   // ---- Lifecycle ----
   void shut_down() {
     // The grants as they stand go to disk first and stay there: a stop is often a restart, and
-    // the next service must not hand out the devices of jobs that outlive this one.
-    save_state();
+    // the next service must not hand out the devices of jobs that outlive this one. With no
+    // lease left there is nothing to keep, and nothing is left behind.
+    if (book->leases().empty()) {
+      if (saved) saved->remove();
+    } else {
+      save_state();
+    }
     uv_close(reinterpret_cast<uv_handle_t *>(&turn_end), nullptr);
     stopping = true;
     std::vector<Client *> all;

@@ -257,6 +257,34 @@ TEST_F(RestartTest, AWrapperKilledAfterTheRestartStillHasItsJobEnded) {
   EXPECT_TRUE(contains(service_->log(), "SIGKILL to")) << service_->log();
 }
 
+// A clean stop keeps the saved grants only while a lease is held (a restart must know it); with
+// none, it leaves nothing behind.
+TEST_F(JobsTest, ACleanStopLeavesSavedGrantsOnlyForLeasesHeld) {
+  struct stat st {};
+  {
+    Service service(dir, 1);
+    ASSERT_TRUE(service.ready()) << service.log();
+    auto [rc, out] = run_cli(dir, {"lease", "--pool", service.endpoint(), "--", "true"});
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_EQ(::stat((dir / "gf.sock.leases.a").c_str(), &st), 0) << "saved while it ran";
+    service.proc().signal(SIGTERM);
+    ASSERT_TRUE(service.proc().wait(10000 * kTimeFactor));
+  }
+  EXPECT_NE(::stat((dir / "gf.sock.leases.a").c_str(), &st), 0);
+  EXPECT_NE(::stat((dir / "gf.sock.leases.b").c_str(), &st), 0);
+  {
+    Service service(dir, 1);
+    ASSERT_TRUE(service.ready()) << service.log();
+    auto first = start_first(service, "sleep 300");
+    service.proc().signal(SIGTERM);
+    ASSERT_TRUE(service.proc().wait(10000 * kTimeFactor));
+    first->signal(SIGTERM);  // the job ends with it (nothing left running after the test)
+    EXPECT_TRUE(first->wait(10000 * kTimeFactor));
+  }
+  EXPECT_EQ(::stat((dir / "gf.sock.leases.a").c_str(), &st), 0)
+      << "a lease was held: its grant stays for the next service";
+}
+
 TEST_F(JobsTest, ASavedBookThatDoesNotCheckOutIsNotUsed) {
   // One slot garbage, the other cut short in its payload: neither is used, and the service runs.
   std::ofstream(dir / "gf.sock.leases.a") << "not a lease book at all";
