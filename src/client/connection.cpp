@@ -164,12 +164,7 @@ void Connection::handshake(const std::string &name, double weight, int timeout_m
   if (w->kernels()) {
     for (const fb::String *k : *w->kernels()) welcome_.kernels.push_back(k->str());
   }
-  if (w->devices()) {
-    for (const wire::DeviceInfo *d : *w->devices()) {
-      welcome_.devices.push_back({d->ordinal(), str(d->uuid()), str(d->pci_bus_id()),
-                                  str(d->name()), d->memory(), d->emulated()});
-    }
-  }
+  welcome_.devices = wire::decode(w->devices());
 }
 
 void Connection::send(const std::vector<uint8_t> &frame) {
@@ -257,14 +252,7 @@ bool Connection::grant_of(const std::vector<uint8_t> &payload, Grant &grant, gf_
                           std::string &why) const {
   const wire::Message *m = wire::message_of(payload);
   if (const auto *g = m->body_as_LeaseGranted()) {
-    grant.lease_id = g->lease_id();
-    grant.cpus = g->cpus();
-    if (g->devices()) {
-      for (const wire::DeviceGrant *d : *g->devices()) {
-        grant.devices.push_back(
-            {d->ordinal(), str(d->uuid()), str(d->pci_bus_id()), d->share(), d->memory()});
-      }
-    }
+    grant = wire::decode(*g);
     return true;
   }
   if (const auto *r = m->body_as_LeaseRefused()) {
@@ -283,9 +271,7 @@ bool Connection::grant_of(const std::vector<uint8_t> &payload, Grant &grant, gf_
 std::vector<uint8_t> Connection::lease_request_frame(uint64_t id, const LeaseAsk &ask,
                                                      int64_t timeout_ms) {
   fb::FlatBufferBuilder b;
-  auto request = wire::CreateLeaseRequest(b, id, ask.gpus, ask.gpu_memory, ask.cpus,
-                                          ask.devices.empty() ? 0 : b.CreateVector(ask.devices),
-                                          ask.priority, timeout_ms, b.CreateString(ask.name));
+  auto request = wire::encode(b, id, ask, timeout_ms);
   return wire::frame_of(b, request);
 }
 

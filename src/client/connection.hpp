@@ -22,6 +22,7 @@
 #include "gpuflow.h"
 #include "transport/client_plane.hpp"
 #include "wire/framing.hpp"
+#include "wire/records.hpp"
 
 namespace gf::client {
 
@@ -35,45 +36,21 @@ std::string default_socket_path();
 // pool ("embedded" in either place means embedded).
 std::string resolve_endpoint(const char *configured);
 
-struct ServiceDevice {
-  int32_t ordinal = 0;
-  std::string uuid, pci_bus_id, name;
-  uint64_t memory = 0;
-  bool emulated = false;
-};
+using wire::DeviceSlot;
+using wire::Grant;
+using wire::LeaseAsk;
+using wire::LeasedDevice;
 
 struct Welcome {
   uint64_t client_id = 0;
   uint32_t service_pid = 0;
-  std::vector<ServiceDevice> devices;
+  std::vector<DeviceSlot> devices;
   double cpus = 0;
   std::string backend;
   double emulated_bandwidth = 0;
   bool data_plane = false;            // the service answers DataPlaneHello
   std::vector<std::string> kernels;   // named kernels of the service's plugins
   bool binds_process_groups = false;  // the service answers LeaseBind
-};
-
-struct LeaseAsk {
-  double gpus = 0;
-  uint64_t gpu_memory = 0;
-  double cpus = 0;
-  std::vector<int32_t> devices;
-  int32_t priority = 0;
-  std::string name;
-};
-
-struct LeasedDevice {
-  int32_t ordinal = 0;
-  std::string uuid, pci_bus_id;
-  double share = 0;
-  uint64_t memory = 0;
-};
-
-struct Grant {
-  uint64_t lease_id = 0;
-  std::vector<LeasedDevice> devices;
-  double cpus = 0;
 };
 
 class Connection {

@@ -45,7 +45,7 @@ PoolOptions connected_options(PoolOptions options, const client::Welcome &welcom
   if (welcome.backend == "cuda") {
     options.backend = GF_BACKEND_CUDA;
     options.cuda.devices.clear();
-    for (const client::ServiceDevice &d : welcome.devices)
+    for (const client::DeviceSlot &d : welcome.devices)
       options.cuda.devices.push_back(d.ordinal);
   } else {
     options.backend = GF_BACKEND_HOST;

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "core/fixed_point.hpp"
+#include "wire/records.hpp"
 
 namespace gf::service {
 
@@ -45,23 +46,9 @@ using ClientId = uint64_t;
 using RequestId = uint64_t;  // unique per client (chosen by the client)
 using LeaseId = uint64_t;    // unique per service (chosen by the book)
 
-struct DeviceSlot {
-  int32_t ordinal = 0;
-  std::string uuid;
-  std::string pci_bus_id;
-  std::string name;
-  uint64_t memory = 0;  // bytes
-  bool emulated = false;
-};
-
-struct LeaseAsk {
-  double gpus = 0;          // 0; (0, 1): a share of one device; whole N >= 1: N devices
-  uint64_t gpu_memory = 0;  // bytes per device; 0: the share's part (whole devices: all)
-  double cpus = 0;
-  std::vector<int32_t> devices;  // only these ordinals; empty: any
-  int32_t priority = 0;
-  std::string name;
-};
+// The wire's own records (wire/records.hpp): the book speaks the protocol's vocabulary.
+using wire::DeviceSlot;
+using wire::LeaseAsk;
 
 struct ClientInfo {
   uint32_t uid = 0;

@@ -532,9 +532,7 @@ struct Server::Impl {
     fb::FlatBufferBuilder b;
     std::vector<fb::Offset<wire::DeviceInfo>> devices;
     for (const DeviceSlot &d : book->slots()) {
-      devices.push_back(wire::CreateDeviceInfo(b, d.ordinal, b.CreateString(d.uuid),
-                                               b.CreateString(d.pci_bus_id), b.CreateString(d.name),
-                                               d.memory, d.emulated));
+      devices.push_back(wire::encode(b, d));
     }
     write(c,
           wire::frame_of(b, wire::CreateWelcome(
@@ -908,13 +906,7 @@ struct Server::Impl {
       full = "user " + c.peer.user + " already has " + std::to_string(kMaxQueuedPerUser) +
              " lease requests waiting, the most one user's clients may have together";
     }
-    LeaseAsk ask;
-    ask.gpus = r.gpus();
-    ask.gpu_memory = r.gpu_memory();
-    ask.cpus = r.cpus();
-    if (r.devices()) ask.devices.assign(r.devices()->begin(), r.devices()->end());
-    ask.priority = r.priority();
-    ask.name = str(r.name());
+    LeaseAsk ask = wire::decode(r);
     std::string why = book->submit(c.id, r.request_id(), ask, now());
     if (!why.empty()) {
       log(who(c) + ": lease request refused: " + why);
@@ -1031,13 +1023,12 @@ struct Server::Impl {
       Client &c = *it->second;
       c.deadlines.erase(lease.request);
       fb::FlatBufferBuilder b;
-      std::vector<fb::Offset<wire::DeviceGrant>> devices;
+      wire::Grant grant{lease.id, {}, lease.cpus.to_double()};
       std::string where;
       for (const DeviceShare &d : lease.devices) {
         const DeviceSlot &slot = slot_of(d.ordinal);
-        devices.push_back(wire::CreateDeviceGrant(b, d.ordinal, b.CreateString(slot.uuid),
-                                                  b.CreateString(slot.pci_bus_id),
-                                                  d.share.to_double(), d.memory));
+        grant.devices.push_back(
+            {d.ordinal, slot.uuid, slot.pci_bus_id, d.share.to_double(), d.memory});
         where += (where.empty() ? "" : ", ") + std::string("gpu:") + std::to_string(d.ordinal) +
                  (d.share.to_double() < 1 ? " x" + amount_text(d.share.to_double()) : "");
       }
@@ -1045,9 +1036,7 @@ struct Server::Impl {
         where += (where.empty() ? "" : ", ") + amount_text(lease.cpus.to_double()) + " cpu";
       }
       log("lease " + std::to_string(lease.id) + " granted to " + who(c) + ": " + where);
-      write(c, wire::frame_of(
-                   b, wire::CreateLeaseGranted(b, lease.request, lease.id, b.CreateVector(devices),
-                                               lease.cpus.to_double())));
+      write(c, wire::frame_of(b, wire::encode(b, lease.request, grant)));
     }
   }
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "core/refusal.hpp"
 #include "gpuflow.h"
 
 namespace gf::transport {
@@ -55,13 +56,7 @@ class Blob {
   std::shared_ptr<BlobTally> tally_;
 };
 
-// Why a transfer was refused: the status the client gets (GF_OK: not refused), and words naming
-// the cause.
-struct Refusal {
-  gf_status status = GF_OK;
-  std::string why;
-  explicit operator bool() const { return status != GF_OK; }
-};
+using gf::Refusal;  // core/refusal.hpp: the status the client gets, and words naming the cause
 
 class BlobStore {
  public:
