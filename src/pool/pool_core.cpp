@@ -45,8 +45,7 @@ PoolOptions connected_options(PoolOptions options, const client::Welcome &welcom
   if (welcome.backend == "cuda") {
     options.backend = GF_BACKEND_CUDA;
     options.cuda.devices.clear();
-    for (const client::DeviceSlot &d : welcome.devices)
-      options.cuda.devices.push_back(d.ordinal);
+    for (const client::DeviceSlot &d : welcome.devices) options.cuda.devices.push_back(d.ordinal);
   } else {
     options.backend = GF_BACKEND_HOST;
     options.host.devices = static_cast<int>(welcome.devices.size());

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "../api/test_support.hpp"
+#include "test_support.hpp"
 
 extern "C" int gft_launch_fill(void *out, size_t n, uint32_t seed, void *stream);
 extern "C" int gft_launch_spin(long long cycles, void *stream);

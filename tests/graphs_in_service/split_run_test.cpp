@@ -11,8 +11,8 @@
 #include <string>
 #include <thread>
 
-#include "../api/test_support.hpp"
-#include "../service/processes.hpp"
+#include "processes.hpp"
+#include "test_support.hpp"
 
 using namespace gfsvc;
 

@@ -17,10 +17,10 @@
 #include <sstream>
 #include <thread>
 
-#include "../service/processes.hpp"
 #include "client/connection.hpp"
 #include "core/error.hpp"
 #include "pattern.hpp"
+#include "processes.hpp"
 #include "service/server.hpp"
 #include "transport/blob_host.hpp"
 #include "transport/blob_store.hpp"

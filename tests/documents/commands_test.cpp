@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "../api/test_support.hpp"
+#include "test_support.hpp"
 
 using namespace gft;
 

@@ -2,7 +2,7 @@
 #include <cstring>
 #include <string>
 
-#include "../api/test_support.hpp"
+#include "test_support.hpp"
 
 using namespace gft;
 

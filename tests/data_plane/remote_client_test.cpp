@@ -16,11 +16,11 @@
 #include <set>
 #include <sstream>
 
-#include "../api/test_support.hpp"
-#include "../service/processes.hpp"
 #include "client/connection.hpp"
 #include "core/error.hpp"
 #include "pattern.hpp"
+#include "processes.hpp"
+#include "test_support.hpp"
 #include "wire/framing.hpp"
 
 using namespace gfsvc;

@@ -8,194 +8,26 @@
 // once and may fetch; commands start in the client's directory; a client that dies leaves no
 // lease and no blob behind; a service that dies fails the run naming it; two clients run at once.
 //
-// Built twice from this file: graph_in_service_test (libgpuflow, the public ABI only) and, with
-// GRAPH_IN_SERVICE_WIRE, graph_in_service_wire_test (the static runtime), whose client sends the
-// service GraphSubmit messages no C ABI call would (a missing blob, garbage documents).
+// libgpuflow and the public ABI only; GraphSubmit messages no C ABI call would send are
+// graph_in_service_wire_test.cpp's.
 //
 // Waits are for conditions, with deadlines scaled by GPUFLOW_TEST_TIME_FACTOR; the work done is
 // bounded by counts.
-#include <fcntl.h>
-#include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <atomic>
-#include <cerrno>
-#include <climits>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <memory>
-#include <sstream>
-#include <string>
-#include <thread>
-#include <vector>
-
-#include "../service/processes.hpp"
-#include "gpuflow.h"
-
-#ifdef GRAPH_IN_SERVICE_WIRE
-#include <condition_variable>
-#include <mutex>
-
-#include "client/connection.hpp"
-#include "core/error.hpp"
-#include "wire/framing.hpp"
-#else
 #include <nlohmann/json.hpp>
-#endif
+
+#include "graph_in_service_support.hpp"
+#include "test_support.hpp"
 
 using namespace gfsvc;
+using namespace gis;
+using gft::last_error;
+using gft::Pool;
+using gft::run_stats;
+using gft::task_error;
+using gft::task_state;
+using RunHandle = gft::RunPtr;
 
 namespace {
-
-std::string last_error() {
-  return gf_last_error();
-}
-
-// Kills `pid` (a `gpuflow serve` this test started) if this process ends before the guard goes,
-// however it ends: a test that crashes on a product bug leaves no service running behind it.
-// A forked process waits for the end of a pipe only this process holds (close-on-exec: no
-// child it spawns inherits it).
-class KillWithMe {
- public:
-  explicit KillWithMe(pid_t pid) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return;
-    reaper_ = ::fork();
-    if (reaper_ == 0) {
-      for (int fd = 3; fd < 1024; ++fd) {
-        if (fd != fds[0]) ::close(fd);
-      }
-      char c;
-      while (::read(fds[0], &c, 1) < 0 && errno == EINTR) {
-      }
-      ::kill(pid, SIGKILL);
-      ::_exit(0);
-    }
-    ::close(fds[0]);
-    write_end_ = fds[1];
-  }
-  ~KillWithMe() {
-    if (reaper_ > 0) {
-      ::kill(reaper_, SIGKILL);
-      ::waitpid(reaper_, nullptr, 0);
-    }
-    if (write_end_ >= 0) ::close(write_end_);
-  }
-  KillWithMe(const KillWithMe &) = delete;
-  KillWithMe &operator=(const KillWithMe &) = delete;
-
- private:
-  pid_t reaper_ = -1;
-  int write_end_ = -1;
-};
-
-// A graph built through the C ABI. The first error is kept (error()) and later calls do nothing,
-// so a test asserts once after building.
-class GraphBuilder {
- public:
-  GraphBuilder() { check(gf_graph_create(&g_), "gf_graph_create"); }
-  ~GraphBuilder() { gf_graph_destroy(g_); }
-  GraphBuilder(const GraphBuilder &) = delete;
-  GraphBuilder &operator=(const GraphBuilder &) = delete;
-
-  gf_graph *get() const { return g_; }
-  const std::string &error() const { return error_; }
-
-  gf_data bytes(const char *name, const void *data, uint64_t size) {
-    gf_data d{0};
-    if (ok())
-      check(gf_graph_add_host_buffer(&d, g_, name, data, size, 0), name ? name : "an input");
-    return d;
-  }
-  gf_data i64(const char *name, int64_t value) { return bytes(name, &value, sizeof value); }
-  gf_data text(const char *name, const std::string &text) {
-    return bytes(name, text.data(), text.size());
-  }
-  gf_data buffer(const char *name, uint64_t size, uint32_t flags = 0) {
-    gf_buffer_desc b = GF_BUFFER_DESC_INIT;
-    b.name = name;
-    b.size = size;
-    b.flags = flags;
-    gf_data d{0};
-    if (ok()) check(gf_graph_add_buffer(&d, g_, &b), name ? name : "a buffer");
-    return d;
-  }
-  gf_task kernel(const char *name, const char *kernel, const std::vector<gf_data> &inputs,
-                 const std::vector<gf_data> &outputs,
-                 const std::vector<gf_resource> &resources = {}, uint32_t retries = 0) {
-    gf_task_desc t = GF_TASK_DESC_INIT;
-    t.name = name;
-    t.kernel = kernel;
-    return add(t, inputs, outputs, resources, retries);
-  }
-  gf_task callback(const char *name, gf_task_fn fn, const std::vector<gf_data> &inputs,
-                   const std::vector<gf_data> &outputs) {
-    gf_task_desc t = GF_TASK_DESC_INIT;
-    t.name = name;
-    t.cpu_fn = fn;
-    return add(t, inputs, outputs, {}, 0);
-  }
-  // A command task: argv, in `working_dir` (nullptr: the default), logging under `log_dir`.
-  gf_task command(const char *name, const std::vector<std::string> &argv, const char *working_dir,
-                  const std::string &log_dir) {
-    std::vector<const char *> args;
-    for (const std::string &a : argv) args.push_back(a.c_str());
-    gf_command_desc c = GF_COMMAND_DESC_INIT;
-    c.argv = args.data();
-    c.argc = static_cast<uint32_t>(args.size());
-    c.working_dir = working_dir;
-    c.log_dir = log_dir.c_str();
-    c.timeout_s = 60;
-    gf_task_desc t = GF_TASK_DESC_INIT;
-    t.name = name;
-    t.command = &c;
-    return add(t, {}, {}, {}, 0);
-  }
-  void after(gf_task task, gf_task before) {
-    if (ok()) check(gf_graph_add_dependency(g_, task, before), "gf_graph_add_dependency");
-  }
-  // The graph as a document in `format`.
-  std::string document(gf_graph_format format) {
-    gf_bytes out{};
-    if (!ok() || !check(gf_graph_serialize(&out, g_, format), "gf_graph_serialize")) return {};
-    std::string text(static_cast<const char *>(out.data), out.size);
-    gf_bytes_free(&out);
-    return text;
-  }
-
- private:
-  bool ok() const { return error_.empty(); }
-  bool check(gf_status s, const std::string &what) {
-    if (s != GF_OK && error_.empty()) error_ = what + ": " + last_error();
-    return s == GF_OK;
-  }
-  gf_task add(gf_task_desc &t, const std::vector<gf_data> &inputs,
-              const std::vector<gf_data> &outputs, const std::vector<gf_resource> &resources,
-              uint32_t retries) {
-    t.inputs = inputs.data();
-    t.input_count = static_cast<uint32_t>(inputs.size());
-    t.outputs = outputs.data();
-    t.output_count = static_cast<uint32_t>(outputs.size());
-    t.resources = resources.data();
-    t.resource_count = static_cast<uint32_t>(resources.size());
-    t.retries = retries;
-    gf_task task{0};
-    if (ok()) check(gf_graph_add_task(&task, g_, &t), t.name ? t.name : "a task");
-    return task;
-  }
-
-  gf_graph *g_ = nullptr;
-  std::string error_;
-};
-
-#ifndef GRAPH_IN_SERVICE_WIRE
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 
@@ -242,15 +74,6 @@ void write_text(const std::string &path, const std::string &text) {
   std::ofstream(path) << text;
 }
 
-struct PoolDeleter {
-  void operator()(gf_pool *p) const { gf_pool_destroy(p); }
-};
-struct RunDeleter {
-  void operator()(gf_run *r) const { gf_run_destroy(r); }
-};
-using Pool = std::unique_ptr<gf_pool, PoolDeleter>;
-using RunHandle = std::unique_ptr<gf_run, RunDeleter>;
-
 // A pool connected to the service at `endpoint`; null (with *error set) when that fails.
 Pool connect(const std::string &endpoint, std::string *error = nullptr) {
   gf_pool_config c = GF_POOL_CONFIG_INIT;
@@ -295,24 +118,6 @@ int64_t fetch_i64(gf_run *run, gf_data d) {
   EXPECT_EQ(gf_run_fetch(&size, run, d, &v, sizeof v), GF_OK) << last_error();
   EXPECT_EQ(size, sizeof v);
   return v;
-}
-
-gf_task_state task_state(gf_run *run, gf_task t) {
-  gf_task_state s = GF_TASK_WAITING;
-  EXPECT_EQ(gf_run_task_state(&s, run, t), GF_OK) << last_error();
-  return s;
-}
-
-std::string task_error(gf_run *run, gf_task t) {
-  const char *e = nullptr;
-  EXPECT_EQ(gf_run_task_error(&e, run, t), GF_OK) << last_error();
-  return e ? e : "<null>";
-}
-
-gf_run_stats stats_of(gf_run *run) {
-  gf_run_stats s = GF_RUN_STATS_INIT;
-  EXPECT_EQ(gf_run_stats_get(&s, run), GF_OK) << last_error();
-  return s;
 }
 
 // ---- Child mode: this binary started again as a client the tests can kill ----
@@ -529,7 +334,7 @@ TEST_F(GraphInService, RunsPluginKernelsThereAndFetchesKeptOutputs) {
   EXPECT_TRUE(contains(last_error(), "GF_DATA_KEEP")) << last_error();
   EXPECT_TRUE(contains(last_error(), "'sum'")) << last_error();
 
-  const gf_run_stats s = stats_of(run.get());
+  const gf_run_stats s = run_stats(run.get());
   EXPECT_EQ(s.tasks, 5u);
   EXPECT_EQ(s.succeeded, 5u);
   EXPECT_EQ(s.failed, 0u);
@@ -790,7 +595,7 @@ TEST_F(GraphInService, AFailingKernelFailsTheRunNamingTheTask) {
     EXPECT_EQ(task_state(run.get(), t), task_state(here.get(), t)) << "task " << t.id;
     EXPECT_EQ(task_error(run.get(), t), task_error(here.get(), t)) << "task " << t.id;
   }
-  const gf_run_stats s = stats_of(run.get()), h = stats_of(here.get());
+  const gf_run_stats s = run_stats(run.get()), h = run_stats(here.get());
   EXPECT_EQ(s.tasks, 4u);
   EXPECT_EQ(s.succeeded, 2u);
   EXPECT_EQ(s.tasks, h.tasks);
@@ -858,7 +663,7 @@ TEST_F(GraphInService, CancelEndsALongRunPromptlyAndTheCallbackFiresOnce) {
   gf_run_state state = GF_RUN_SUCCEEDED;
   EXPECT_EQ(gf_run_state_get(&state, run.get()), GF_OK);
   EXPECT_EQ(state, GF_RUN_RUNNING);
-  EXPECT_EQ(stats_of(run.get()).tasks, 1u);
+  EXPECT_EQ(run_stats(run.get()).tasks, 1u);
   uint64_t size = 0;
   EXPECT_EQ(gf_run_fetch(&size, run.get(), waited, nullptr, 0), GF_ERR_STATE) << "not produced yet";
   EXPECT_EQ(seen.calls.load(), 0);
@@ -904,7 +709,7 @@ TEST_F(GraphInService, StatsShowProgressWhileTheRunRunsThere) {
   gf_run_stats s = GF_RUN_STATS_INIT;
   EXPECT_TRUE(wait_for(
       [&] {
-        s = stats_of(run.get());
+        s = run_stats(run.get());
         return s.succeeded == 3;
       },
       10000 * kTimeFactor))
@@ -913,7 +718,7 @@ TEST_F(GraphInService, StatsShowProgressWhileTheRunRunsThere) {
   EXPECT_EQ(gf_run_poll(run.get()), GF_TIMEOUT) << "the wait task holds the run open";
   std::ofstream(go).put('x');
   ASSERT_EQ(gf_run_wait(run.get(), 30000 * kTimeFactor), GF_OK) << last_error();
-  EXPECT_EQ(stats_of(run.get()).succeeded, 4u);
+  EXPECT_EQ(run_stats(run.get()).succeeded, 4u);
 }
 
 // gf_pool_destroy cancels a run in the service as it cancels a local one: the caller's wait
@@ -1390,138 +1195,5 @@ TEST_F(GraphInService, TwoClientsRunGraphsThereAtOnce) {
   EXPECT_TRUE(contains(a.stderr_text(), "running in the service")) << a.story();
   EXPECT_TRUE(contains(b.stderr_text(), "running in the service")) << b.story();
 }
-
-#else  // GRAPH_IN_SERVICE_WIRE
-
-// ---- GraphSubmit messages no C ABI call sends ----
-
-uint64_t service_blob_bytes(gf::client::Connection &c) {
-  std::vector<uint8_t> payload = c.status();
-  return gf::wire::message_of(payload)->body_as_StatusReply()->blob_bytes();
-}
-
-// Submits blob `blob` as run `run_id`; "" when accepted, else the refusal as "STATUS: message".
-std::string refusal(gf::client::Connection &c, uint64_t run_id, uint64_t blob,
-                    const std::string &cwd, std::atomic<int> &finished_calls) {
-  try {
-    c.submit_graph(
-        run_id, blob, cwd, "",
-        [&finished_calls](const std::vector<uint8_t> *, const std::string &) { finished_calls++; });
-  } catch (const gf::Error &e) {
-    return std::string(gf_status_name(e.status())) + ": " + e.what();
-  }
-  return {};
-}
-
-std::string valid_document(const char *kernel) {
-  GraphBuilder g;
-  const gf_data a = g.i64("a", 21);
-  g.kernel("add", kernel, {a, a}, {g.buffer("out", 8)});
-  const std::string doc = g.document(GF_GRAPH_FORMAT_BINARY);
-  EXPECT_EQ(g.error(), "");
-  return doc;
-}
-
-// A GraphSubmit naming a blob that does not exist, blobs that are no graph document (text,
-// random bytes behind the binary identifier, a truncated document), a document naming a kernel
-// the service lacks, and a relative working directory: each refused with a status and words
-// saying what was wrong, the blob consumed, and the connection, the service and other clients
-// carry on: the next valid document runs and its output comes back.
-TEST(GraphInServiceWire, GarbageSubmissionsAreRefusedWithoutHarm) {
-  TempDir dir;
-  Service service(dir, 1, {"--plugin", TEST_KERNELS_PATH});
-  KillWithMe reaper(service.proc().pid());
-  ASSERT_TRUE(service.ready()) << service.log();
-  auto c = gf::client::Connection::open(service.endpoint(), "graph_in_service_wire", 1);
-  ASSERT_TRUE(c->welcome().data_plane);
-  c->open_data_plane();  // what a client's first put does
-  std::atomic<int> finished{0};
-  uint64_t run = 1;
-
-  std::string why = refusal(*c, run++, 4242, "", finished);
-  EXPECT_EQ(why.rfind("GF_ERR_NOT_FOUND: ", 0), 0u) << why;
-  EXPECT_TRUE(contains(why, "no blob 4242")) << why;
-
-  const std::string valid = valid_document("test.add");
-  ASSERT_GT(valid.size(), 16u);
-  std::string identified(256, '\x5a');
-  std::memcpy(identified.data() + 4, "GFLW", 4);
-  const std::vector<std::pair<std::string, std::string> > garbage = {
-      {"text", "this is not a graph document"},
-      {"identified", identified},
-      {"truncated", valid.substr(0, valid.size() / 2)},
-      {"empty", ""},
-  };
-  uint64_t blob = 100;
-  for (const auto &[what, bytes] : garbage) {
-    c->put(blob, bytes.data(), bytes.size());
-    why = refusal(*c, run++, blob, "", finished);
-    EXPECT_EQ(why.rfind("GF_ERR_INVALID_GRAPH: ", 0), 0u) << what << ": " << why;
-    EXPECT_THROW(c->get(blob), gf::Error) << what << ": the document blob is consumed";
-    ++blob;
-  }
-  const std::string unknown = valid_document("other.kernel");
-  c->put(blob, unknown.data(), unknown.size());
-  why = refusal(*c, run++, blob++, "", finished);
-  EXPECT_EQ(why.rfind("GF_ERR_NOT_FOUND: ", 0), 0u) << why;
-  EXPECT_TRUE(contains(why, "other.kernel")) << why;
-  c->put(blob, valid.data(), valid.size());
-  why = refusal(*c, run++, blob++, "relative/dir", finished);
-  EXPECT_EQ(why.rfind("GF_ERR_INVALID_ARGUMENT: ", 0), 0u) << why;
-  EXPECT_TRUE(contains(why, "working directory")) << why;
-  EXPECT_EQ(finished.load(), 0) << "refused runs never finish";
-  EXPECT_EQ(service_blob_bytes(*c), 0u) << "refused documents leave no blob behind";
-  EXPECT_TRUE(c->alive());
-
-  // The same connection runs a valid document and reads its output back.
-  std::mutex mu;
-  std::condition_variable cv;
-  bool ended = false;
-  std::vector<uint8_t> payload;
-  c->put(blob, valid.data(), valid.size());
-  const uint64_t tasks =
-      c->submit_graph(run, blob, "/", "", [&](const std::vector<uint8_t> *p, const std::string &) {
-        std::lock_guard lock(mu);
-        if (p) payload = *p;
-        ended = true;
-        cv.notify_all();
-      });
-  EXPECT_EQ(tasks, 1u);
-  {
-    std::unique_lock lock(mu);
-    ASSERT_TRUE(
-        cv.wait_for(lock, std::chrono::milliseconds(30000 * kTimeFactor), [&] { return ended; }));
-  }
-  ASSERT_FALSE(payload.empty());
-  const gf::wire::RunFinished *f = gf::wire::message_of(payload)->body_as_RunFinished();
-  ASSERT_NE(f, nullptr);
-  EXPECT_EQ(f->state(), GF_RUN_SUCCEEDED);
-  EXPECT_EQ(f->succeeded(), 1u);
-  // The report lists the outputs, each a blob of this client.
-  ASSERT_NE(f->report_blob(), 0u);
-  const std::vector<uint8_t> report_bytes = c->get(f->report_blob());
-  EXPECT_EQ(report_bytes.size(), f->report_size());
-  flatbuffers::Verifier verifier(report_bytes.data(), report_bytes.size());
-  ASSERT_TRUE(verifier.VerifyBuffer<gf::wire::RunReport>(nullptr));
-  const auto *report = flatbuffers::GetRoot<gf::wire::RunReport>(report_bytes.data());
-  ASSERT_TRUE(report->outputs());
-  ASSERT_EQ(report->outputs()->size(), 1u);
-  const uint64_t output_blob = report->outputs()->Get(0)->blob_id();
-  const std::vector<uint8_t> out = c->get(output_blob);
-  ASSERT_EQ(out.size(), 8u);
-  int64_t v = 0;
-  std::memcpy(&v, out.data(), 8);
-  EXPECT_EQ(v, 42);
-  // Dropping the report drops the outputs it lists.
-  c->drop_blob(f->report_blob());
-  EXPECT_THROW(c->get(output_blob), gf::Error);
-
-  // Another client is unaffected.
-  auto other = gf::client::Connection::open(service.endpoint(), "other", 1);
-  other->put(1, valid.data(), valid.size());
-  EXPECT_EQ(refusal(*other, 1, 1, "/", finished), "");
-}
-
-#endif  // GRAPH_IN_SERVICE_WIRE
 
 }  // namespace

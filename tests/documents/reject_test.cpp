@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "../api/test_support.hpp"
 #include "serialize/graph_generated.h"
+#include "test_support.hpp"
 
 using namespace gft;
 namespace fb = gpuflow::format;

@@ -1,6 +1,6 @@
-// ledger_test.cpp: resources are never over-committed. Task bodies record, per worker and per
-// resource, what the tasks running there hold, and compare with the capacity the pool's ledger
-// advertises; fractional amounts share a device, whole ones never do.
+// never_overcommitted_test.cpp: resources are never over-committed. Task bodies record, per worker
+// and per resource, what the tasks running there hold, and compare with the capacity the pool's
+// ledger advertises; fractional amounts share a device, whole ones never do.
 #include <gpuflow.h>
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "../service/processes.hpp"
+#include "processes.hpp"
 
 using namespace gfsvc;
 

@@ -1,5 +1,5 @@
-// cost_key_test.cpp: what tasks share learnt duration estimates by (gf_task_desc.cost_key) —
-// kinds of work with different keys are placed by their own estimates; keys are checked; callers
+// learnt_durations_test.cpp: what tasks share learnt duration estimates by (gf_task_desc.cost_key)
+// — kinds of work with different keys are placed by their own estimates; keys are checked; callers
 // built before the field (two older gf_task_desc sizes) keep working.
 #include <gpuflow.h>
 #include <gtest/gtest.h>
