@@ -12,26 +12,33 @@
 set -euo pipefail
 shopt -s nullglob
 
-# The layers, top to bottom: each may include only itself and the layers listed after it.
-LAYERS=(
-  capi      # the C ABI shims
-  dashboard # the live page and /metrics over HTTP (libmicrohttpd), for pools and the service
-  service   # the node's shared pool: server, lease book (gpuflow serve)
-  pool      # a pool: options, backend, scheduler, workers; connected pools
-  runtime   # worker threads, task contexts, runs
-  scheduler # placement, dispatch, completion, spilling
-  commands  # the external-command executor (public task API only)
-  kernels   # named kernels and plugins
-  serialize # graphs as documents: binary and JSON (capi; the service and pools send them)
-  graph     # the graph as described: tasks, data, requests, body descriptions
-  devices   # backends: host (emulated) and CUDA
-  client    # a connection to a service: requests, leases, the reader thread
-  transport # the UCX data plane: workers, endpoints, progress (libuv, thread), blobs
-  wire      # the service's control messages: schema, framing, verification
-  core      # errors, clocks, amounts, names
+# The layers and what each may include besides itself: the layers named here and, through them,
+# everything those may include (so each line names only the layers right below). Two stacks
+# share core/ and meet only in pool/ and service/ (docs/architecture.md draws it):
+#   compute: runtime -> scheduler -> graph, devices (commands, kernels, serialize on graph)
+#   network: client -> transport, wire
+# Top to bottom, so the order of this list is also the order of the map.
+LAYERS=(capi dashboard service pool runtime scheduler commands kernels serialize graph devices
+  client transport wire core)
+declare -A USES=(
+  [capi]="dashboard"                               # the C ABI shims
+  [dashboard]="service"                            # the live page and /metrics (libmicrohttpd)
+  [service]="pool"                                 # the node's shared pool (gpuflow serve)
+  [pool]="runtime commands kernels serialize client" # where the two stacks meet
+  [runtime]="scheduler"                            # worker threads, task contexts, runs
+  [scheduler]="graph devices"                      # placement, dispatch, completion, spilling
+  [commands]="graph"                               # the external-command executor
+  [kernels]="graph"                                # named kernels and plugins
+  [serialize]="graph"                              # graphs as documents
+  [graph]="core"                                   # the graph as described
+  [devices]="core"                                 # backends: host (emulated) and CUDA
+  [client]="transport wire"                        # a connection to a service
+  [transport]="core"                               # the UCX data plane
+  [wire]="core"                                    # the control messages: schema, framing
+  [core]=""                                        # errors, clocks, amounts, names
 )
 
-# Layers whose own includes are not checked yet (their untangling is under way). Lower layers are
+# Layers whose own includes are not checked yet (their untangling is under way). Other layers are
 # still kept from including them. To check one, take it off this list.
 UNCHECKED=()
 
@@ -40,14 +47,21 @@ usage() {
   exit 2
 }
 
-# rank NAME: the position of NAME in LAYERS (0 = top), or nothing when it is not a layer.
-rank() {
-  local i
-  for i in "${!LAYERS[@]}"; do
-    if [[ "${LAYERS[$i]}" == "$1" ]]; then
-      echo "$i"
-      return
-    fi
+# known NAME: whether NAME is a layer.
+known() {
+  [[ -v "USES[$1]" ]]
+}
+
+# reach NAME: the layers NAME may include, itself and everything below it, one per line.
+reach() {
+  local todo=("$1") seen=" " l u
+  while ((${#todo[@]})); do
+    l=${todo[0]}
+    todo=("${todo[@]:1}")
+    [[ "$seen" == *" $l "* ]] && continue
+    seen+="$l "
+    echo "$l"
+    for u in ${USES[$l]}; do todo+=("$u"); done
   done
 }
 
@@ -59,22 +73,22 @@ is_unchecked() {
 
 # check SRC_DIR: prints each violation; returns 1 when there is any.
 check() {
-  local src=$1 bad=0 dir layer file line n inc target mine theirs
+  local src=$1 bad=0 dir layer file line n inc target mine
   [[ -d "$src" ]] || {
     echo "check-layers: no directory $src" >&2
     return 2
   }
   for dir in "$src"/*/; do
     layer=$(basename "$dir")
-    if [[ -z "$(rank "$layer")" ]]; then
-      echo "src/$layer/: not a known layer; add it to LAYERS in $0 where it belongs"
+    if ! known "$layer"; then
+      echo "src/$layer/: not a known layer; add it to LAYERS and USES in $0 where it belongs"
       bad=1
     fi
   done
   for layer in "${LAYERS[@]}"; do
     [[ -d "$src/$layer" ]] || continue
     is_unchecked "$layer" && continue
-    mine=$(rank "$layer")
+    mine=" $(reach "$layer" | tr '\n' ' ')"
     while IFS= read -r -d '' file; do
       n=0
       while IFS= read -r line; do
@@ -92,10 +106,9 @@ check() {
         if [[ ! -d "$src/$target" ]]; then
           continue  # <cuda_runtime.h>-like or third party (flatbuffers/..., sys/...)
         fi
-        theirs=$(rank "$target")
-        [[ -n "$theirs" ]] || continue  # reported above as an unknown layer
-        if ((theirs < mine)); then
-          echo "${file#"$src"/}:$n: $layer/ includes \"$inc\" from $target/, a higher layer"
+        known "$target" || continue  # reported above as an unknown layer
+        if [[ "$mine" != *" $target "* ]]; then
+          echo "${file#"$src"/}:$n: $layer/ includes \"$inc\" from $target/, not a layer below it"
           bad=1
         fi
       done <"$file"
@@ -121,9 +134,19 @@ self_test() {
   fi
   cp -r "$tmp/good" "$tmp/up"
   printf '#include "runtime/worker.hpp"\n' >>"$tmp/up/graph/a.hpp"
-  local want='graph/a.hpp:4: graph/ includes "runtime/worker.hpp" from runtime/, a higher layer'
+  local want='graph/a.hpp:4: graph/ includes "runtime/worker.hpp" from runtime/, not a layer below it'
   if out=$(check "$tmp/up") || [[ "$out" != *"$want"* ]]; then
     echo "self-test: an include going up was not reported as such:"
+    echo "$out"
+    status=1
+  fi
+  # The stacks stay apart: the network side does not reach into the compute side.
+  mkdir -p "$tmp/across/client" "$tmp/across/graph"
+  printf '#include "graph/a.hpp"\n' >"$tmp/across/client/c.hpp"
+  : >"$tmp/across/graph/a.hpp"
+  want='client/c.hpp:1: client/ includes "graph/a.hpp" from graph/, not a layer below it'
+  if out=$(check "$tmp/across") || [[ "$out" != *"$want"* ]]; then
+    echo "self-test: an include across the two stacks was not reported:"
     echo "$out"
     status=1
   fi
@@ -157,7 +180,7 @@ case "${1:-}" in
       done | sed 's/ $//'))"
     else
       echo "$out"
-      echo "check-layers: includes go up a layer (order, top to bottom: ${LAYERS[*]})"
+      echo "check-layers: includes that go up or across (each layer's USES in $0)"
       exit 1
     fi
     ;;
