@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Dependencies point down (issue 10, item 2): a file under src/<layer>/ may include headers of its
-# own layer and of the layers below it, never of a layer above. Run by ctest (layers.check) and
-# usable by hand:
+# own layer and of the layers its USES line reaches, never of one above or across. Run by ctest
+# (layers.check) and usable by hand:
 #
 #   scripts/check-layers.sh [SRC_DIR]    # default: the src/ next to this script
 #   scripts/check-layers.sh --self-test  # shows the check catches what it should
