@@ -19,7 +19,7 @@ endif()
 
 # Man pages from the command's own --help, when help2man is there (Debian's help2man).
 find_program(GPUFLOW_HELP2MAN help2man)
-if(GPUFLOW_HELP2MAN)
+if(GPUFLOW_HELP2MAN AND NOT GPUFLOW_WHEEL_LAYOUT)
   set(_gf_man ${PROJECT_BINARY_DIR}/man/gpuflow.1)
   add_custom_command(OUTPUT ${_gf_man}
     COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/man
