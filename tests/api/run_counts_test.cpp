@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,15 +16,6 @@
 using namespace gft;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/gpuflow-counts-XXXXXX";
-    path = mkdtemp(tmpl);
-  }
-  ~TempDir() { (void)!system(("rm -rf '" + path + "'").c_str()); }
-};
 
 // A command task running `script` under sh, its logs in `log_dir`.
 struct Command {
@@ -49,6 +41,15 @@ gf_task add_command(gf_graph *g, const char *name, Command &cmd, std::vector<gf_
   return out;
 }
 
+// A task whose body succeeds at once, after `after`.
+gf_task add_quick(gf_graph *g, const char *name, std::vector<gf_task> after = {}) {
+  TaskSpec spec;
+  spec.name = name;
+  spec.after = std::move(after);
+  spec.cpu = [](gf_task_ctx *) { return 0; };
+  return must_add_task(g, spec);
+}
+
 void expect_each_task_counted_once(gf_run *run, const std::vector<gf_task> &tasks) {
   uint64_t succeeded = 0, failed = 0, cancelled = 0;
   for (gf_task t : tasks) {
@@ -65,19 +66,26 @@ void expect_each_task_counted_once(gf_run *run, const std::vector<gf_task> &task
   EXPECT_EQ(st.cancelled, cancelled);
 }
 
+// Each test's command logs in a directory of its own, removed after it.
+class RunCounts : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpuflow-counts-XXXXXX";
+    logs_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::filesystem::remove_all(logs_); }
+  std::string logs_;
+};
+
 }  // namespace
 
-TEST(RunCounts, CancelledRunCountsEveryTaskOnceAsCancelled) {
-  TempDir dir;
+TEST_F(RunCounts, CancelledRunCountsEveryTaskOnceAsCancelled) {
   Pool pool = make_pool(host_config(3, -1));
   Graph g = make_graph();
   auto started = std::make_shared<std::atomic<int>>(0);
   std::vector<gf_task> tasks;
 
-  TaskSpec done;
-  done.name = "done-before";
-  done.cpu = [](gf_task_ctx *) { return 0; };
-  const gf_task first = must_add_task(g.get(), done);
+  const gf_task first = add_quick(g.get(), "done-before");
   tasks.push_back(first);
 
   // A body that runs until it sees the cancel, then gives up: it fails the attempt.
@@ -94,18 +102,14 @@ TEST(RunCounts, CancelledRunCountsEveryTaskOnceAsCancelled) {
   tasks.push_back(body);
 
   // A command the cancel kills.
-  const std::string marker = dir.path + "/started";
+  const std::string marker = logs_ + "/started";
   const std::string script = "touch '" + marker + "'; exec sleep 30";
-  Command sleeper(script.c_str(), dir.path);
+  Command sleeper(script.c_str(), logs_);
   const gf_task command = add_command(g.get(), "sleeper", sleeper, {first});
   tasks.push_back(command);
 
   // Waiting on both: never starts.
-  TaskSpec later;
-  later.name = "later";
-  later.after = {body, command};
-  later.cpu = [](gf_task_ctx *) { return 0; };
-  tasks.push_back(must_add_task(g.get(), later));
+  tasks.push_back(add_quick(g.get(), "later", {body, command}));
 
   RunPtr run(submit(pool.get(), g.get()));
   ASSERT_NE(run, nullptr);
@@ -129,42 +133,15 @@ TEST(RunCounts, CancelledRunCountsEveryTaskOnceAsCancelled) {
   expect_each_task_counted_once(run.get(), tasks);
 }
 
-TEST(RunCounts, FailedRunCountsEveryTaskOnce) {
-  TempDir dir;
+TEST_F(RunCounts, FailedRunCountsEachTaskOnceAndNamesACommandTaskOnce) {
   Pool pool = make_pool(host_config(2, -1));
   Graph g = make_graph();
-  Command boom("exit 3", dir.path);
-  const gf_task failing = add_command(g.get(), "boom", boom);
-  TaskSpec after;
-  after.name = "after";
-  after.after = {failing};
-  after.cpu = [](gf_task_ctx *) { return 0; };
-  const gf_task dependent = must_add_task(g.get(), after);
-  TaskSpec fine;
-  fine.name = "fine";
-  fine.cpu = [](gf_task_ctx *) { return 0; };
-  const gf_task ok = must_add_task(g.get(), fine);
-  RunPtr run(submit(pool.get(), g.get()));
-  GF_EXPECT_STATUS(GF_ERR_TASK_FAILED, gf_run_wait(run.get(), kWaitMs));
-  EXPECT_EQ(task_state(run.get(), ok), GF_TASK_SUCCEEDED);
-  EXPECT_EQ(task_state(run.get(), failing), GF_TASK_FAILED);
-  EXPECT_EQ(task_state(run.get(), dependent), GF_TASK_FAILED);
-  expect_each_task_counted_once(run.get(), {failing, dependent, ok});
-}
-
-TEST(RunCounts, ACommandTaskErrorNamesItsTaskOnceAndOthersNever) {
-  TempDir dir;
-  Pool pool = make_pool(host_config(1, -1));
-  Graph g = make_graph();
-  Command boom("exit 3", dir.path);
+  Command boom("exit 3", logs_);
   const gf_task command = add_command(g.get(), "boom", boom);
-  TaskSpec after;
-  after.name = "after";
-  after.after = {command};
-  after.cpu = [](gf_task_ctx *) { return 0; };
-  const gf_task dependent = must_add_task(g.get(), after);
-  Command next("true", dir.path);
+  const gf_task dependent = add_quick(g.get(), "after", {command});
+  Command next("true", logs_);
   const gf_task next_command = add_command(g.get(), "next", next, {command});
+  const gf_task ok = add_quick(g.get(), "fine");
   RunPtr run(submit(pool.get(), g.get()));
   const std::string summary = GF_EXPECT_STATUS(GF_ERR_TASK_FAILED, gf_run_wait(run.get(), kWaitMs));
   // The run's summary names the task once.
@@ -177,9 +154,12 @@ TEST(RunCounts, ACommandTaskErrorNamesItsTaskOnceAndOthersNever) {
             "task 'next': not run: its dependency task 'boom' failed");
   // Any other task's error is the words alone.
   EXPECT_EQ(task_error(run.get(), dependent), "not run: its dependency task 'boom' failed");
+  EXPECT_EQ(task_state(run.get(), ok), GF_TASK_SUCCEEDED);
+  EXPECT_EQ(task_state(run.get(), dependent), GF_TASK_FAILED);
+  expect_each_task_counted_once(run.get(), {command, dependent, next_command, ok});
 }
 
-TEST(RunCounts, ABodyErrorIsItsOwnWordsAndTheSummaryNamesTheTask) {
+TEST_F(RunCounts, ABodyErrorIsItsOwnWordsAndTheSummaryNamesTheTask) {
   Pool pool = make_pool(host_config(1, -1));
   Graph g = make_graph();
   TaskSpec spec;
