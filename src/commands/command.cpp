@@ -149,10 +149,9 @@ std::string format_seconds(double s) {
 int run_command(gf_task_ctx *ctx, void *user_data) {
   const auto &task = *static_cast<const CommandBodies::Task *>(user_data);
   const CommandSpec &spec = *task.spec;
-  const std::string &label = task.label;
   gf_task_env env = GF_TASK_ENV_INIT;
   if (gf_status s = gf_task_ctx_env(&env, ctx); s != GF_OK) {
-    return fail_body(ctx, label + ": cannot read its task environment: " + gf_last_error());
+    return fail_body(ctx, std::string("cannot read its task environment: ") + gf_last_error());
   }
 
   // Where its output goes.
@@ -165,8 +164,8 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
   Fd out_fd{::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
   Fd err_fd{::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)};
   if (out_fd.fd < 0 || err_fd.fd < 0) {
-    return fail_body(ctx, label + ": cannot create its log files " + stem +
-                              ".{out,err}: " + std::strerror(errno));
+    return fail_body(ctx,
+                     "cannot create its log files " + stem + ".{out,err}: " + std::strerror(errno));
   }
 
   // Its environment: ours, less what we set, plus the device it was given.
@@ -198,7 +197,7 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
 
   uv_loop_t loop;
   if (int rc = uv_loop_init(&loop); rc != 0) {
-    return fail_body(ctx, label + ": cannot start an event loop: " + uv_strerror(rc));
+    return fail_body(ctx, std::string("cannot start an event loop: ") + uv_strerror(rc));
   }
   ChildState s;
   s.ctx = ctx;
@@ -225,7 +224,7 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
   std::string result;
   if (rc != 0) {
     uv_close(reinterpret_cast<uv_handle_t *>(&s.process), nullptr);
-    result = label + ": cannot start '" + spec.argv[0] + "'" +
+    result = "cannot start '" + spec.argv[0] + "'" +
              (spec.working_dir.empty() ? "" : " in '" + spec.working_dir + "'") + ": " +
              uv_strerror(rc);
   } else {
@@ -238,19 +237,18 @@ int run_command(gf_task_ctx *ctx, void *user_data) {
 
   const std::string prog = "'" + spec.argv[0] + "'";
   if (s.killed == ChildState::Kill::kTimeout) {
-    return fail_body(ctx, label + ": command " + prog + " timed out after " +
-                              format_seconds(spec.timeout_s) + " s and was killed (logs: " + stem +
-                              ".{out,err})");
+    return fail_body(ctx, "command " + prog + " timed out after " + format_seconds(spec.timeout_s) +
+                              " s and was killed (logs: " + stem + ".{out,err})");
   }
   if (s.killed == ChildState::Kill::kCancel) {
-    return fail_body(ctx, label + ": cancelled; command " + prog + " was killed");
+    return fail_body(ctx, "cancelled; command " + prog + " was killed");
   }
   if (s.exit_status == 0 && s.term_signal == 0) return 0;
   std::string how = s.term_signal ? "was killed by signal " + std::to_string(s.term_signal) + " (" +
                                         strsignal(s.term_signal) + ")"
                                   : "exited with code " + std::to_string(s.exit_status);
   std::string tail = log_tail(err_path);
-  return fail_body(ctx, label + ": command " + prog + " " + how + " (stderr: " + err_path + ")" +
+  return fail_body(ctx, "command " + prog + " " + how + " (stderr: " + err_path + ")" +
                             (tail.empty() ? "" : ": " + tail));
 }
 
@@ -277,7 +275,6 @@ TaskBody CommandBodies::resolve(const Graph &graph, uint32_t t) {
   const TaskDesc &desc = graph.task(t);
   Task &task = tasks_.emplace_back();
   task.spec = graph.command(desc);
-  task.label = graph.task_label(t);
   task.log_stem = log_stem(desc.name, t);
   task.run = this;
   return desc.command_on_gpu ? TaskBody{nullptr, run_command, &task}

@@ -40,7 +40,6 @@ class CommandBodies final : public CommandResolver {
   // What a command body's user_data points at.
   struct Task {
     const CommandSpec *spec = nullptr;  // the graph's, which the run keeps
-    std::string label;                  // "task 'name'" or "task #N", for messages
     std::string log_stem;               // its log files' name, unique within the run
     const CommandBodies *run = nullptr;
   };

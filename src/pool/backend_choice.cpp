@@ -11,9 +11,9 @@ std::unique_ptr<DeviceBackend> make_backend(const PoolOptions &options) {
   if (options.backend != GF_BACKEND_HOST) {
     std::string why;
     if (auto cuda = make_cuda_backend(options.cuda, why)) return cuda;
-    if (options.backend == GF_BACKEND_CUDA) {
-      fail(GF_ERR_NOT_FOUND, "gf_pool_config.backend is GF_BACKEND_CUDA, but " + why);
-    }
+    // `why` is already a sentence a person can act on ("no usable GPU: no GPU found (...)"):
+    // callers show it as it stands.
+    if (options.backend == GF_BACKEND_CUDA) fail(GF_ERR_NOT_FOUND, why);
   }
   return std::make_unique<HostBackend>(options.host);
 }

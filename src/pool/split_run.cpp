@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "graph/task_error.hpp"
 #include "pool/pool_core.hpp"
 #include "pool/service_run.hpp"
 #include "pool/settled_run.hpp"
@@ -96,11 +97,12 @@ void SplitRun::drive() {
       if (pool_->is_shut_down()) cancelled_ = true;  // gf_pool_destroy: nothing more starts
       for (TaskIndex t : by_step[s]) {
         if (cancelled_) {
-          skipped_[t] = {GF_TASK_CANCELLED, "the run was cancelled"};
+          skipped_[t] = {GF_TASK_CANCELLED, task_error_text(g, t, "the run was cancelled")};
         } else if (doomed_by_[t] != kNoIndex) {
           const TaskIndex cause = doomed_by_[t];
-          skipped_[t] = {GF_TASK_FAILED, g.task_label(t) + " did not run: its dependency " +
-                                             g.task_label(cause) + " failed"};
+          skipped_[t] = {GF_TASK_FAILED, task_error_text(g, t,
+                                                         "did not run: its dependency " +
+                                                             g.task_label(cause) + " failed")};
           doom_successors(t, cause);
         } else {
           (in_service_[t] ? there : here).push_back(t);
@@ -122,13 +124,17 @@ void SplitRun::drive() {
       std::lock_guard lock(mu_);
       if (summary_.empty()) summary_ = std::string("the split run stopped: ") + e.what();
       for (TaskIndex t : here) {
-        if (part_of_[t] == UINT32_MAX) skipped_[t] = {GF_TASK_FAILED, summary_};
+        if (part_of_[t] == UINT32_MAX)
+          skipped_[t] = {GF_TASK_FAILED, task_error_text(g, t, summary_)};
       }
       for (TaskIndex t : there) {
-        if (part_of_[t] == UINT32_MAX) skipped_[t] = {GF_TASK_FAILED, summary_};
+        if (part_of_[t] == UINT32_MAX)
+          skipped_[t] = {GF_TASK_FAILED, task_error_text(g, t, summary_)};
       }
       for (uint32_t later = s + 1; later < steps_; ++later) {
-        for (TaskIndex t : by_step[later]) skipped_[t] = {GF_TASK_FAILED, summary_};
+        for (TaskIndex t : by_step[later]) {
+          skipped_[t] = {GF_TASK_FAILED, task_error_text(g, t, summary_)};
+        }
       }
       break;
     }
@@ -189,7 +195,8 @@ void SplitRun::run_step(const std::vector<TaskIndex> &here, const std::vector<Ta
     } catch (const std::exception &e) {
       std::lock_guard lock(mu_);
       for (TaskIndex t : tasks) {
-        skipped_[t] = {GF_TASK_FAILED, g.task_label(t) + " did not run: " + e.what()};
+        skipped_[t] = {GF_TASK_FAILED,
+                       task_error_text(g, t, std::string("did not run: ") + e.what())};
         doom_successors(t, t);
       }
       continue;

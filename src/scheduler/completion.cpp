@@ -5,9 +5,19 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "graph/task_error.hpp"
 #include "scheduler/scheduler.hpp"
 
 namespace gf {
+
+namespace {
+
+// Stored in the one form every run uses (graph/task_error.hpp).
+void set_error(RunState &run, TaskIndex t, std::string what) {
+  run.errors[t] = task_error_text(run.graph(), t, std::move(what));
+}
+
+}  // namespace
 
 void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) {
   RunState &run = *done.run;
@@ -30,8 +40,7 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
     for (uint32_t i = 0; i < task.output_count; ++i) {
       if (!done.outputs[i].set) {
         done.ok = false;
-        done.error = graph.task_label(done.task) + " returned success without producing " +
-                     graph.data_label(out[i]) +
+        done.error = "returned success without producing " + graph.data_label(out[i]) +
                      " (call gf_task_ctx_output or gf_task_ctx_set_value)";
         break;
       }
@@ -62,19 +71,21 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
 
   const bool retries_left = tr.attempts <= task.retries;
   if (done.skipped || run.cancel_requested.load(std::memory_order_relaxed)) {
-    // A failed attempt that would have been retried was cut short by the cancellation: the task
-    // is cancelled, not failed (it had not used up its retries).
+    // An attempt that ends unsuccessfully once its run is being cancelled was stopped by the
+    // cancel (a command killed, a body that saw gf_task_ctx_cancelled and gave up) or would only
+    // have been retried: the task is cancelled, counted once as such in the run's counters, and
+    // its error keeps what the attempt said.
     if (done.skipped) {
-      run.errors[done.task] = "cancelled before it started";
+      set_error(run, done.task, "cancelled before it started");
     } else if (retries_left) {
-      run.errors[done.task] = "cancelled before its retry; the last attempt failed: " + done.error;
+      set_error(run, done.task,
+                "cancelled before its retry; the last attempt failed: " + done.error);
     } else {
-      run.errors[done.task] = done.error;
+      set_error(run, done.task, std::move(done.error));
     }
-    settle(run, done.task, done.skipped || retries_left ? GF_TASK_CANCELLED : GF_TASK_FAILED,
-           deferred);
+    settle(run, done.task, GF_TASK_CANCELLED, deferred);
   } else if (retries_left && !stopping_) {
-    run.errors[done.task] = done.error;  // kept in case the last attempt fails too
+    set_error(run, done.task, done.error);  // kept in case the last attempt fails too
     tr.state = GF_TASK_WAITING;
     make_ready(run, done.task, worker.index, deferred);
   } else {
@@ -143,7 +154,7 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
 
 void Scheduler::fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred) {
   if (run.first_failure == kNoIndex) run.first_failure = t;
-  run.errors[t] = std::move(error);
+  set_error(run, t, std::move(error));
   settle(run, t, GF_TASK_FAILED, deferred);
   // Everything downstream fails without running; it is all still waiting on this task.
   const GraphAnalysis &a = run.graph().analysis();
@@ -154,7 +165,7 @@ void Scheduler::fail_task(RunState &run, TaskIndex t, std::string error, Deferre
     for (uint32_t e = a.successor_begin[u]; e < a.successor_begin[u + 1]; ++e) {
       TaskIndex s = a.successors[e];
       if (run.tasks[s].state != GF_TASK_WAITING) continue;
-      run.errors[s] = "not run: its dependency " + run.graph().task_label(u) + " failed";
+      set_error(run, s, "not run: its dependency " + run.graph().task_label(u) + " failed");
       settle(run, s, GF_TASK_FAILED, deferred);
       stack.push_back(s);
     }
@@ -248,7 +259,7 @@ void Scheduler::cancel_locked(RunState &run, const char *reason, Deferred &defer
     TaskRun &tr = run.tasks[t];
     if (tr.state != GF_TASK_WAITING && tr.state != GF_TASK_QUEUED) continue;
     if (tr.state == GF_TASK_QUEUED) workers_[tr.worker]->backlog_s -= tr.estimate_s;
-    run.errors[t] = reason;
+    set_error(run, t, reason);
     settle(run, t, GF_TASK_CANCELLED, deferred);
   }
 }

@@ -43,9 +43,7 @@ void Scheduler::fail_placed(uint32_t w, const std::string &reason) {
       const QueuedTask entry = worker.ready.pop();
       unqueue(worker, *entry.run, entry.task);
       worker.backlog_s -= entry.run->tasks[entry.task].estimate_s;
-      fail_task(*entry.run, entry.task,
-                entry.run->graph().task_label(entry.task) + " could not run on " + worker.name +
-                    ": " + reason,
+      fail_task(*entry.run, entry.task, "could not run on " + worker.name + ": " + reason,
                 deferred);
     }
     while (!worker.fetching.empty()) {
@@ -54,10 +52,7 @@ void Scheduler::fail_placed(uint32_t w, const std::string &reason) {
       ref.run->tasks[ref.task].placement_epoch++;  // copies still on their way find it gone
       unqueue(worker, *ref.run, ref.task);
       worker.backlog_s -= ref.run->tasks[ref.task].estimate_s;
-      fail_task(*ref.run, ref.task,
-                ref.run->graph().task_label(ref.task) + " could not run on " + worker.name + ": " +
-                    reason,
-                deferred);
+      fail_task(*ref.run, ref.task, "could not run on " + worker.name + ": " + reason, deferred);
     }
   }
   deferred.flush(backend_);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "graph/task_error.hpp"
 #include "scheduler/scheduler.hpp"
 
 namespace gf {
@@ -36,9 +37,10 @@ std::string Scheduler::failure_summary(RunState &run) {
   TaskIndex t = run.first_failure;
   if (t == kNoIndex) return "no task failed";
   auto it = run.errors.find(t);
-  return run.graph().task_label(t) +
-         " failed: " + (it == run.errors.end() ? std::string("?") : it->second) + " (" +
-         std::to_string(run.failed) + " task(s) failed in all)";
+  const Graph &graph = run.graph();
+  return graph.task_label(t) + " failed: " +
+         (it == run.errors.end() ? std::string("?") : task_error_words(graph, t, it->second)) +
+         " (" + std::to_string(run.failed) + " task(s) failed in all)";
 }
 
 DataRun &Scheduler::readable(RunState &run, DataIndex d) {

@@ -1,5 +1,7 @@
 #include "doctor_transport.hpp"
 
+#include "bytes_text.hpp"
+
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -7,18 +9,6 @@
 
 namespace gpuflow_cli {
 namespace {
-
-std::string size_text(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB"};
-  int u = 0;
-  while (bytes >= 1024 && u < 3) {
-    bytes /= 1024;
-    ++u;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, "%g %s", bytes, units[u]);
-  return text;
-}
 
 std::string rate_text(double bytes_per_s) {
   char text[32];
@@ -99,7 +89,7 @@ void print_data_plane_check(gf_pool *pool, double seconds,
                       : " (shared memory only: docs/transport.md, \"Trust\")"));
   for (const auto &r : plane.value("results", nlohmann::json::array())) {
     const double bytes = r.value("bytes", 0.0);
-    std::string text = "data plane " + size_text(bytes) + " blobs, content checked, " +
+    std::string text = "data plane " + bytes_text(bytes) + " blobs, content checked, " +
                        std::to_string(r.value("repeats", 0)) + " round trip(s): ";
     if (bytes <= 64) {
       text += "put " + time_text(r.value("put_s", 0.0)) + ", get " +

@@ -1,9 +1,13 @@
-// The service's commands of the gpuflow tool: serve, lease, status, trace, doctor.
+// The node's shared pool from the shell: `gpuflow serve` runs it; `status`, `trace` and `doctor`
+// ask it (`lease` is lease_command.hpp).
 #pragma once
+
+#include <CLI/CLI.hpp>
 
 namespace gpuflow_cli {
 
-bool is_service_command(const char *command);
-int service_main(int argc, char **argv);
+// Add the subcommands; the one chosen sets `exit_code` when it runs.
+void add_serve_command(CLI::App &app, int &exit_code);
+void add_client_commands(CLI::App &app, int &exit_code);
 
 }  // namespace gpuflow_cli

@@ -14,6 +14,7 @@ namespace gpuflow_cli {
 namespace {
 
 struct StopState {
+  StopPolicy policy;
   sigset_t signals;
   std::mutex mu;
   std::condition_variable came;
@@ -29,15 +30,19 @@ void take_signals(StopState *s) {
     if (sigwait(&s->signals, &sig) != 0) continue;
     std::lock_guard lock(s->mu);
     if (s->first == 0) {
-      // Said at once, not when the caller gets to it: a start may go on for long.
-      std::fprintf(stderr, "gpuflow serve: %s: stopping\n", strsignal(sig));
-      std::fflush(stderr);
+      if (s->policy.announce_as) {
+        // Said at once, not when the caller gets to it: a start may go on for long.
+        std::fprintf(stderr, "%s: %s: stopping\n", s->policy.announce_as, strsignal(sig));
+        std::fflush(stderr);
+      }
       s->first = sig;
       s->came.notify_all();
       continue;
     }
+    if (!s->policy.second_exits) continue;
     // The first one asked for an orderly stop that has not ended: the caller means it now.
-    std::fprintf(stderr, "gpuflow serve: %s again: exiting at once\n", strsignal(sig));
+    std::fprintf(stderr, "%s: %s again: exiting at once\n",
+                 s->policy.announce_as ? s->policy.announce_as : "gpuflow", strsignal(sig));
     std::fflush(stderr);
     ::_exit(128 + sig);
   }
@@ -45,9 +50,10 @@ void take_signals(StopState *s) {
 
 }  // namespace
 
-void handle_stop_signals() {
+void handle_stop_signals(StopPolicy policy) {
   if (state) return;
   state = new StopState;
+  state->policy = policy;
   sigemptyset(&state->signals);
   sigaddset(&state->signals, SIGTERM);
   sigaddset(&state->signals, SIGINT);

@@ -1,5 +1,7 @@
 #include "trace.hpp"
 
+#include "bytes_text.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -23,12 +25,6 @@ std::string worker_name(gf_pool *pool, uint32_t worker) {
 
 std::string quoted(const std::string &text) {
   return json(text).dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-std::string megabytes(uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return buf;
 }
 
 // Spans drawn in one lane must nest; overlapping ones (a worker running several tasks at once,
@@ -89,10 +85,10 @@ void TaskTrace::on_event(const gf_event *event, void *self) {
       // A copy to host memory is drawn on the device it leaves.
       uint32_t worker = event->worker != GF_NO_WORKER ? event->worker : event->source_worker;
       if (worker == GF_NO_WORKER) break;
-      std::string name = spill ? "spill " + megabytes(event->bytes)
-                         : event->source_worker == GF_NO_WORKER
-                             ? "copy in " + megabytes(event->bytes)
-                             : "copy " + megabytes(event->bytes);
+      const std::string size = gpuflow_cli::bytes_text(static_cast<double>(event->bytes));
+      std::string name = spill                                  ? "spill " + size
+                         : event->source_worker == GF_NO_WORKER ? "copy in " + size
+                                                                : "copy " + size;
       std::string args = "\"bytes\":" + std::to_string(event->bytes) +
                          ",\"data\":" + std::to_string(event->data.id & 0xffffffffu);
       if (!spill) {

@@ -11,6 +11,38 @@
 
 namespace gf {
 
+namespace {
+
+// Why no GPU can be used, in words a person acts on, classified here where the error code is
+// known: callers (the gpuflow command among them) print it as it stands.
+std::string no_usable_gpu(cudaError_t e) {
+  const std::string detail = e == cudaSuccess ? "no CUDA device is visible" : cuda_message(e);
+  const char *visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  std::string words;
+  if (visible && (*visible == '\0' || std::string(visible) == "-1")) {
+    words = std::string("CUDA_VISIBLE_DEVICES is ") + (*visible ? "-1" : "set but empty");
+  } else {
+    switch (e) {
+      case cudaSuccess:  // no error, but no device either
+      case cudaErrorNoDevice:
+        words = "no GPU found";
+        break;
+      case cudaErrorInsufficientDriver:
+      case cudaErrorStubLibrary:
+      case cudaErrorCallRequiresNewerDriver:
+      case cudaErrorSystemDriverMismatch:
+        words = "the NVIDIA driver is missing or too old";
+        break;
+      default:
+        words = "the CUDA backend could not start";
+        break;
+    }
+  }
+  return "no usable GPU: " + words + " (" + detail + ")";
+}
+
+}  // namespace
+
 std::unique_ptr<DeviceBackend> make_cuda_backend(const CudaBackendConfig &config,
                                                  std::string &why) {
   // Number devices as nvidia-smi does (PCI bus order) unless the caller chose an order already;
@@ -20,8 +52,7 @@ std::unique_ptr<DeviceBackend> make_cuda_backend(const CudaBackendConfig &config
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
     (void)cudaGetLastError();
-    why = e != cudaSuccess ? "no CUDA device is usable (" + cuda_message(e) + ")"
-                           : std::string("no CUDA device is visible");
+    why = no_usable_gpu(e);
     return nullptr;
   }
   std::vector<int> ordinals;

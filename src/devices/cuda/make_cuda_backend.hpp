@@ -17,8 +17,10 @@ struct CudaBackendConfig {
   uint64_t memory_limit = 0;  // the pool's share of each device; 0: 95 % of its free memory
 };
 
-// A backend over the real GPUs `config` selects, or nullptr with `why` explaining (no CUDA in
-// this build, no driver, no device, a device that failed to initialise).
+// A backend over the real GPUs `config` selects, or nullptr with `why` explaining in words a
+// person acts on: "this build of gpuflow has no CUDA backend", or "no usable GPU: " and the cause
+// (no GPU found, the NVIDIA driver is missing or too old, CUDA_VISIBLE_DEVICES is -1 or empty, the
+// CUDA backend could not start), then CUDA's own error in parentheses.
 std::unique_ptr<DeviceBackend> make_cuda_backend(const CudaBackendConfig &config, std::string &why);
 
 }  // namespace gf

@@ -5,7 +5,7 @@
 namespace gf {
 
 std::unique_ptr<DeviceBackend> make_cuda_backend(const CudaBackendConfig &, std::string &why) {
-  why = "this build of gpuflow has no CUDA backend (configure with the CUDA toolkit present)";
+  why = "this build of gpuflow has no CUDA backend";
   return nullptr;
 }
 
