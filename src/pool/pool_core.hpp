@@ -37,9 +37,14 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   PoolCore(const PoolCore &) = delete;
   PoolCore &operator=(const PoolCore &) = delete;
 
-  // Checks the graph against the pool and builds its run; nothing runs until the scheduler's
-  // start().
+  // Checks the graph against the pool and builds its run; nothing runs until it is started.
   std::shared_ptr<LocalRun> prepare(std::shared_ptr<Graph> graph);
+  // The run of a submitted graph, where `asked` says it runs (pool/where.hpp: here, prepared as
+  // above; in the service; or split), not started yet: the caller names its handle first
+  // (Run::attach), since a run's completion may be published as soon as it starts.
+  std::shared_ptr<Run> make_run(std::shared_ptr<Graph> graph, gf_run_where asked);
+  // Starts a run make_run made; one that goes elsewhere is tracked, so that shutdown() cancels it.
+  void start(const std::shared_ptr<Run> &run);
   // Cancels every run, waits for running bodies, joins threads. Idempotent. Called by one of the
   // pool's own task bodies, it stops the pool and hands the joining to a thread of its own.
   void shutdown();

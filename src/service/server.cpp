@@ -790,7 +790,7 @@ struct Server::Impl {
   // Each running graph's counts to its client, when they changed since last time.
   void send_progress() {
     std::map<std::pair<ClientId, uint64_t>, uint64_t> seen;
-    graphs->progress([&](ClientId client, uint64_t run_id, const Scheduler::RunSnapshot &s) {
+    graphs->progress([&](ClientId client, uint64_t run_id, const RunStats &s) {
       auto it = clients.find(client);
       if (it == clients.end() || it->second->closing) return;
       const uint64_t done = s.succeeded + s.failed + s.cancelled + s.attempts;
@@ -865,7 +865,7 @@ struct Server::Impl {
       std::vector<uint64_t> &outputs = c.run_blobs[report];
       for (const RunNews::Output &o : n.outputs) outputs.push_back(o.blob_id);
     }
-    const Scheduler::RunSnapshot &s = n.stats;
+    const RunStats &s = n.stats;
     fb::FlatBufferBuilder b;
     write(c,
           wire::frame_of(b, wire::CreateRunFinished(
