@@ -17,6 +17,7 @@ LAYERS=(
   capi      # the C ABI shims
   dashboard # the live page and /metrics over HTTP (libmicrohttpd), for pools and the service
   service   # the node's shared pool: server, lease book (gpuflow serve)
+  status    # a service's StatusReply rendered: the status table and the one JSON of the book
   pool      # a pool: options, backend, scheduler, workers; connected pools
   runtime   # worker threads, task contexts, runs
   scheduler # placement, dispatch, completion, spilling

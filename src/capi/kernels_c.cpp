@@ -52,9 +52,7 @@ GF_API gf_status gf_pool_kernel_name(const char **out, const gf_pool *pool, uint
 
 GF_API gf_status gf_pool_set_event_callback(gf_pool *pool, gf_event_fn callback, void *user_data) {
   return guard([&] {
-    PoolCore &core = pool_of(pool);
-    if (callback) core.scheduler().observe_waits(true);  // gf_event.queue_wait_s
-    core.events().subscribe(callback, user_data);
+    pool_of(pool).subscribe_events(callback, user_data);
     return GF_OK;
   });
 }

@@ -8,8 +8,8 @@
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
 #include "client/data_plane_check.hpp"
-#include "client/status_render.hpp"
 #include "core/request_bounds.hpp"
+#include "status/status_render.hpp"
 
 using namespace gf;
 using namespace gf::capi;
@@ -161,9 +161,9 @@ GF_API gf_status gf_pool_service_status(gf_bytes *out, gf_pool *pool, gf_status_
     if (format != GF_STATUS_TEXT && format != GF_STATUS_JSON) {
       fail(GF_ERR_INVALID_ARGUMENT, "format must be GF_STATUS_TEXT or GF_STATUS_JSON");
     }
-    std::vector<uint8_t> reply = connection_of(pool)->status();
-    std::string text =
-        format == GF_STATUS_JSON ? client::status_json(reply) : client::status_text(reply);
+    const std::vector<uint8_t> reply = connection_of(pool)->status();
+    const wire::StatusReply &book = *wire::message_of(reply)->body_as_StatusReply();
+    std::string text = format == GF_STATUS_JSON ? status::json(book) : status::text(book);
     give_text(out, text);
     return GF_OK;
   });

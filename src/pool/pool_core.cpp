@@ -207,6 +207,25 @@ void PoolCore::start(const std::shared_ptr<Run> &run) {
   if (run->where() != GF_RUN_IN_PROCESS) track(run);
 }
 
+namespace {
+
+// What a public subscriber's observer needs set up: nothing; it reads the event stream.
+class SubscriberObserver final : public SchedulerObserver {
+ public:
+  void set_up(size_t) override {}
+};
+
+}  // namespace
+
+void PoolCore::subscribe_events(gf_event_fn fn, void *user_data) {
+  std::lock_guard lock(subscriber_mu_);
+  if (fn && !subscriber_observer_) {
+    subscriber_observer_ = scheduler_->add_observer(std::make_shared<SubscriberObserver>());
+  }
+  events_.subscribe(fn, user_data);
+  if (!fn) subscriber_observer_.reset();
+}
+
 void PoolCore::track(std::weak_ptr<Run> run) {
   std::lock_guard lock(tracked_mu_);
   std::erase_if(tracked_, [](const std::weak_ptr<Run> &r) { return r.expired(); });

@@ -58,6 +58,9 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   const WorkerState &worker(size_t i) const { return *worker_states_[i]; }
   KernelRegistry &kernels() { return kernels_; }
   EventHub &events() { return events_; }
+  // The public subscriber of the event stream (gf_pool_set_event_callback; null: none). While
+  // one is set, the scheduler measures the queue waits its events carry (gf_event.queue_wait_s).
+  void subscribe_events(gf_event_fn fn, void *user_data);
   const std::vector<DeviceDescription> &devices() const { return devices_; }
   // The node's service this pool is connected to; nullptr for an embedded pool.
   const std::shared_ptr<client::Connection> &connection() const { return connection_; }
@@ -83,6 +86,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<LeaseAgent> lease_agent_;  // connected pools: holds the devices' leases
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::mutex subscriber_mu_;
+  ObserverHandle subscriber_observer_;  // under subscriber_mu_: while a subscriber is set
   void join_threads();
   std::atomic<bool> shut_down_{false};
   std::mutex tracked_mu_;
