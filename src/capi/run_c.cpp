@@ -1,6 +1,4 @@
-// C shims: submitting graphs and everything a caller does with the resulting run.
-#include <cstring>
-
+// C shims: everything a caller does with a run (gf_graph_submit, in graph_c.cpp, makes one).
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
@@ -37,36 +35,6 @@ gf_status outcome(Run &run) {
 }  // namespace
 
 extern "C" {
-
-GF_API void gf_submit_options_init(gf_submit_options *options, uint32_t struct_size) {
-  gf_submit_options init = GF_SUBMIT_OPTIONS_INIT;
-  init_bounded(options, init, struct_size);
-}
-
-GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,
-                                 const gf_submit_options *options) {
-  return guard([&] {
-    require_out(out, "out");
-    *out = nullptr;
-    gf_submit_options defaults = GF_SUBMIT_OPTIONS_INIT;
-    gf_submit_options o = options ? read_struct(options, "gf_submit_options") : defaults;
-    PoolCore &core = pool_of(pool);
-    std::shared_ptr<Graph> g = graphs().find_shared(handle_bits(graph));
-    if (!g) fail(GF_ERR_INVALID_HANDLE, "gf_graph is not a live handle (NULL or destroyed)");
-    std::shared_ptr<Run> run = core.make_run(std::move(g), o.where);
-    // The handle exists before the run starts: its completion callback may fire at once.
-    const uint64_t bits = runs().insert(run);
-    run->attach(handle_from_bits<gf_run>(bits), o);
-    try {
-      core.start(run);
-    } catch (...) {
-      runs().remove(bits);
-      throw;
-    }
-    *out = handle_from_bits<gf_run>(bits);
-    return GF_OK;
-  });
-}
 
 GF_API gf_status gf_run_where_get(gf_run_where *out, gf_run *run) {
   return guard([&] {
