@@ -29,6 +29,15 @@ gf_task_desc read_task_desc(const gf_task_desc *desc, gf_command_desc &command) 
   return d;
 }
 
+// Refuses an index past the end of one of the graph's lists (`count` `things`), naming both.
+void require_index(uint64_t index, uint64_t count, const char *what, const char *things) {
+  if (index >= count) {
+    fail(GF_ERR_INVALID_ARGUMENT, std::string(what) + " index " + std::to_string(index) +
+                                      " is out of range; the graph has " + std::to_string(count) +
+                                      " " + things);
+  }
+}
+
 // The graph as runs hold it: a run keeps its graph alive beyond gf_graph_destroy.
 std::shared_ptr<Graph> shared_graph(gf_graph *graph) {
   std::shared_ptr<Graph> g = graphs().find_shared(handle_bits(graph));
@@ -133,11 +142,7 @@ GF_API gf_status gf_graph_task_at(gf_task *out, const gf_graph *graph, uint64_t 
   return guard([&] {
     require_out(out, "out");
     const Graph &g = graph_of(graph);
-    if (index >= g.task_count()) {
-      fail(GF_ERR_INVALID_ARGUMENT, "task index " + std::to_string(index) +
-                                        " is out of range; the graph has " +
-                                        std::to_string(g.task_count()) + " tasks");
-    }
+    require_index(index, g.task_count(), "task", "tasks");
     *out = g.task_ref(static_cast<TaskIndex>(index));
     return GF_OK;
   });
@@ -155,11 +160,7 @@ GF_API gf_status gf_graph_data_at(gf_data *out, const gf_graph *graph, uint64_t 
   return guard([&] {
     require_out(out, "out");
     const Graph &g = graph_of(graph);
-    if (index >= g.data_count()) {
-      fail(GF_ERR_INVALID_ARGUMENT, "data index " + std::to_string(index) +
-                                        " is out of range; the graph has " +
-                                        std::to_string(g.data_count()) + " data objects");
-    }
+    require_index(index, g.data_count(), "data", "data objects");
     *out = g.data_ref(static_cast<DataIndex>(index));
     return GF_OK;
   });
@@ -186,11 +187,7 @@ GF_API gf_status gf_graph_metadata_get(const char **out_key, const char **out_va
     require_out(out_key, "out_key");
     require_out(out_value, "out_value");
     const auto &metadata = graph_of(graph).metadata();
-    if (index >= metadata.size()) {
-      fail(GF_ERR_INVALID_ARGUMENT, "metadata index " + std::to_string(index) +
-                                        " is out of range; the graph has " +
-                                        std::to_string(metadata.size()) + " entries");
-    }
+    require_index(index, metadata.size(), "metadata", "entries");
     *out_key = metadata[index].first.c_str();
     *out_value = metadata[index].second.c_str();
     return GF_OK;
