@@ -18,11 +18,12 @@ shopt -s nullglob
 #   compute: runtime -> scheduler -> graph, devices (commands, kernels, serialize on graph)
 #   network: client -> transport, wire
 # Top to bottom, so the order of this list is also the order of the map.
-LAYERS=(capi dashboard service pool runtime scheduler commands kernels serialize graph devices
-  client transport wire core)
+LAYERS=(capi dashboard status service pool runtime scheduler commands kernels serialize graph
+  devices client transport wire core)
 declare -A USES=(
   [capi]="dashboard"                               # the C ABI shims
-  [dashboard]="service"                            # the live page and /metrics (libmicrohttpd)
+  [dashboard]="status service"                     # the live page and /metrics (libmicrohttpd)
+  [status]="wire"                                  # a StatusReply as text and as the one JSON
   [service]="pool"                                 # the node's shared pool (gpuflow serve)
   [pool]="runtime commands kernels serialize client" # where the two stacks meet
   [runtime]="scheduler"                            # worker threads, task contexts, runs

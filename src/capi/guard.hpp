@@ -1,5 +1,16 @@
 // The exception barrier every C entry point goes through, and the thread-local last-error
 // message it fills. Nothing thrown inside the runtime crosses into the caller.
+//
+// Where a shim lives (DuckDB's habit: grep finds a function's home): gf_<kind>_* is defined in
+// <kind>_c.cpp, one file per handle or value kind: pool_c.cpp (gf_pool_*), graph_c.cpp
+// (gf_graph_*), run_c.cpp (gf_run_*), lease_c.cpp (gf_lease_*), service_c.cpp (gf_service_*),
+// task_ctx_c.cpp (gf_task_ctx_*), data_plane_c.cpp (gf_data_plane_*), bytes_c.cpp (gf_bytes_*),
+// error_c.cpp (gf_last_error, gf_status_*), version_c.cpp (gf_version*). A struct's *_init
+// function lives with the functions that take the struct (gf_submit_options_init and
+// gf_command_desc_init in graph_c.cpp, gf_kernel_desc_init in pool_c.cpp, gf_value_ops_init in
+// task_ctx_c.cpp), and gf_default_endpoint with the service. Files without _c hold what the
+// shims share: handle tables (objects.*, handles.hpp), struct layouts (structs.hpp,
+// layouts.hpp), dashboards (dashboards.*), returned bytes (bytes.hpp).
 #pragma once
 
 #include <new>

@@ -1,40 +1,16 @@
-// C shims: leases from the node's service, its status, and the data-plane check.
+// C shims: leases from the node's service.
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
-#include "client/data_plane_check.hpp"
-#include "client/status_render.hpp"
 #include "core/request_bounds.hpp"
 
 using namespace gf;
 using namespace gf::capi;
 
 namespace {
-
-const std::shared_ptr<client::Connection> &connection_of(gf_pool *pool) {
-  const auto &connection = pool_of(pool).connection();
-  if (!connection) {
-    fail(GF_ERR_STATE,
-         "the pool is embedded (private to this process): leases and the service's status come "
-         "from a shared pool; create the pool with gf_pool_config.endpoint or GPUFLOW_POOL set "
-         "to the service's socket (start one with `gpuflow serve`)");
-  }
-  return connection;
-}
-
-// The caller's copy of `text` (NUL-terminated; gf_bytes_free releases it).
-void give_text(gf_bytes *out, const std::string &text) {
-  void *data = std::malloc(text.size() + 1);
-  if (!data) throw std::bad_alloc();
-  std::memcpy(data, text.c_str(), text.size() + 1);
-  out->data = data;
-  out->size = text.size();
-}
 
 client::LeaseAsk ask_of(const gf_lease_request &r) {
   client::LeaseAsk ask;
@@ -149,38 +125,6 @@ GF_API gf_status gf_lease_release(gf_lease *lease) {
                               " is gone; the lease ended with the connection");
     }
     l->connection->release(l->grant.lease_id);
-    return GF_OK;
-  });
-}
-
-GF_API gf_status gf_pool_service_status(gf_bytes *out, gf_pool *pool, gf_status_format format) {
-  return guard([&] {
-    require_out(out, "out");
-    out->data = nullptr;
-    out->size = 0;
-    if (format != GF_STATUS_TEXT && format != GF_STATUS_JSON) {
-      fail(GF_ERR_INVALID_ARGUMENT, "format must be GF_STATUS_TEXT or GF_STATUS_JSON");
-    }
-    std::vector<uint8_t> reply = connection_of(pool)->status();
-    std::string text =
-        format == GF_STATUS_JSON ? client::status_json(reply) : client::status_text(reply);
-    give_text(out, text);
-    return GF_OK;
-  });
-}
-
-GF_API gf_status gf_data_plane_check(gf_bytes *out, gf_pool *pool, double seconds) {
-  return guard([&] {
-    require_out(out, "out");
-    out->data = nullptr;
-    out->size = 0;
-    if (!std::isfinite(seconds) || seconds < 0 || seconds > 3600) {
-      fail(GF_ERR_INVALID_ARGUMENT,
-           "seconds must be between 0 and 3600 (got " + std::to_string(seconds) + ")");
-    }
-    client::Connection *connection = pool ? connection_of(pool).get() : nullptr;
-    std::string text = client::data_plane_check_json(connection, seconds);
-    give_text(out, text);
     return GF_OK;
   });
 }

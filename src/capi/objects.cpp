@@ -27,4 +27,15 @@ ServiceTable &services() {
   return *table;
 }
 
+const std::shared_ptr<client::Connection> &connection_of(gf_pool *pool) {
+  const auto &connection = pool_of(pool).connection();
+  if (!connection) {
+    fail(GF_ERR_STATE,
+         "the pool is embedded (private to this process): leases and the service's status come "
+         "from a shared pool; create the pool with gf_pool_config.endpoint or GPUFLOW_POOL set "
+         "to the service's socket (start one with `gpuflow serve`)");
+  }
+  return connection;
+}
+
 }  // namespace gf::capi

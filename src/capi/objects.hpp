@@ -1,4 +1,5 @@
-// The handle tables for gf_pool, gf_graph and gf_run, and the lookups the shims use.
+// The handle tables for gf_pool, gf_graph, gf_run, gf_lease and gf_service, and the lookups the
+// shims use.
 #pragma once
 
 #include "capi/handles.hpp"
@@ -56,5 +57,9 @@ inline LeaseObject &lease_of(const gf_lease *lease) {
 inline service::Server &service_of(const gf_service *service) {
   return lookup(services(), service, "gf_service");
 }
+
+// The connection of a pool connected to the node's service; an embedded pool is refused, naming
+// how to connect one (leases, the service's status and the data-plane check need a service).
+const std::shared_ptr<client::Connection> &connection_of(gf_pool *pool);
 
 }  // namespace gf::capi

@@ -1,12 +1,15 @@
-// C shims: version, pools, workers and their ledgers.
+// C shims: pools: creating one, its workers, ledgers and devices, its kernels and plugins, its
+// event stream, and the status of the service it is connected to.
 #include <cstdio>
 #include <cstring>
 
+#include "capi/bytes.hpp"
 #include "capi/dashboards.hpp"
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
 #include "core/request_bounds.hpp"
+#include "status/status_render.hpp"
 
 using namespace gf;
 using namespace gf::capi;
@@ -53,16 +56,6 @@ void fill_entry(gf_ledger_entry *out, PoolCore &pool, const Ledger::Line &line) 
 }  // namespace
 
 extern "C" {
-
-GF_API uint32_t gf_version(void) {
-  return GF_VERSION;
-}
-
-GF_API const char *gf_version_string(void) {
-#define GF_STR2(x) #x
-#define GF_STR(x) GF_STR2(x)
-  return GF_STR(GF_VERSION_MAJOR) "." GF_STR(GF_VERSION_MINOR) "." GF_STR(GF_VERSION_PATCH);
-}
 
 GF_API void gf_pool_config_init(gf_pool_config *config, uint32_t struct_size) {
   gf_pool_config init = GF_POOL_CONFIG_INIT;
@@ -247,6 +240,65 @@ GF_API gf_status gf_pool_device_memory(gf_device_memory *out, const gf_pool *poo
     PoolCore &core = pool_of(pool);
     device_at(core, device);
     write_struct(out, core.scheduler().device_memory(static_cast<int>(device)), "gf_device_memory");
+    return GF_OK;
+  });
+}
+
+GF_API void gf_kernel_desc_init(gf_kernel_desc *desc, uint32_t struct_size) {
+  gf_kernel_desc init = GF_KERNEL_DESC_INIT;
+  init_bounded(desc, init, struct_size);
+}
+
+GF_API gf_status gf_pool_register_kernel(gf_pool *pool, const gf_kernel_desc *desc) {
+  return guard([&] {
+    gf_kernel_desc d = read_struct(desc, "gf_kernel_desc");
+    pool_of(pool).kernels().add(d);
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_pool_load_plugin(gf_pool *pool, const char *path) {
+  return guard([&] {
+    require_out(path, "path");
+    pool_of(pool).kernels().load_plugin(path);
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_pool_kernel_count(uint32_t *out, const gf_pool *pool) {
+  return guard([&] {
+    require_out(out, "out");
+    *out = static_cast<uint32_t>(pool_of(pool).kernels().size());
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_pool_kernel_name(const char **out, const gf_pool *pool, uint32_t index) {
+  return guard([&] {
+    require_out(out, "out");
+    *out = pool_of(pool).kernels().name(index).c_str();
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_pool_set_event_callback(gf_pool *pool, gf_event_fn callback, void *user_data) {
+  return guard([&] {
+    pool_of(pool).subscribe_events(callback, user_data);
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_pool_service_status(gf_bytes *out, gf_pool *pool, gf_status_format format) {
+  return guard([&] {
+    require_out(out, "out");
+    out->data = nullptr;
+    out->size = 0;
+    if (format != GF_STATUS_TEXT && format != GF_STATUS_JSON) {
+      fail(GF_ERR_INVALID_ARGUMENT, "format must be GF_STATUS_TEXT or GF_STATUS_JSON");
+    }
+    const std::vector<uint8_t> reply = connection_of(pool)->status();
+    const wire::StatusReply &book = *wire::message_of(reply)->body_as_StatusReply();
+    give_bytes(out, format == GF_STATUS_JSON ? status::json(book) : status::text(book));
     return GF_OK;
   });
 }

@@ -1,12 +1,7 @@
-// C shims: submitting graphs and everything a caller does with the resulting run.
-#include <cstring>
-
+// C shims: everything a caller does with a run (gf_graph_submit, in graph_c.cpp, makes one).
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
-#include "pool/service_run.hpp"
-#include "pool/split_run.hpp"
-#include "pool/where.hpp"
 
 using namespace gf;
 using namespace gf::capi;
@@ -17,7 +12,7 @@ TaskIndex task_of(Run &run, gf_task task) {
   return run.graph().task_index(task, "task");
 }
 
-Run::TaskSnapshot task_snapshot(gf_run *run, gf_task task) {
+TaskRecord task_record(gf_run *run, gf_task task) {
   Run &r = run_of(run);
   return r.task(task_of(r, task));
 }
@@ -40,56 +35,6 @@ gf_status outcome(Run &run) {
 }  // namespace
 
 extern "C" {
-
-GF_API void gf_submit_options_init(gf_submit_options *options, uint32_t struct_size) {
-  gf_submit_options init = GF_SUBMIT_OPTIONS_INIT;
-  init_bounded(options, init, struct_size);
-}
-
-GF_API gf_status gf_graph_submit(gf_run **out, gf_pool *pool, gf_graph *graph,
-                                 const gf_submit_options *options) {
-  return guard([&] {
-    require_out(out, "out");
-    *out = nullptr;
-    gf_submit_options defaults = GF_SUBMIT_OPTIONS_INIT;
-    gf_submit_options o = options ? read_struct(options, "gf_submit_options") : defaults;
-    PoolCore &core = pool_of(pool);
-    std::shared_ptr<Graph> g = graphs().find_shared(handle_bits(graph));
-    if (!g) fail(GF_ERR_INVALID_HANDLE, "gf_graph is not a live handle (NULL or destroyed)");
-    uint64_t bits = 0;
-    const gf_run_where where = choose_where(core, *g, o.where);
-    // A run that goes elsewhere: the handle exists before it starts, as below.
-    auto start_elsewhere = [&](auto run) {
-      bits = runs().insert(run);
-      run->attach(handle_from_bits<gf_run>(bits), o);
-      try {
-        run->start();
-      } catch (...) {
-        runs().remove(bits);
-        throw;
-      }
-      core.track(run);
-    };
-    if (where == GF_RUN_IN_SERVICE) {
-      start_elsewhere(std::make_shared<ServiceRun>(core.shared_from_this(), std::move(g)));
-    } else if (where == GF_RUN_SPLIT) {
-      start_elsewhere(std::make_shared<SplitRun>(core.shared_from_this(), std::move(g)));
-    } else {
-      std::shared_ptr<LocalRun> run = core.prepare(std::move(g));
-      // The handle exists before the run starts: its completion callback may fire at once.
-      bits = runs().insert(run);
-      run->attach(handle_from_bits<gf_run>(bits), o);
-      try {
-        core.scheduler().start(run->run_state().shared_from_this());
-      } catch (...) {
-        runs().remove(bits);
-        throw;
-      }
-    }
-    *out = handle_from_bits<gf_run>(bits);
-    return GF_OK;
-  });
-}
 
 GF_API gf_status gf_run_where_get(gf_run_where *out, gf_run *run) {
   return guard([&] {
@@ -146,7 +91,7 @@ GF_API void gf_run_destroy(gf_run *run) {
 GF_API gf_status gf_run_task_state(gf_task_state *out, gf_run *run, gf_task task) {
   return guard([&] {
     require_out(out, "out");
-    *out = task_snapshot(run, task).state;
+    *out = task_record(run, task).state;
     return GF_OK;
   });
 }
@@ -154,7 +99,7 @@ GF_API gf_status gf_run_task_state(gf_task_state *out, gf_run *run, gf_task task
 GF_API gf_status gf_run_task_error(const char **out, gf_run *run, gf_task task) {
   return guard([&] {
     require_out(out, "out");
-    *out = task_snapshot(run, task).error;
+    *out = task_record(run, task).error;
     return GF_OK;
   });
 }
@@ -162,7 +107,7 @@ GF_API gf_status gf_run_task_error(const char **out, gf_run *run, gf_task task) 
 GF_API gf_status gf_run_task_attempts(uint32_t *out, gf_run *run, gf_task task) {
   return guard([&] {
     require_out(out, "out");
-    *out = task_snapshot(run, task).attempts;
+    *out = task_record(run, task).attempts;
     return GF_OK;
   });
 }
@@ -170,12 +115,12 @@ GF_API gf_status gf_run_task_attempts(uint32_t *out, gf_run *run, gf_task task) 
 GF_API gf_status gf_run_task_worker(uint32_t *out, gf_run *run, gf_task task) {
   return guard([&] {
     require_out(out, "out");
-    Scheduler::TaskSnapshot snapshot = task_snapshot(run, task);
-    if (snapshot.attempts == 0) {
+    const TaskRecord record = task_record(run, task);
+    if (record.attempts == 0) {
       Run &r = run_of(run);
       fail(GF_ERR_STATE, r.graph().task_label(task_of(r, task)) + " has not started on any worker");
     }
-    *out = snapshot.worker;
+    *out = record.worker;
     return GF_OK;
   });
 }
@@ -213,7 +158,7 @@ GF_API gf_status gf_run_stats_get(gf_run_stats *out, gf_run *run) {
   return guard([&] {
     checked_size(out, "gf_run_stats");
     Run &r = run_of(run);
-    Run::RunSnapshot snapshot = r.snapshot();
+    const RunStats snapshot = r.snapshot();
     gf_run_stats stats = GF_RUN_STATS_INIT;
     stats.tasks = snapshot.tasks;
     stats.succeeded = snapshot.succeeded;

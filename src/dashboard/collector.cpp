@@ -31,9 +31,13 @@ void NameStats::merge(const NameStats &other) {
   wait.merge(other.wait);
 }
 
-Collector::Collector(size_t workers, std::function<std::string(uint32_t)> key_name)
-    : shards_(workers), key_name_(std::move(key_name)) {
+Collector::Collector(std::function<std::string(uint32_t)> key_name)
+    : key_name_(std::move(key_name)) {
   names_.push_back("other");
+}
+
+void Collector::set_up(size_t workers) {
+  shards_ = std::vector<Shard>(workers);
   for (Shard &s : shards_) s.bars.resize(kBarsPerWorker);
 }
 

@@ -7,7 +7,8 @@
 // the key is that label, so a shard maps cost ids to labels with one vector lookup and asks for
 // a key's name once; for tasks that chose their own cost key the name is read. At most kMaxNames
 // distinct labels are kept, later ones count as "other", so a graph of a million distinct names
-// cannot grow the metrics.
+// cannot grow the metrics. It is the scheduler's observer too (scheduler/observer.hpp): set up
+// with a shard per worker, and registered, so that the finishes it reads carry queue waits.
 #pragma once
 
 #include <array>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "core/events.hpp"
+#include "scheduler/observer.hpp"
 
 namespace gf::dashboard {
 
@@ -49,13 +51,15 @@ struct Bar {
   bool ok = true;
 };
 
-class Collector : public EventTap {
+class Collector : public EventTap, public SchedulerObserver {
  public:
   static constexpr size_t kMaxNames = 64;  // labels kept; the rest are "other"
   static constexpr size_t kBarsPerWorker = 512;
 
   // key_name: the name of a cost id (Scheduler::cost_key_name); called once per id and worker.
-  Collector(size_t workers, std::function<std::string(uint32_t cost_id)> key_name);
+  explicit Collector(std::function<std::string(uint32_t cost_id)> key_name);
+  // A shard per worker; before it is tapped into the event stream (Scheduler::add_observer).
+  void set_up(size_t workers) override;
   void on_finished(const FinishedTask *tasks, size_t count) override;
 
   struct Merged {

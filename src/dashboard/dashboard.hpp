@@ -1,19 +1,21 @@
-// The pool's dashboard: an HTTP server (http_server.hpp) with the live page at /, its updates
-// as server-sent events at /events (one aggregated snapshot every kPublishMs, never one message
-// per task), the same snapshot at /snapshot.json, and Prometheus metrics at /metrics.
+// A dashboard: an HTTP server (http_server.hpp) with the live page at /, its updates as
+// server-sent events at /events (one aggregated snapshot every kPublishMs, never one message per
+// task), the same snapshot at /snapshot.json, and Prometheus metrics at /metrics, all from one
+// Source (source.hpp): a pool (pool_source.hpp) or the node's service (service_source.hpp).
 //
-// It reads what it shows through the same doors as everyone else: the pool's event stream (a
-// Collector tapped into its EventHub), the scheduler's snapshot queries (pool_snapshot,
-// ledger_lines, device_memory), and the service's published BookSnapshot.
+// It reads what it shows through the same doors as everyone else: the pool's event stream and
+// the scheduler's observer and snapshot queries, or the service's published StatusReply.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
-#include "dashboard/collector.hpp"
 #include "dashboard/http_server.hpp"
+#include "dashboard/source.hpp"
 
 namespace gf {
 class PoolCore;
@@ -33,6 +35,9 @@ class Dashboard {
  public:
   static constexpr int kPublishMs = 250;
 
+  // Serves `source` at `address` (HOST:PORT); throws gf::Error (GF_ERR_SYSTEM naming the
+  // address) when it cannot bind.
+  Dashboard(std::unique_ptr<Source> source, const std::string &address);
   static std::unique_ptr<Dashboard> for_pool(std::shared_ptr<PoolCore> pool,
                                              const std::string &address);
   static std::unique_ptr<Dashboard> for_service(service::Server &server,
@@ -41,26 +46,18 @@ class Dashboard {
   Dashboard(const Dashboard &) = delete;
   Dashboard &operator=(const Dashboard &) = delete;
 
-  void stop();  // idempotent; the event tap is removed first
+  void stop();  // idempotent; the source stops watching first
   const std::string &url() const { return http_->url(); }
   uint16_t port() const { return http_->port(); }
 
   // What /metrics and /snapshot.json serve (any thread).
   std::string metrics() const;
-  std::string snapshot_json(double bars_since) const;
+  std::string snapshot_json(double bars_since) const { return source_->snapshot_json(bars_since); }
 
  private:
-  Dashboard() = default;
-  void start(const std::string &address);
   void publisher();
-  std::string pool_metrics() const;
-  std::string service_metrics() const;
-  std::string pool_json(double bars_since) const;
-  std::string service_json() const;
 
-  std::shared_ptr<PoolCore> pool_;
-  service::Server *server_ = nullptr;
-  std::shared_ptr<Collector> collector_;
+  std::unique_ptr<Source> source_;
   std::shared_ptr<Broadcast> events_ = std::make_shared<Broadcast>();
   std::unique_ptr<HttpServer> http_;
   std::thread publisher_;

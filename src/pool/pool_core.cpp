@@ -15,6 +15,9 @@
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
 #include "pool/backend_choice.hpp"
+#include "pool/service_run.hpp"
+#include "pool/split_run.hpp"
+#include "pool/where.hpp"
 
 namespace gf {
 namespace {
@@ -189,6 +192,37 @@ std::shared_ptr<LocalRun> PoolCore::prepare(std::shared_ptr<Graph> graph) {
       command_log_subdir(wall_time(state->submitted_at), serial_, runs_prepared_.fetch_add(1) + 1);
   if (commands) commands->set_log_subdir([name = state->name] { return name; });
   return std::make_shared<LocalRun>(shared_from_this(), *scheduler_, std::move(state));
+}
+
+std::shared_ptr<Run> PoolCore::make_run(std::shared_ptr<Graph> graph, gf_run_where asked) {
+  const gf_run_where where = choose_where(*this, *graph, asked);
+  if (where == GF_RUN_IN_SERVICE) return std::make_shared<ServiceRun>(shared_from_this(), graph);
+  if (where == GF_RUN_SPLIT) return std::make_shared<SplitRun>(shared_from_this(), graph);
+  return prepare(std::move(graph));
+}
+
+void PoolCore::start(const std::shared_ptr<Run> &run) {
+  run->start();
+  if (run->where() != GF_RUN_IN_PROCESS) track(run);
+}
+
+namespace {
+
+// What a public subscriber's observer needs set up: nothing; it reads the event stream.
+class SubscriberObserver final : public SchedulerObserver {
+ public:
+  void set_up(size_t) override {}
+};
+
+}  // namespace
+
+void PoolCore::subscribe_events(gf_event_fn fn, void *user_data) {
+  std::lock_guard lock(subscriber_mu_);
+  if (fn && !subscriber_observer_) {
+    subscriber_observer_ = scheduler_->add_observer(std::make_shared<SubscriberObserver>());
+  }
+  events_.subscribe(fn, user_data);
+  if (!fn) subscriber_observer_.reset();
 }
 
 void PoolCore::track(std::weak_ptr<Run> run) {

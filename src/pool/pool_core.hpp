@@ -37,9 +37,14 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   PoolCore(const PoolCore &) = delete;
   PoolCore &operator=(const PoolCore &) = delete;
 
-  // Checks the graph against the pool and builds its run; nothing runs until the scheduler's
-  // start().
+  // Checks the graph against the pool and builds its run; nothing runs until it is started.
   std::shared_ptr<LocalRun> prepare(std::shared_ptr<Graph> graph);
+  // The run of a submitted graph, where `asked` says it runs (pool/where.hpp: here, prepared as
+  // above; in the service; or split), not started yet: the caller names its handle first
+  // (Run::attach), since a run's completion may be published as soon as it starts.
+  std::shared_ptr<Run> make_run(std::shared_ptr<Graph> graph, gf_run_where asked);
+  // Starts a run make_run made; one that goes elsewhere is tracked, so that shutdown() cancels it.
+  void start(const std::shared_ptr<Run> &run);
   // Cancels every run, waits for running bodies, joins threads. Idempotent. Called by one of the
   // pool's own task bodies, it stops the pool and hands the joining to a thread of its own.
   void shutdown();
@@ -53,6 +58,9 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   const WorkerState &worker(size_t i) const { return *worker_states_[i]; }
   KernelRegistry &kernels() { return kernels_; }
   EventHub &events() { return events_; }
+  // The public subscriber of the event stream (gf_pool_set_event_callback; null: none). While
+  // one is set, the scheduler measures the queue waits its events carry (gf_event.queue_wait_s).
+  void subscribe_events(gf_event_fn fn, void *user_data);
   const std::vector<DeviceDescription> &devices() const { return devices_; }
   // The node's service this pool is connected to; nullptr for an embedded pool.
   const std::shared_ptr<client::Connection> &connection() const { return connection_; }
@@ -78,6 +86,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<LeaseAgent> lease_agent_;  // connected pools: holds the devices' leases
   std::vector<std::unique_ptr<Worker>> workers_;
+  std::mutex subscriber_mu_;
+  ObserverHandle subscriber_observer_;  // under subscriber_mu_: while a subscriber is set
   void join_threads();
   std::atomic<bool> shut_down_{false};
   std::mutex tracked_mu_;

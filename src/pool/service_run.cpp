@@ -98,7 +98,7 @@ void ServiceRun::release(std::function<void()> forget) {
 void ServiceRun::finished(const std::vector<uint8_t> *payload, const std::string &why) {
   gf_run_state state = GF_RUN_FAILED;
   std::string summary;
-  RunSnapshot snapshot{};
+  RunStats snapshot{};
   snapshot.tasks = tasks_;
   Output report;
   const wire::RunFinished *f =
@@ -208,7 +208,7 @@ void ServiceRun::load_report(std::unique_lock<std::mutex> &lock) {
   }
 }
 
-Run::TaskSnapshot ServiceRun::task(TaskIndex t) {
+TaskRecord ServiceRun::task(TaskIndex t) {
   std::unique_lock lock(mu_);
   if (state_ == GF_RUN_RUNNING) return {GF_TASK_WAITING, 0, UINT32_MAX, ""};
   load_report(lock);
@@ -218,10 +218,10 @@ Run::TaskSnapshot ServiceRun::task(TaskIndex t) {
           error == task_errors_.end() ? "" : error->second.c_str()};
 }
 
-Run::RunSnapshot ServiceRun::snapshot() {
+RunStats ServiceRun::snapshot() {
   std::lock_guard lock(mu_);
   if (state_ != GF_RUN_RUNNING) return snapshot_;
-  RunSnapshot running = progress_;  // as the service last told (every 250 ms)
+  RunStats running = progress_;  // as the service last told (every 250 ms)
   running.tasks = tasks_;
   running.elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();

@@ -28,15 +28,15 @@ class ServiceRun final : public PublishedRun, public std::enable_shared_from_thi
 
   // Freezes the graph, puts its document and submits it; returns once the service accepted it.
   // Throws the refusal (a graph the service cannot run, a document over the blob cap, …).
-  void start();
+  void start() override;
 
   const Graph &graph() const override { return *graph_; }
   gf_run_where where() const override { return GF_RUN_IN_SERVICE; }
   gf_run_state state() override;
   void cancel() override;
   void release(std::function<void()> forget) override;
-  TaskSnapshot task(TaskIndex t) override;
-  RunSnapshot snapshot() override;
+  TaskRecord task(TaskIndex t) override;
+  RunStats snapshot() override;
   std::string failure_summary() override;
   uint64_t read_buffer(DataIndex d, void *dst, uint64_t capacity) override;
   void *read_value(DataIndex d) override;
@@ -63,8 +63,8 @@ class ServiceRun final : public PublishedRun, public std::enable_shared_from_thi
   std::mutex mu_;
   gf_run_state state_ = GF_RUN_RUNNING;
   std::string summary_;
-  RunSnapshot snapshot_{};
-  RunSnapshot progress_{};  // while it runs: the service's last RunProgress
+  RunStats snapshot_{};
+  RunStats progress_{};  // while it runs: the service's last RunProgress
   std::map<DataIndex, Output> outputs_;
   Output report_;
   bool released_ = false;

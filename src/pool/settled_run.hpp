@@ -25,7 +25,7 @@ class SettledRun final : public Run {
     tasks_.reserve(n);
     errors_.reserve(n);
     for (TaskIndex t = 0; t < n; ++t) {
-      TaskSnapshot s = run.task(t);
+      TaskRecord s = run.task(t);
       errors_.emplace_back(s.error ? s.error : "");
       tasks_.push_back(s);
     }
@@ -35,13 +35,14 @@ class SettledRun final : public Run {
   const Graph &graph() const override { return *graph_; }
   gf_run_where where() const override { return where_; }
   void attach(gf_run *, const gf_submit_options &) override {}
+  void start() override {}
   bool wait(int64_t) override { return true; }
   gf_run_state state() override { return state_; }
   int fd() override { return -1; }
   void cancel() override {}
   void release(std::function<void()> forget) override { forget(); }
-  TaskSnapshot task(TaskIndex t) override { return tasks_.at(t); }
-  RunSnapshot snapshot() override { return snapshot_; }
+  TaskRecord task(TaskIndex t) override { return tasks_.at(t); }
+  RunStats snapshot() override { return snapshot_; }
   std::string failure_summary() override { return summary_; }
   uint64_t read_buffer(DataIndex d, void *, uint64_t) override {
     fail(GF_ERR_STATE, graph_->data_label(d) +
@@ -56,9 +57,9 @@ class SettledRun final : public Run {
   std::shared_ptr<Graph> graph_;
   gf_run_where where_ = GF_RUN_IN_PROCESS;
   gf_run_state state_ = GF_RUN_SUCCEEDED;
-  RunSnapshot snapshot_{};
+  RunStats snapshot_{};
   std::string summary_;
-  std::vector<TaskSnapshot> tasks_;
+  std::vector<TaskRecord> tasks_;
   std::vector<std::string> errors_;
 };
 

@@ -307,7 +307,7 @@ void SplitRun::release(std::function<void()> forget) {
   forget_after_callback(std::move(forget), state() != GF_RUN_RUNNING);
 }
 
-Run::TaskSnapshot SplitRun::task(TaskIndex t) {
+TaskRecord SplitRun::task(TaskIndex t) {
   std::shared_ptr<Run> run;
   TaskIndex i = 0;
   {
@@ -323,9 +323,9 @@ Run::TaskSnapshot SplitRun::task(TaskIndex t) {
   return run->task(i);
 }
 
-Run::RunSnapshot SplitRun::snapshot() {
+RunStats SplitRun::snapshot() {
   std::vector<std::shared_ptr<Run>> runs;
-  RunSnapshot total{};
+  RunStats total{};
   {
     std::lock_guard lock(mu_);
     for (const PartRun &p : parts_) runs.push_back(p.run);
@@ -340,7 +340,7 @@ Run::RunSnapshot SplitRun::snapshot() {
   }
   total.tasks = graph_->task_count();
   for (auto &run : runs) {
-    const RunSnapshot s = run->snapshot();
+    const RunStats s = run->snapshot();
     total.succeeded += s.succeeded;
     total.failed += s.failed;
     total.cancelled += s.cancelled;

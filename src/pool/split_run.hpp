@@ -30,15 +30,15 @@ class SplitRun final : public PublishedRun, public std::enable_shared_from_this<
 
   // Freezes the graph, works out its steps and starts running them on a thread of the run's.
   // Throws what the graph's checks throw (a value that would cross between the two sides).
-  void start();
+  void start() override;
 
   const Graph &graph() const override { return *graph_; }
   gf_run_where where() const override { return GF_RUN_SPLIT; }
   gf_run_state state() override;
   void cancel() override;
   void release(std::function<void()> forget) override;
-  TaskSnapshot task(TaskIndex t) override;
-  RunSnapshot snapshot() override;
+  TaskRecord task(TaskIndex t) override;
+  RunStats snapshot() override;
   std::string failure_summary() override;
   uint64_t read_buffer(DataIndex d, void *dst, uint64_t capacity) override;
   void *read_value(DataIndex d) override;

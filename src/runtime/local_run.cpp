@@ -2,7 +2,6 @@
 
 #include "core/error.hpp"
 #include "runtime/worker.hpp"
-#include "scheduler/scheduler.hpp"
 
 namespace gf {
 
@@ -14,6 +13,17 @@ void LocalRun::attach(gf_run *handle, const gf_submit_options &options) {
       [state, handle, callback = options.on_complete, user_data = options.user_data] {
         callback(handle, state->state(), user_data);
       });
+}
+
+TaskRecord LocalRun::task(TaskIndex t) {
+  const Scheduler::TaskSnapshot s = scheduler_.task_snapshot(*state_, t);
+  return TaskRecord{s.state, s.attempts, s.worker, s.error};
+}
+
+RunStats LocalRun::snapshot() {
+  const Scheduler::RunSnapshot s = scheduler_.run_snapshot(*state_);
+  return RunStats{s.tasks,     s.succeeded,         s.failed,   s.cancelled, s.attempts,
+                  s.transfers, s.bytes_transferred, s.elapsed_s};
 }
 
 bool LocalRun::wait(int64_t timeout_ms) {

@@ -7,6 +7,7 @@
 
 #include "runtime/run.hpp"
 #include "scheduler/run_state.hpp"
+#include "scheduler/scheduler.hpp"
 
 namespace gf {
 
@@ -21,6 +22,7 @@ class LocalRun final : public Run {
   const Graph &graph() const override { return state_->graph(); }
   gf_run_where where() const override { return GF_RUN_IN_PROCESS; }
   void attach(gf_run *handle, const gf_submit_options &options) override;
+  void start() override { scheduler_.start(state_); }
   // A body on one of the pool's worker threads steps aside while it waits
   // (runtime/worker.hpp); one waiting for its own run fails with GF_ERR_STATE.
   bool wait(int64_t timeout_ms) override;
@@ -28,8 +30,8 @@ class LocalRun final : public Run {
   int fd() override { return state_->completion.fd(); }
   void cancel() override { scheduler_.cancel(*state_); }
   void release(std::function<void()> forget) override;
-  TaskSnapshot task(TaskIndex t) override { return scheduler_.task_snapshot(*state_, t); }
-  RunSnapshot snapshot() override { return scheduler_.run_snapshot(*state_); }
+  TaskRecord task(TaskIndex t) override;
+  RunStats snapshot() override;
   std::string failure_summary() override { return scheduler_.failure_summary(*state_); }
   uint64_t read_buffer(DataIndex d, void *dst, uint64_t capacity) override {
     return scheduler_.read_buffer(*state_, d, dst, capacity);

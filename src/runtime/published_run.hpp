@@ -11,9 +11,11 @@
 
 #include "core/completion.hpp"
 #include "runtime/run.hpp"
-#include "runtime/worker.hpp"
+#include "runtime/step_aside.hpp"
 
 namespace gf {
+
+class Scheduler;
 
 class PublishedRun : public Run {
  public:

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/events.hpp"
+#include "runtime/step_aside.hpp"
 #include "scheduler/scheduler.hpp"
 
 namespace gf {
@@ -59,19 +60,6 @@ class Worker {
   std::vector<Thread> threads_;  // guarded by threads_mu_
   bool joining_ = false;         // guarded by threads_mu_
   std::atomic<int> retire_{0};   // threads to retire: waits that stepped aside are over
-};
-
-// Scope of a blocking wait made by a body on one of `scheduler`'s worker threads: a spare thread
-// replaces this one meanwhile. Does nothing on any other thread.
-class StepAside {
- public:
-  explicit StepAside(const Scheduler &scheduler);
-  ~StepAside();
-  StepAside(const StepAside &) = delete;
-  StepAside &operator=(const StepAside &) = delete;
-
- private:
-  Worker *worker_ = nullptr;
 };
 
 }  // namespace gf

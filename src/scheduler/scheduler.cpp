@@ -192,7 +192,7 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   Deferred deferred;
   Lock lock(mu_);
   if (stopping_) fail(GF_ERR_SHUT_DOWN, "the pool is shutting down; the graph was not submitted");
-  // Roots queued in one slice share one clock reading (queue waits: observe_waits). The stamp
+  // Roots queued in one slice share one clock reading (queue waits: add_observer). The stamp
   // is cleared under the mutex on every way out, a throw included; declared after `lock`, the
   // guard runs first, and only while the lock is held (enqueue_ready reads the stamp under it).
   struct StampGuard {
@@ -202,7 +202,7 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
       if (held.owns_lock()) stamp = {};
     }
   } stamp_guard{enqueue_stamp_, lock};
-  const bool observe = observe_waits_.load(std::memory_order_relaxed);
+  const bool observe = observers_.load(std::memory_order_relaxed) != 0;
   if (observe) enqueue_stamp_ = Clock::now();
   run->sequence = next_run_sequence_++;
   runs_.emplace(run.get(), run);
@@ -331,7 +331,7 @@ void Scheduler::enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t) {
   const TaskDesc &task = run.graph().task(t);
   worker.ready.push(QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence, &run,
                                t,
-                               !observe_waits_.load(std::memory_order_relaxed) ? Clock::time_point{}
+                               observers_.load(std::memory_order_relaxed) == 0 ? Clock::time_point{}
                                : enqueue_stamp_ != Clock::time_point{}         ? enqueue_stamp_
                                                                                : Clock::now()});
   wake_for(worker, run, t);

@@ -17,6 +17,7 @@
 #include "core/events.hpp"
 #include "devices/backend.hpp"
 #include "scheduler/deferred.hpp"
+#include "scheduler/observer.hpp"
 #include "scheduler/resource_registry.hpp"
 #include "scheduler/run_state.hpp"
 #include "scheduler/worker_state.hpp"
@@ -121,9 +122,13 @@ class Scheduler {
     uint64_t transfers_total = 0, bytes_transferred_total = 0;
   };
   PoolSnapshot pool_snapshot();
-  // While on, each dispatch measures how long its task waited in the ready queue
-  // (Dispatch::queue_wait_s); off by default, as it costs two clock reads per task.
-  void observe_waits(bool on) { observe_waits_.store(on, std::memory_order_relaxed); }
+  // Registers `observer` (scheduler/observer.hpp), set up first, until the handle goes. While
+  // any is registered, each dispatch measures how long its task waited in the ready queue
+  // (Dispatch::queue_wait_s); with none, nothing is measured, as it costs two clock reads per task.
+  ObserverHandle add_observer(std::shared_ptr<SchedulerObserver> observer) {
+    observer->set_up(workers_.size());
+    return ObserverHandle(observers_, std::move(observer));
+  }
   // The cost key a FinishedTask's cost_id stands for ("" for a key made from a body alone).
   std::string cost_key_name(uint32_t cost_id);
 
@@ -297,8 +302,8 @@ class Scheduler {
     uint64_t succeeded = 0, failed = 0, cancelled = 0;
   } settled_totals_;
   uint64_t transfers_total_ = 0, bytes_transferred_total_ = 0;
-  uint64_t running_total_ = 0;  // tasks dispatched to threads, all workers
-  std::atomic<bool> observe_waits_{false};
+  uint64_t running_total_ = 0;          // tasks dispatched to threads, all workers
+  std::atomic<uint32_t> observers_{0};  // registered observers (ObserverHandle keeps the count)
   // The ready time of tasks being queued together (a slice of roots in start(), a stolen task's
   // first queueing), so that they share one clock reading; zero otherwise. Under mu_.
   Clock::time_point enqueue_stamp_{};

@@ -91,7 +91,7 @@ std::shared_ptr<transport::Blob> report_of(LocalRun &run, const RunNews &news,
   std::vector<flatbuffers::Offset<wire::TaskFailure>> failures;
   size_t message_bytes = 0;
   for (TaskIndex t = 0; t < n; ++t) {
-    const Run::TaskSnapshot s = run.task(t);
+    const TaskRecord s = run.task(t);
     states[t] = static_cast<uint8_t>(s.state);
     attempts[t] = s.attempts;
     workers[t] = s.attempts ? s.worker : UINT32_MAX;
@@ -291,8 +291,7 @@ bool GraphRuns::cancel(ClientId client, uint64_t run_id) {
   return true;
 }
 
-void GraphRuns::progress(
-    const std::function<void(ClientId, uint64_t, const Scheduler::RunSnapshot &)> &report) {
+void GraphRuns::progress(const std::function<void(ClientId, uint64_t, const RunStats &)> &report) {
   std::vector<std::tuple<ClientId, uint64_t, std::shared_ptr<LocalRun>>> running;
   {
     std::lock_guard lock(mu_);

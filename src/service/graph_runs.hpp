@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "pool/pool_options.hpp"
-#include "scheduler/scheduler.hpp"
+#include "runtime/run.hpp"
 #include "service/lease_book.hpp"
 #include "transport/blob_store.hpp"
 
@@ -33,7 +33,7 @@ struct RunNews {
   gf_status status = GF_OK;  // kRefused
   std::string why;           // kRefused; kFinished: the failure summary
   gf_run_state state = GF_RUN_FAILED;
-  Scheduler::RunSnapshot stats{};
+  RunStats stats{};
   struct Output {
     uint32_t data = 0;
     uint64_t blob_id = 0;  // the client's blob it becomes (kServiceBlobBit set)
@@ -71,8 +71,7 @@ class GraphRuns {
   bool cancel(ClientId client, uint64_t run_id);
   // How far each running run has got: `report(client, run_id, snapshot)` for each. Cheap (the
   // scheduler's counters, no walk over tasks): the loop calls it on its tick.
-  void progress(
-      const std::function<void(ClientId, uint64_t, const Scheduler::RunSnapshot &)> &report);
+  void progress(const std::function<void(ClientId, uint64_t, const RunStats &)> &report);
   // The client left: its runs are cancelled and its pool goes, on the session's thread.
   void client_gone(ClientId client);
   // Ends every session and waits for them (their pools hand their leases back first, so the

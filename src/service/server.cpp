@@ -167,13 +167,9 @@ struct Server::Impl {
     auto next = std::make_shared<Server::BookSnapshot>();
     next->now = now();
     next->backend = backend_name;
-    next->devices = book->devices();
-    next->leases = book->leases();
-    next->queued = book->queued(next->now);
-    next->clients = book->clients(next->now);
-    next->cpus = book->cpus();
-    next->cpus_in_use = book->cpus_in_use().to_double();
-    next->blob_bytes = plane ? plane->tally()->bytes.load() : 0;
+    const std::vector<uint8_t> frame =
+        status_reply_frame(*book, status_context(nullptr), 0, clients_info());
+    next->status.assign(frame.begin() + 4, frame.end());  // the payload, past the length
     std::lock_guard lock(snapshot_mu);
     snapshot = std::move(next);
   }
@@ -790,7 +786,7 @@ struct Server::Impl {
   // Each running graph's counts to its client, when they changed since last time.
   void send_progress() {
     std::map<std::pair<ClientId, uint64_t>, uint64_t> seen;
-    graphs->progress([&](ClientId client, uint64_t run_id, const Scheduler::RunSnapshot &s) {
+    graphs->progress([&](ClientId client, uint64_t run_id, const RunStats &s) {
       auto it = clients.find(client);
       if (it == clients.end() || it->second->closing) return;
       const uint64_t done = s.succeeded + s.failed + s.cancelled + s.attempts;
@@ -865,7 +861,7 @@ struct Server::Impl {
       std::vector<uint64_t> &outputs = c.run_blobs[report];
       for (const RunNews::Output &o : n.outputs) outputs.push_back(o.blob_id);
     }
-    const Scheduler::RunSnapshot &s = n.stats;
+    const RunStats &s = n.stats;
     fb::FlatBufferBuilder b;
     write(c,
           wire::frame_of(b, wire::CreateRunFinished(
@@ -986,18 +982,24 @@ struct Server::Impl {
   }
 
   void status(Client &c, const wire::StatusRequest &r) {
+    write(c, status_reply_frame(*book, status_context(&c), r.request_id(), clients_info()));
+  }
+
+  // What a status reply tells `asker` besides the book; null: the service itself (its dashboard),
+  // which sees every name.
+  StatusContext status_context(const Client *asker) const {
     StatusContext context;
     context.endpoint = endpoint;
     context.service_pid = static_cast<uint32_t>(::getpid());
     context.started_ms = started_ms;
     context.now = now();
-    context.asker_uid = c.peer.uid;
-    context.asker_privileged = c.peer.privileged;
+    context.asker_uid = asker ? asker->peer.uid : 0;
+    context.asker_privileged = asker ? asker->peer.privileged : true;
     context.blob_bytes = plane ? plane->tally()->bytes.load() : 0;
     for (const auto &[id, k] : clients) {
       if (k->blobs) context.data_planes[id] = {k->blobs->transports(), k->blobs->bytes()};
     }
-    write(c, status_reply_frame(*book, context, r.request_id(), clients_info()));
+    return context;
   }
 
   std::map<ClientId, std::pair<Peer, std::string>> clients_info() const {

@@ -57,12 +57,10 @@ class Server {
   struct BookSnapshot {
     double now = 0;  // the book's clock
     std::string backend;
-    std::vector<DeviceView> devices;
-    std::vector<Lease> leases;
-    std::vector<QueuedView> queued;
-    std::vector<ClientView> clients;
-    double cpus = 0, cpus_in_use = 0;
-    uint64_t blob_bytes = 0;  // the data plane's blobs, all clients
+    // The book as status shows it to the service itself (every name shown): a verified Message
+    // holding the StatusReply (service/status_reply.hpp), or its Error should even the reply's
+    // least not fit a frame. status/status_render.hpp renders it.
+    std::vector<uint8_t> status;
   };
   std::shared_ptr<const BookSnapshot> book_snapshot() const;
 

@@ -1,7 +1,9 @@
 // The dashboard's HTTP server under abuse, while a pool keeps completing runs: malformed requests,
 // 64 KiB headers, 200 concurrent connections, clients that never read. Each gets a clean answer
 // or a clean close, never a crash or a hang; the pool's runs keep completing throughout; memory
-// stays bounded; and a well-behaved client is served afterwards.
+// stays bounded; and a well-behaved client is served afterwards. Then what the dashboards
+// show: queue waits measured only while someone observes them, and a service's snapshot in the
+// keys of its status JSON.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -10,9 +12,11 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <regex>
 
 #include "test_support.hpp"
@@ -385,6 +389,128 @@ TEST(Dashboard, TaskMetricsAreLabelledByNamePrefix) {
   EXPECT_EQ(attempts("inc"), 5);
   EXPECT_EQ(attempts("gpu"), 3);
   EXPECT_EQ(attempts("unnamed"), 1);
+}
+
+// A JSON array's text in `json`: the first one under `key`, brackets included ("" when absent).
+// Strings in gpuflow's JSON never hold brackets here (names are plain), so counting them is enough.
+std::string json_array(const std::string &json, const std::string &key) {
+  const auto at = json.find("\"" + key + "\":[");
+  if (at == std::string::npos) return "";
+  const size_t open = json.find('[', at);
+  int depth = 0;
+  for (size_t i = open; i < json.size(); ++i) {
+    if (json[i] == '[') ++depth;
+    if (json[i] == ']' && --depth == 0) return json.substr(open, i - open + 1);
+  }
+  return "";
+}
+
+// A task queued behind a running one on the only worker waits there; the pool's event stream
+// says how long, in gf_event.queue_wait_s, while a subscriber (or a dashboard) observes it.
+TEST(Dashboard, QueueWaitsAreMeasuredWhileObserved) {
+  Pool pool = make_pool(host_config(1, 0));
+  struct Seen {
+    std::mutex mu;
+    double max_wait = 0;
+    int started = 0;
+  } seen;
+  auto on_event = [](const gf_event *e, void *ud) {
+    auto *s = static_cast<Seen *>(ud);
+    if (e->kind != GF_EVENT_TASK_STARTED) return;
+    std::lock_guard lock(s->mu);
+    s->started++;
+    s->max_wait = std::max(s->max_wait, e->queue_wait_s);
+  };
+  GF_ASSERT_OK(gf_pool_set_event_callback(pool.get(), on_event, &seen));
+  auto run_two = [&] {
+    Graph g = make_graph();
+    for (const char *name : {"first", "second"}) {
+      TaskSpec t;
+      t.name = name;
+      t.cpu = [](gf_task_ctx *) {
+        std::this_thread::sleep_for(100ms);
+        return 0;
+      };
+      must_add_task(g.get(), t);
+    }
+    RunPtr r(submit(pool.get(), g.get()));
+    ASSERT_TRUE(r);
+    ASSERT_EQ(gf_run_wait(r.get(), 30000), GF_OK) << last_error();
+  };
+  run_two();
+  {
+    std::lock_guard lock(seen.mu);
+    EXPECT_EQ(seen.started, 2);
+    EXPECT_GE(seen.max_wait, 0.05) << "the second task waited for the first";
+  }
+  // Nobody listens any more, then someone again: waits are measured from then on.
+  GF_ASSERT_OK(gf_pool_set_event_callback(pool.get(), nullptr, nullptr));
+  run_two();
+  seen.max_wait = 0;
+  seen.started = 0;
+  GF_ASSERT_OK(gf_pool_set_event_callback(pool.get(), on_event, &seen));
+  run_two();
+  std::lock_guard lock(seen.mu);
+  EXPECT_EQ(seen.started, 2);
+  EXPECT_GE(seen.max_wait, 0.05);
+}
+
+// A service's dashboard shows its lease book in the keys `gpuflow status --json` prints: the
+// leases of /snapshot.json are those of gf_pool_service_status's JSON, byte for byte, and its
+// metrics count them per client.
+TEST(Dashboard, AServiceSnapshotIsItsStatusJson) {
+  char dir_template[] = "/tmp/gf-dashboard-test-XXXXXX";
+  const std::string dir = mkdtemp(dir_template);
+  const std::string socket = dir + "/gf.sock";
+  gf_pool_config devices = host_config(1, 2);
+  gf_service_config sc = GF_SERVICE_CONFIG_INIT;
+  sc.pool = &devices;
+  sc.socket_path = socket.c_str();
+  sc.dashboard = "127.0.0.1:0";
+  gf_service *service = nullptr;
+  GF_ASSERT_OK(gf_service_start(&service, &sc));
+  const std::string url = gf_service_dashboard_url(service);
+  const auto port = static_cast<uint16_t>(std::stoi(url.substr(url.rfind(':') + 1)));
+  {
+    gf_pool_config pc = host_config(1, 1);
+    pc.endpoint = gf_service_endpoint(service);
+    Pool client = make_pool(pc);
+    ASSERT_TRUE(client);
+    gf_lease_request request = GF_LEASE_REQUEST_INIT;
+    request.gpus = 0.5;
+    request.name = "half";
+    gf_lease *lease = nullptr;
+    GF_ASSERT_OK(gf_lease_acquire(&lease, client.get(), &request, 5000));
+    uint64_t id = 0;
+    GF_ASSERT_OK(gf_lease_info(&id, nullptr, nullptr, lease));
+    auto status_json = [&] {
+      gf_bytes bytes{};
+      EXPECT_EQ(gf_pool_service_status(&bytes, client.get(), GF_STATUS_JSON), GF_OK);
+      std::string json(static_cast<const char *>(bytes.data), bytes.size);
+      gf_bytes_free(&bytes);
+      return json;
+    };
+    const std::string leases = json_array(status_json(), "leases");
+    EXPECT_NE(leases.find("{\"lease_id\":" + std::to_string(id) + ",\"client_id\":"),
+              std::string::npos)
+        << leases;
+    // The service publishes its book every 250 ms.
+    std::string snapshot;
+    EXPECT_TRUE(wait_until([&] {
+      snapshot = get(port, "/snapshot.json").body;
+      return json_array(snapshot, "leases") == leases;
+    })) << snapshot
+        << "\nstatus: " << leases;
+    EXPECT_EQ(snapshot.rfind("{\"kind\":\"service\",\"t\":", 0), 0u) << snapshot;
+    EXPECT_NE(snapshot.find("\"backend\":\"host\",\"endpoint\":"), std::string::npos) << snapshot;
+    const std::string metrics = get(port, "/metrics").body;
+    EXPECT_NE(metrics.find("gpuflow_service_clients 1\n"), std::string::npos) << metrics;
+    const auto shares = metrics.find("gpuflow_service_device_share_in_use{");
+    EXPECT_NE(metrics.find("\"} 0.5\n", shares), std::string::npos) << metrics;
+    GF_ASSERT_OK(gf_lease_release(lease));
+  }
+  gf_service_stop(service);
+  std::system(("rm -rf " + dir).c_str());
 }
 
 }  // namespace

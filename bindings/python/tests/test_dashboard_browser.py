@@ -128,3 +128,42 @@ def test_page_shows_the_running_work_and_updates_live(busy_pool, tmp_path):
     data = open(shot, "rb").read()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 30_000, "a blank page compresses to a few KiB; this one has content"
+
+
+def test_service_page_shows_leases_in_the_status_keys(tmp_path, monkeypatch):
+    """The service's page draws from its status JSON's keys (lease_id, client_id, ordinal):
+    each lease in its table with holder and devices, each on its device's lane, and the queue."""
+    monkeypatch.delenv("GPUFLOW_DASHBOARD", raising=False)
+    monkeypatch.delenv("GPUFLOW_POOL", raising=False)
+    with gpuflow.Service(socket_path=str(tmp_path / "gf.sock"), backend="host",
+                         emulated_devices=2, device_memory=64 << 20, cpu_workers=2,
+                         dashboard="127.0.0.1:0") as svc:
+        with gpuflow.Pool(endpoint=svc.endpoint, cpu_workers=1) as a, \
+                gpuflow.Pool(endpoint=svc.endpoint, cpu_workers=1) as b:
+            with a.lease(gpus=1, name="whole"), a.lease(gpus=0.5, name="half"):
+                waiting = []
+                t = threading.Thread(target=lambda: waiting.append(b.lease(gpus=2, timeout=30)))
+                t.start()
+                status = a.service_status()
+                deadline = time.monotonic() + 10
+                while not status["queued"]:
+                    assert time.monotonic() < deadline, "the second request never queued"
+                    time.sleep(0.05)
+                    status = a.service_status()
+                time.sleep(0.5)  # the service publishes its book every 250 ms
+                dom = _chromium(tmp_path, "--dump-dom", svc.dashboard_url + "?frames=2")
+            t.join(30)
+            waiting[0].release()
+    page = dom.split("<script>")[0]
+    assert _number(page, r'id="kind"[^>]*>([^<]+)<') == "node service (host)"
+    holder = f"pid {os.getpid()} (python)"
+    for lease in status["leases"]:
+        row = re.search(r"<tr><td>#%d</td><td>([^<]*)</td><td>%s</td><td>([^<]*)</td>"
+                        % (lease["lease_id"], lease["name"]), page)
+        assert row, f"lease {lease['lease_id']} not in the table"
+        assert holder in row.group(1)
+        assert row.group(2).startswith("gpu:%d" % lease["devices"][0]["ordinal"])
+    assert "×0.5" in page, "a shared device shows its share"
+    assert int(_number(page, r'id="task-stream"[^>]*data-bars="(\d+)"')) == 2, \
+        "each lease drawn on its device's lane"
+    assert re.search(r"<tr><td>client %d</td>" % status["queued"][0]["client_id"], page)

@@ -1,4 +1,4 @@
-#include "client/status_render.hpp"
+#include "status/status_render.hpp"
 
 #include <cinttypes>
 #include <cstdarg>
@@ -8,17 +8,14 @@
 #include "core/display_text.hpp"
 #include "core/json_text.hpp"
 #include "core/utf8.hpp"
-#include "wire/framing.hpp"
+#include "wire/records.hpp"
 
-namespace gf::client {
+namespace gf::status {
 
 namespace {
 
 namespace fb = flatbuffers;
-
-std::string str(const fb::String *s) {
-  return s ? s->str() : std::string();
-}
+using wire::str;
 
 std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 std::string format(const char *fmt, ...) {
@@ -93,8 +90,7 @@ const char *device_path(const std::string &transports) {
 
 }  // namespace
 
-std::string status_text(const std::vector<uint8_t> &payload) {
-  const wire::StatusReply &s = *wire::message_of(payload)->body_as_StatusReply();
+std::string text(const wire::StatusReply &s) {
   std::string out = format("gpuflow service at %s (pid %u, up %s)\n", str(s.endpoint()).c_str(),
                            s.service_pid(), age_text(s.started_ms()).c_str());
   out += "\nDEVICE  NAME                           MEMORY      IN USE  MEMORY IN USE  UUID\n";
@@ -149,8 +145,7 @@ std::string status_text(const std::vector<uint8_t> &payload) {
   return out;
 }
 
-std::string status_json(const std::vector<uint8_t> &payload) {
-  const wire::StatusReply &s = *wire::message_of(payload)->body_as_StatusReply();
+std::string json_members(const wire::StatusReply &s) {
   auto grants_json = [](const fb::Vector<fb::Offset<wire::DeviceGrant>> *grants) {
     std::string out = "[";
     for (const wire::DeviceGrant *g : items(grants)) {
@@ -161,7 +156,7 @@ std::string status_json(const std::vector<uint8_t> &payload) {
     }
     return out + "]";
   };
-  std::string out = "{\"endpoint\":" + json_quoted(str(s.endpoint())) +
+  std::string out = "\"endpoint\":" + json_quoted(str(s.endpoint())) +
                     ",\"service_pid\":" + std::to_string(s.service_pid()) +
                     ",\"started_ms\":" + std::to_string(s.started_ms()) +
                     ",\"cpus\":" + json_number(s.cpus()) +
@@ -233,7 +228,11 @@ std::string status_json(const std::vector<uint8_t> &payload) {
            ",\"blob_bytes\":" + std::to_string(c->blob_bytes()) + "}";
     first = false;
   }
-  return out + "]}";
+  return out + "]";
 }
 
-}  // namespace gf::client
+std::string json(const wire::StatusReply &reply) {
+  return "{" + json_members(reply) + "}";
+}
+
+}  // namespace gf::status
