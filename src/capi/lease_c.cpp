@@ -7,9 +7,9 @@
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
-#include "client/data_plane_check.hpp"
 #include "client/status_render.hpp"
 #include "core/request_bounds.hpp"
+#include "pool/data_plane_check.hpp"
 
 using namespace gf;
 using namespace gf::capi;
@@ -79,7 +79,7 @@ GF_API gf_status gf_lease_acquire(gf_lease **out, gf_pool *pool, const gf_lease_
     client::LeaseAsk ask = ask_of(r);
     std::shared_ptr<client::Connection> connection = connection_of(pool);
     auto lease = std::make_shared<LeaseObject>();
-    lease->grant = connection->acquire(ask, timeout_ms);
+    lease->grant = connection->leases().acquire(ask, timeout_ms);
     lease->connection = std::move(connection);
     *out = handle_from_bits<gf_lease>(leases().insert(std::move(lease)));
     return GF_OK;
@@ -122,7 +122,7 @@ GF_API gf_status gf_lease_revoked(int32_t *out, const gf_lease *lease) {
   return guard([&] {
     require_out(out, "out");
     const LeaseObject &l = lease_of(lease);
-    *out = l.connection->revoked(l.grant.lease_id) ? 1 : 0;
+    *out = l.connection->leases().revoked(l.grant.lease_id) ? 1 : 0;
     return GF_OK;
   });
 }
@@ -134,7 +134,8 @@ GF_API gf_status gf_lease_bind_process_group(gf_lease *lease, int64_t process_gr
       fail(GF_ERR_INVALID_ARGUMENT,
            "process_group " + std::to_string(process_group) + " is not a process group id");
     }
-    l.connection->bind_process_group(l.grant.lease_id, static_cast<int32_t>(process_group));
+    l.connection->leases().bind_process_group(l.grant.lease_id,
+                                              static_cast<int32_t>(process_group));
     return GF_OK;
   });
 }
@@ -148,7 +149,7 @@ GF_API gf_status gf_lease_release(gf_lease *lease) {
       fail(GF_ERR_SYSTEM, "the gpuflow service at " + l->connection->endpoint() +
                               " is gone; the lease ended with the connection");
     }
-    l->connection->release(l->grant.lease_id);
+    l->connection->leases().release(l->grant.lease_id);
     return GF_OK;
   });
 }
@@ -161,7 +162,7 @@ GF_API gf_status gf_pool_service_status(gf_bytes *out, gf_pool *pool, gf_status_
     if (format != GF_STATUS_TEXT && format != GF_STATUS_JSON) {
       fail(GF_ERR_INVALID_ARGUMENT, "format must be GF_STATUS_TEXT or GF_STATUS_JSON");
     }
-    std::vector<uint8_t> reply = connection_of(pool)->status();
+    std::vector<uint8_t> reply = connection_of(pool)->leases().status();
     std::string text =
         format == GF_STATUS_JSON ? client::status_json(reply) : client::status_text(reply);
     give_text(out, text);
@@ -179,7 +180,7 @@ GF_API gf_status gf_data_plane_check(gf_bytes *out, gf_pool *pool, double second
            "seconds must be between 0 and 3600 (got " + std::to_string(seconds) + ")");
     }
     client::Connection *connection = pool ? connection_of(pool).get() : nullptr;
-    std::string text = client::data_plane_check_json(connection, seconds);
+    std::string text = data_plane_check_json(connection, seconds);
     give_text(out, text);
     return GF_OK;
   });
