@@ -74,8 +74,9 @@ class Session {
   // Before start(): `notice` sees each message of `body` on the reader thread, before an answer
   // among them goes to its call. Must be quick.
   void on(wire::Body body, Notice notice);
-  // Before start(): called once, on the reader thread, with "the gpuflow service at … is gone:
-  // …" when the connection ends; before the calls still waiting are failed.
+  // Before start(): called once, with "the gpuflow service at … is gone: …", on the thread that
+  // saw the connection end (the reader, or a writer whose write failed), in the order registered
+  // and before the calls still waiting are failed.
   void on_close(std::function<void(const std::string &why)> closed);
   void start();
   // Ends the connection and waits for the reader (unless called on it). Idempotent.
