@@ -67,14 +67,14 @@ int main(int argc, char **argv) {
       const int each = std::max(1, iters / in_flight);
       std::vector<std::vector<uint8_t>> buffers(in_flight, std::vector<uint8_t>(size, 7));
       for (int k = 0; k < in_flight; ++k)  // wire-up and first touch outside the timing
-        c->put(1 + k, buffers[k].data(), size);
+        c->blobs().put(1 + k, buffers[k].data(), size);
       std::vector<std::string> errors(in_flight);
       auto t = std::chrono::steady_clock::now();
       std::vector<std::thread> threads;
       for (int k = 0; k < in_flight; ++k) {
         threads.emplace_back([&, k] {
           try {
-            for (int i = 0; i < each; ++i) c->put(1 + k, buffers[k].data(), size);
+            for (int i = 0; i < each; ++i) c->blobs().put(1 + k, buffers[k].data(), size);
           } catch (const gf::Error &e) {
             errors[k] = e.what();
           }
@@ -90,24 +90,24 @@ int main(int argc, char **argv) {
           "{\"what\":\"put\",\"size\":%zu,\"iters\":%.0f,\"in_flight\":%d,\"mib_per_s\":%.1f,"
           "\"usec_per_put\":%.1f,\"transports\":\"%s\"}\n",
           size, puts, in_flight, static_cast<double>(size) * puts / s / (1 << 20), s / puts * 1e6,
-          c->data_plane_transports().c_str());
+          c->blobs().data_plane_transports().c_str());
       return 0;
     }
     if (what == "rtt") {
       const int iters = std::atoi(argv[3]);
       const uint64_t v = 42;
-      c->put(1, &v, sizeof v);
+      c->blobs().put(1, &v, sizeof v);
       std::vector<double> usec;
       for (int i = 0; i < iters; ++i) {
         auto t = std::chrono::steady_clock::now();
-        std::vector<uint8_t> back = c->get(1);
+        std::vector<uint8_t> back = c->blobs().get(1);
         usec.push_back(seconds_since(t) * 1e6);
         if (back.size() != sizeof v) return 1;
       }
       std::vector<double> put_usec;
       for (int i = 0; i < iters; ++i) {
         auto t = std::chrono::steady_clock::now();
-        c->put(1, &v, sizeof v);
+        c->blobs().put(1, &v, sizeof v);
         put_usec.push_back(seconds_since(t) * 1e6);
       }
       std::printf(

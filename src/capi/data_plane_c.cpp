@@ -5,7 +5,7 @@
 #include "capi/bytes.hpp"
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
-#include "client/data_plane_check.hpp"
+#include "pool/data_plane_check.hpp"
 
 using namespace gf;
 using namespace gf::capi;
@@ -22,7 +22,7 @@ GF_API gf_status gf_data_plane_check(gf_bytes *out, gf_pool *pool, double second
            "seconds must be between 0 and 3600 (got " + std::to_string(seconds) + ")");
     }
     client::Connection *connection = pool ? connection_of(pool).get() : nullptr;
-    give_bytes(out, client::data_plane_check_json(connection, seconds));
+    give_bytes(out, data_plane_check_json(connection, seconds));
     return GF_OK;
   });
 }

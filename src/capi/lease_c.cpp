@@ -55,7 +55,7 @@ GF_API gf_status gf_lease_acquire(gf_lease **out, gf_pool *pool, const gf_lease_
     client::LeaseAsk ask = ask_of(r);
     std::shared_ptr<client::Connection> connection = connection_of(pool);
     auto lease = std::make_shared<LeaseObject>();
-    lease->grant = connection->acquire(ask, timeout_ms);
+    lease->grant = connection->leases().acquire(ask, timeout_ms);
     lease->connection = std::move(connection);
     *out = handle_from_bits<gf_lease>(leases().insert(std::move(lease)));
     return GF_OK;
@@ -98,7 +98,7 @@ GF_API gf_status gf_lease_revoked(int32_t *out, const gf_lease *lease) {
   return guard([&] {
     require_out(out, "out");
     const LeaseObject &l = lease_of(lease);
-    *out = l.connection->revoked(l.grant.lease_id) ? 1 : 0;
+    *out = l.connection->leases().revoked(l.grant.lease_id) ? 1 : 0;
     return GF_OK;
   });
 }
@@ -110,7 +110,8 @@ GF_API gf_status gf_lease_bind_process_group(gf_lease *lease, int64_t process_gr
       fail(GF_ERR_INVALID_ARGUMENT,
            "process_group " + std::to_string(process_group) + " is not a process group id");
     }
-    l.connection->bind_process_group(l.grant.lease_id, static_cast<int32_t>(process_group));
+    l.connection->leases().bind_process_group(l.grant.lease_id,
+                                              static_cast<int32_t>(process_group));
     return GF_OK;
   });
 }
@@ -124,7 +125,7 @@ GF_API gf_status gf_lease_release(gf_lease *lease) {
       fail(GF_ERR_SYSTEM, "the gpuflow service at " + l->connection->endpoint() +
                               " is gone; the lease ended with the connection");
     }
-    l->connection->release(l->grant.lease_id);
+    l->connection->leases().release(l->grant.lease_id);
     return GF_OK;
   });
 }

@@ -296,7 +296,7 @@ GF_API gf_status gf_pool_service_status(gf_bytes *out, gf_pool *pool, gf_status_
     if (format != GF_STATUS_TEXT && format != GF_STATUS_JSON) {
       fail(GF_ERR_INVALID_ARGUMENT, "format must be GF_STATUS_TEXT or GF_STATUS_JSON");
     }
-    const std::vector<uint8_t> reply = connection_of(pool)->status();
+    const std::vector<uint8_t> reply = connection_of(pool)->leases().status();
     const wire::StatusReply &book = *wire::message_of(reply)->body_as_StatusReply();
     give_bytes(out, format == GF_STATUS_JSON ? status::json(book) : status::text(book));
     return GF_OK;

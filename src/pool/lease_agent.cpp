@@ -37,7 +37,7 @@ LeaseAgent::LeaseAgent(Scheduler &scheduler, std::shared_ptr<client::Connection>
     slots_.push_back(slot);
     scheduler_.ungrant(d.worker);
   }
-  connection_->on_revoke([mailbox = mailbox_](uint64_t) { mailbox->poke(); });
+  connection_->leases().on_revoke([mailbox = mailbox_](uint64_t) { mailbox->poke(); });
   scheduler_.set_demand_listener([mailbox = mailbox_] { mailbox->poke(); });
   thread_ = std::thread([this] { loop(); });
 }
@@ -70,7 +70,7 @@ void LeaseAgent::stop() {
     scheduler_.ungrant(slot.device.worker);
     if (slot.state == State::kHeld && connection_->alive()) {
       try {
-        connection_->release(slot.lease);
+        connection_->leases().release(slot.lease);
       } catch (const Error &) {
         // The service is gone: the lease ended with the connection.
       }
@@ -135,7 +135,7 @@ void LeaseAgent::step(Slot &slot, double t) {
       }
       ask.name = name_;
       const size_t index = static_cast<size_t>(&slot - slots_.data());
-      connection_->acquire_async(
+      connection_->leases().acquire_async(
           ask, [mailbox = mailbox_, index](const client::Grant *grant, gf_status status,
                                            const std::string &why) {
             {
@@ -148,7 +148,7 @@ void LeaseAgent::step(Slot &slot, double t) {
       return;
     }
     case State::kHeld: {
-      const bool revoked = connection_->revoked(slot.lease);
+      const bool revoked = connection_->leases().revoked(slot.lease);
       const bool busy = scheduler_.has_work(w);
       if (busy) slot.last_busy = t;
       if (!revoked && (busy || t - slot.last_busy < linger_s_)) {
@@ -162,7 +162,7 @@ void LeaseAgent::step(Slot &slot, double t) {
       slot.granted = false;
       if (scheduler_.ungrant(w) > 0) return;
       try {
-        connection_->release(slot.lease);
+        connection_->leases().release(slot.lease);
       } catch (const Error &) {
         // Gone: the lease ended with the connection; the next step fails what waits.
       }

@@ -8,12 +8,12 @@
 #include <cstring>
 #include <thread>
 
-#include "client/message_support.hpp"
 #include "core/error.hpp"
 #include "core/request_bounds.hpp"
 #include "pool/pool_core.hpp"
 #include "serialize/serialize.hpp"
 #include "wire/framing.hpp"
+#include "wire/records.hpp"
 
 namespace gf {
 
@@ -45,9 +45,9 @@ void ServiceRun::start() {
     if (!why.empty()) fail(GF_ERR_INVALID_ARGUMENT, "a graph run in the service: " + why);
   }
   const std::string document = serialize::to_binary(*graph_);
-  const uint64_t blob = connection_->next_blob_id();
-  connection_->put(blob, document.data(), document.size());
-  run_id_ = connection_->next_run_id();
+  const uint64_t blob = connection_->blobs().next_blob_id();
+  connection_->blobs().put(blob, document.data(), document.size());
+  run_id_ = connection_->runs().next_run_id();
   started_ = std::chrono::steady_clock::now();
   // The run keeps itself alive until the service says it ended (or the connection does), so its
   // blobs are always dropped, even when the caller let go of it first. The callback holds no
@@ -55,7 +55,7 @@ void ServiceRun::start() {
   keep_alive_ = shared_from_this();
   // The task count it answers is the graph's (tasks_); the report is checked against the graph.
   try {
-    connection_->submit_graph(
+    connection_->runs().submit_graph(
         run_id_, blob, cwd, log_dir,
         [this](const std::vector<uint8_t> *payload, const std::string &why) {
           finished(payload, why);
@@ -77,7 +77,7 @@ gf_run_state ServiceRun::state() {
 }
 
 void ServiceRun::cancel() {
-  if (state() == GF_RUN_RUNNING) connection_->cancel_run(run_id_);
+  if (state() == GF_RUN_RUNNING) connection_->runs().cancel_run(run_id_);
 }
 
 void ServiceRun::release(std::function<void()> forget) {
@@ -90,7 +90,7 @@ void ServiceRun::release(std::function<void()> forget) {
   if (ended) {
     forget_blobs();
   } else {
-    connection_->cancel_run(run_id_);  // its blobs go when RunFinished comes (finished())
+    connection_->runs().cancel_run(run_id_);  // its blobs go when RunFinished comes (finished())
   }
   forget_after_callback(std::move(forget), ended);
 }
@@ -108,7 +108,7 @@ void ServiceRun::finished(const std::vector<uint8_t> *payload, const std::string
     snapshot.failed = tasks_;
   } else {
     state = static_cast<gf_run_state>(f->state());
-    summary = client::str(f->summary());
+    summary = wire::str(f->summary());
     snapshot = {
         f->tasks(),     f->succeeded(),         f->failed(),   f->cancelled(), f->attempts(),
         f->transfers(), f->bytes_transferred(), f->elapsed_s()};
@@ -142,7 +142,7 @@ void ServiceRun::forget_blobs() {
     outputs_.clear();
     report_ = {};
   }
-  for (uint64_t blob : blobs) connection_->forget_blob(blob);
+  for (uint64_t blob : blobs) connection_->blobs().forget_blob(blob);
 }
 
 void ServiceRun::load_report(std::unique_lock<std::mutex> &lock) {
@@ -162,7 +162,7 @@ void ServiceRun::load_report(std::unique_lock<std::mutex> &lock) {
   std::vector<uint8_t> bytes;
   std::string error;
   try {
-    bytes = connection_->get(report.blob);
+    bytes = connection_->blobs().get(report.blob);
   } catch (const std::exception &e) {
     error = std::string("the per-task report could not be fetched: ") + e.what();
   }
@@ -193,7 +193,7 @@ void ServiceRun::load_report(std::unique_lock<std::mutex> &lock) {
   task_workers_.assign(r->workers()->begin(), r->workers()->end());
   if (r->failures()) {
     for (const wire::TaskFailure *f : *r->failures()) {
-      if (f->task() < tasks) task_errors_[f->task()] = client::str(f->error());
+      if (f->task() < tasks) task_errors_[f->task()] = wire::str(f->error());
     }
   }
   if (r->outputs()) {
@@ -271,7 +271,7 @@ uint64_t ServiceRun::read_buffer(DataIndex d, void *dst, uint64_t capacity) {
     if (output.size) std::memcpy(dst, data.host_bytes, output.size);
     return output.size;
   }
-  std::vector<uint8_t> bytes = connection_->get(output.blob);
+  std::vector<uint8_t> bytes = connection_->blobs().get(output.blob);
   if (bytes.size() != output.size) {
     fail(GF_ERR_SYSTEM, "the service at " + connection_->endpoint() + " sent " +
                             std::to_string(bytes.size()) + " bytes for " + graph_->data_label(d) +

@@ -63,4 +63,14 @@ Grant decode(const LeaseGranted &g) {
   return grant;
 }
 
+Refusal refusal_of(const Message &m) {
+  if (const auto *e = m.body_as_Error())
+    return {static_cast<gf_status>(e->status()), str(e->message())};
+  if (const auto *r = m.body_as_LeaseRefused())
+    return {static_cast<gf_status>(r->status()), str(r->reason())};
+  if (const auto *r = m.body_as_BlobRefused())
+    return {static_cast<gf_status>(r->status()), str(r->message())};
+  return {};
+}
+
 }  // namespace gf::wire

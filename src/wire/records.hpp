@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/refusal.hpp"
 #include "wire/framing.hpp"
 
 namespace gf::wire {
@@ -64,5 +65,9 @@ flatbuffers::Offset<DeviceGrant> encode(flatbuffers::FlatBufferBuilder &b, const
 flatbuffers::Offset<LeaseGranted> encode(flatbuffers::FlatBufferBuilder &b, uint64_t request_id,
                                          const Grant &grant);
 Grant decode(const LeaseGranted &g);
+
+// The refusal an answer carries (Error, LeaseRefused, BlobRefused) with the service's gf_status,
+// so that it stays typed up to gf::Error; not refused (GF_OK) for any other body.
+Refusal refusal_of(const Message &m);
 
 }  // namespace gf::wire

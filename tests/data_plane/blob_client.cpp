@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
       }
       auto c = gf::client::Connection::open(endpoint, "nobody", 1);
       try {
-        c->open_data_plane();
+        c->blobs().open_data_plane();
         say("opened");
       } catch (const gf::Error &e) {
         say("refused " + std::to_string(e.status()) + " " + e.what());
@@ -51,15 +51,15 @@ int main(int argc, char **argv) {
     auto c = gf::client::Connection::open(endpoint, "blob_client " + mode, 1);
     const std::vector<uint8_t> bytes = pattern(size, size);
     if (mode == "roundtrip") {
-      c->put(1, bytes.data(), bytes.size());
-      say(c->get(1) == bytes ? "ok" : "mismatch");
+      c->blobs().put(1, bytes.data(), bytes.size());
+      say(c->blobs().get(1) == bytes ? "ok" : "mismatch");
     } else if (mode == "stall") {
-      c->announce_put(1, size);
+      c->blobs().announce_put(1, size);
       say("announced");
       for (;;) ::pause();
     } else if (mode == "loop") {
       for (int n = 1;; ++n) {
-        c->put(1, bytes.data(), bytes.size());
+        c->blobs().put(1, bytes.data(), bytes.size());
         say("put " + std::to_string(n));
       }
     } else {

@@ -104,12 +104,13 @@ TEST_F(RemoteClientTest, RoundTripsFromZeroBytesTo256MiBThroughTheRelay) {
   for (size_t size : {size_t{0}, size_t{1}, size_t{64} << 10, size_t{1} << 20, size_t{16} << 20,
                       size_t{256} << 20}) {
     const std::vector<uint8_t> bytes = pattern(size, size + 3);
-    c->put(blob, bytes.data(), bytes.size());
-    EXPECT_EQ(first_difference(bytes, c->get(blob)), "") << size << " bytes";
-    c->drop_blob(blob++);
+    c->blobs().put(blob, bytes.data(), bytes.size());
+    EXPECT_EQ(first_difference(bytes, c->blobs().get(blob)), "") << size << " bytes";
+    c->blobs().drop_blob(blob++);
   }
   // The client's side of the data plane is UCX's TCP; the service reports the relayed path.
-  EXPECT_TRUE(contains(c->data_plane_transports(), "tcp")) << c->data_plane_transports();
+  EXPECT_TRUE(contains(c->blobs().data_plane_transports(), "tcp"))
+      << c->blobs().data_plane_transports();
   EXPECT_TRUE(contains(remote.log(), "has a data plane (tcp (relayed))")) << remote.log();
   EXPECT_EQ(children_named(remote.pid(), "gpuflow-relay").size(), 1u);
   // The status shows the remote client as who it says it is, at its address.
@@ -324,8 +325,8 @@ TEST_F(RemoteClientTest, WrongTokensAndGarbageAreRefusedWithoutHarm) {
       << remote.log();
   ASSERT_NE(c, nullptr);
   const std::vector<uint8_t> bytes = pattern(1000, 1);
-  c->put(1, bytes.data(), bytes.size());
-  EXPECT_EQ(c->get(1), bytes);
+  c->blobs().put(1, bytes.data(), bytes.size());
+  EXPECT_EQ(c->blobs().get(1), bytes);
 }
 
 TEST_F(RemoteClientTest, TheTokenFileIsMadePrivateAndAReadableOneIsRefused) {
@@ -368,7 +369,7 @@ TEST_F(RemoteClientTest, ARelayThatCannotServeIsRefusedNamingWhy) {
     ASSERT_TRUE(remote.ready()) << remote.log();
     auto c = remote.connect("unlucky");
     try {
-      c->open_data_plane();
+      c->blobs().open_data_plane();
       ADD_FAILURE() << k.relay << ": a data plane opened";
     } catch (const gf::Error &e) {
       EXPECT_TRUE(contains(e.what(), k.expected)) << k.relay << ": " << e.what();
@@ -376,7 +377,7 @@ TEST_F(RemoteClientTest, ARelayThatCannotServeIsRefusedNamingWhy) {
     if (k.relay == "/bin/false") {
       // Asked again, the service tries again (not "you already have a data plane").
       try {
-        c->open_data_plane();
+        c->blobs().open_data_plane();
         ADD_FAILURE() << "a data plane opened through /bin/false";
       } catch (const gf::Error &e) {
         EXPECT_TRUE(contains(e.what(), k.expected)) << "again: " << e.what();
@@ -389,7 +390,7 @@ TEST_F(RemoteClientTest, ARelayThatCannotServeIsRefusedNamingWhy) {
         },
         5000))
         << k.relay;
-    EXPECT_NO_THROW(c->status()) << k.relay;
+    EXPECT_NO_THROW(c->leases().status()) << k.relay;
   }
 }
 
@@ -398,14 +399,14 @@ TEST_F(RemoteClientTest, AKilledRelayFailsItsClientsTransfersNamingIt) {
   ASSERT_TRUE(remote.ready()) << remote.log();
   auto c = remote.connect("victim");
   const std::vector<uint8_t> bytes = pattern(4 << 20, 5);
-  c->put(1, bytes.data(), bytes.size());
+  c->blobs().put(1, bytes.data(), bytes.size());
   std::vector<pid_t> relays = children_named(remote.pid(), "gpuflow-relay");
   ASSERT_EQ(relays.size(), 1u);
   ::kill(relays[0], SIGKILL);
   ASSERT_TRUE(wait_for([&] { return contains(remote.log(), "relay (pid"); }, 5000)) << remote.log();
   EXPECT_TRUE(contains(remote.log(), "killed by signal 9")) << remote.log();
   try {
-    c->get(1);
+    c->blobs().get(1);
     ADD_FAILURE() << "a get went through a dead relay";
   } catch (const gf::Error &e) {
     EXPECT_EQ(e.status(), GF_ERR_SYSTEM);
@@ -414,22 +415,22 @@ TEST_F(RemoteClientTest, AKilledRelayFailsItsClientsTransfersNamingIt) {
         << e.what();
   }
   // Its control connection, the service and other remote clients carry on.
-  EXPECT_NO_THROW(c->status());
+  EXPECT_NO_THROW(c->leases().status());
   auto other = remote.connect("bystander");
-  other->put(1, bytes.data(), bytes.size());
-  EXPECT_EQ(first_difference(other->get(1), bytes), "");
+  other->blobs().put(1, bytes.data(), bytes.size());
+  EXPECT_EQ(first_difference(other->blobs().get(1), bytes), "");
   // And the client gets a new data plane (a new relay) once it knows its old one failed: a put
   // that finds out fails saying why, and the next goes through.
   std::string failures;
   for (int attempt = 0; attempt < 3; ++attempt) {
     try {
-      c->put(2, bytes.data(), bytes.size());
+      c->blobs().put(2, bytes.data(), bytes.size());
       break;
     } catch (const gf::Error &e) {
       failures += std::string(e.what()) + "\n";
     }
   }
-  EXPECT_EQ(first_difference(c->get(2), bytes), "") << failures << remote.log();
+  EXPECT_EQ(first_difference(c->blobs().get(2), bytes), "") << failures << remote.log();
   EXPECT_LE(std::count(failures.begin(), failures.end(), '\n'), 1) << failures;
   const std::vector<pid_t> now = children_named(remote.pid(), "gpuflow-relay");
   EXPECT_EQ(now.size(), 2u) << "the bystander's relay and the new one";
@@ -445,15 +446,15 @@ TEST_F(RemoteClientTest, BytesUnderAnotherClientsTagEndOnlyTheSendersRelay) {
   auto victim = remote.connect("victim");
   auto sender = remote.connect("sender");
   const std::vector<uint8_t> bytes = pattern(4096, 5);
-  victim->put(1, bytes.data(), bytes.size());
-  gf::client::Connection::PutTicket ticket = sender->announce_put(1, bytes.size());
+  victim->blobs().put(1, bytes.data(), bytes.size());
+  gf::client::BlobClient::PutTicket ticket = sender->blobs().announce_put(1, bytes.size());
   ticket.tag = (uint64_t{victim->welcome().client_id} << 32) | 77;
-  EXPECT_THROW(sender->finish_put(ticket, bytes.data()), gf::Error);
+  EXPECT_THROW(sender->blobs().finish_put(ticket, bytes.data()), gf::Error);
   EXPECT_TRUE(wait_for([&] { return contains(remote.log(), "outside its tag space"); }, 5000))
       << remote.log();
-  EXPECT_EQ(first_difference(victim->get(1), bytes), "");
-  victim->put(2, bytes.data(), bytes.size());
-  EXPECT_EQ(first_difference(victim->get(2), bytes), "");
+  EXPECT_EQ(first_difference(victim->blobs().get(1), bytes), "");
+  victim->blobs().put(2, bytes.data(), bytes.size());
+  EXPECT_EQ(first_difference(victim->blobs().get(2), bytes), "");
 }
 
 TEST_F(RemoteClientTest, AClientKilledMidTransferLeavesNothingBehind) {
@@ -473,8 +474,8 @@ TEST_F(RemoteClientTest, AClientKilledMidTransferLeavesNothingBehind) {
   EXPECT_TRUE(contains(json, "\"blob_bytes\":0")) << json;
   auto c = remote.connect("after");
   const std::vector<uint8_t> bytes = pattern(1 << 20, 9);
-  c->put(1, bytes.data(), bytes.size());
-  EXPECT_EQ(first_difference(c->get(1), bytes), "");
+  c->blobs().put(1, bytes.data(), bytes.size());
+  EXPECT_EQ(first_difference(c->blobs().get(1), bytes), "");
 }
 
 // A remote client whose graph holds a device when the client is killed: the service hears the

@@ -39,7 +39,7 @@ struct PlaneStatus {
 };
 
 PlaneStatus plane_status(gf::client::Connection &c) {
-  std::vector<uint8_t> payload = c.status();
+  std::vector<uint8_t> payload = c.leases().status();
   const gf::wire::StatusReply &s = *gf::wire::message_of(payload)->body_as_StatusReply();
   PlaneStatus out;
   out.blob_bytes = s.blob_bytes();
@@ -74,8 +74,8 @@ class TransportTest : public ::testing::Test {
 
 void round_trip(gf::client::Connection &c, uint64_t blob, size_t size) {
   const std::vector<uint8_t> bytes = pattern(size, size + 7);
-  c.put(blob, bytes.data(), bytes.size());
-  const std::vector<uint8_t> back = c.get(blob);
+  c.blobs().put(blob, bytes.data(), bytes.size());
+  const std::vector<uint8_t> back = c.blobs().get(blob);
   EXPECT_EQ(first_difference(bytes, back), "") << "blob of " << size << " bytes";
 }
 
@@ -99,9 +99,9 @@ TEST_F(TransportTest, RoundTripsFromZeroBytesTo16MiB) {
   const std::string transports = s.transports[::getpid()];
   EXPECT_NE(transports, "");
   EXPECT_EQ(transports.find("tcp"), std::string::npos) << transports;
-  EXPECT_EQ(c->data_plane_transports(), c->data_plane_transports());
+  EXPECT_EQ(c->blobs().data_plane_transports(), c->blobs().data_plane_transports());
   std::printf("UCX transports: service side '%s', client side '%s'\n", transports.c_str(),
-              c->data_plane_transports().c_str());
+              c->blobs().data_plane_transports().c_str());
   auto [rc, json] = run_cli(dir, {"status", "--json", "--pool", service.endpoint()});
   EXPECT_EQ(rc, 0) << json;
   EXPECT_TRUE(contains(json, "\"data_plane\":\"" + transports + "\"")) << json;
@@ -112,12 +112,12 @@ TEST_F(TransportTest, RoundTripsFromZeroBytesTo16MiB) {
   auto [text_rc, text] = run_cli(dir, {"status", "--pool", service.endpoint()});
   EXPECT_EQ(text_rc, 0) << text;
   EXPECT_TRUE(contains(text, cuda ? " cuda " : " host-staged ")) << text;
-  for (uint64_t b = 1; b < blob; ++b) c->drop_blob(b);
+  for (uint64_t b = 1; b < blob; ++b) c->blobs().drop_blob(b);
   EXPECT_EQ(plane_status(*c).blob_bytes, 0u);
   // A put that replaces a blob, and a blob got twice.
   round_trip(*c, 9, 1000);
   round_trip(*c, 9, 3000);
-  EXPECT_EQ(c->get(9), c->get(9));
+  EXPECT_EQ(c->blobs().get(9), c->blobs().get(9));
   c.reset();
   const int64_t start = now_ns();
   while (!contains(service.log(), "data plane closed, 3000 blob byte(s) freed") &&
@@ -191,14 +191,14 @@ TEST_F(TransportTest, ServiceKilledMidGetFailsNamingIt) {
   ASSERT_TRUE(service.ready()) << service.log();
   auto c = gf::client::Connection::open(service.endpoint(), "transport_test", 1);
   const std::vector<uint8_t> bytes = pattern(size_t{64} << 20, 3);
-  c->put(1, bytes.data(), bytes.size());
+  c->blobs().put(1, bytes.data(), bytes.size());
   std::atomic<int> gets{0};
   std::atomic<int64_t> failed_at{0};
   std::string error;
   std::thread getter([&] {
     try {
       for (;;) {
-        c->get(1);
+        c->blobs().get(1);
         ++gets;
       }
     } catch (const gf::Error &e) {
@@ -216,8 +216,8 @@ TEST_F(TransportTest, ServiceKilledMidGetFailsNamingIt) {
   EXPECT_TRUE(contains(error, service.endpoint())) << error;
   EXPECT_LT((failed_at.load() - killed_at) / 1000000, 2000 * kTimeFactor) << error;
   // Every later call fails the same way, at once.
-  EXPECT_THROW(c->get(1), gf::Error);
-  EXPECT_THROW(c->put(2, bytes.data(), 10), gf::Error);
+  EXPECT_THROW(c->blobs().get(1), gf::Error);
+  EXPECT_THROW(c->blobs().put(2, bytes.data(), 10), gf::Error);
 }
 
 // ---- Security: no network socket ----
@@ -249,17 +249,17 @@ TEST_F(TransportTest, GarbageIsRefusedWithoutHarm) {
   Service service(dir, 1);
   ASSERT_TRUE(service.ready()) << service.log();
   auto c = gf::client::Connection::open(service.endpoint(), "transport_test", 1);
-  const uint64_t cap = c->blob_cap();
+  const uint64_t cap = c->blobs().blob_cap();
   // An absurd size: over the cap.
   try {
-    c->announce_put(1, cap + 1);
+    c->blobs().announce_put(1, cap + 1);
     ADD_FAILURE() << "a put over the cap was accepted";
   } catch (const gf::Error &e) {
     EXPECT_EQ(e.status(), GF_ERR_INVALID_ARGUMENT);
     EXPECT_TRUE(contains(e.what(), "cap")) << e.what();
   }
   try {
-    c->announce_put(1, ~uint64_t{0});
+    c->blobs().announce_put(1, ~uint64_t{0});
     ADD_FAILURE() << "a put of 2^64-1 bytes was accepted";
   } catch (const gf::Error &e) {
     EXPECT_TRUE(contains(e.what(), "cap")) << e.what();
@@ -267,7 +267,7 @@ TEST_F(TransportTest, GarbageIsRefusedWithoutHarm) {
   // A tag outside the client's space (another client's, or 0).
   for (uint64_t tag : {uint64_t{1}, (uint64_t{c->welcome().client_id} + 1) << 32}) {
     try {
-      c->announce_put(1, 10, tag);
+      c->blobs().announce_put(1, 10, tag);
       ADD_FAILURE() << "tag " << tag << " was accepted";
     } catch (const gf::Error &e) {
       EXPECT_TRUE(contains(e.what(), "tag space")) << e.what();
@@ -275,16 +275,16 @@ TEST_F(TransportTest, GarbageIsRefusedWithoutHarm) {
   }
   // An unknown blob.
   try {
-    c->get(77);
+    c->blobs().get(77);
     ADD_FAILURE() << "an unknown blob was sent";
   } catch (const gf::Error &e) {
     EXPECT_EQ(e.status(), GF_ERR_NOT_FOUND);
     EXPECT_TRUE(contains(e.what(), "no blob 77")) << e.what();
   }
-  EXPECT_THROW(c->drop_blob(77), gf::Error);
+  EXPECT_THROW(c->blobs().drop_blob(77), gf::Error);
   // Still fine afterwards, and nothing held.
   round_trip(*c, 1, 4096);
-  c->drop_blob(1);
+  c->blobs().drop_blob(1);
   EXPECT_EQ(plane_status(*c).blob_bytes, 0u);
 }
 
@@ -345,9 +345,10 @@ TEST_F(TransportTest, PutsInFlightAreBounded) {
   {
     auto c = gf::client::Connection::open(service.endpoint(), "transport_test", 1);
     const size_t limit = gf::transport::BlobHost::kMaxPutsInFlight;
-    for (size_t i = 0; i < limit; ++i) ASSERT_NO_THROW(c->announce_put(1000 + i, i % 2 ? 0 : 16));
+    for (size_t i = 0; i < limit; ++i)
+      ASSERT_NO_THROW(c->blobs().announce_put(1000 + i, i % 2 ? 0 : 16));
     try {
-      c->announce_put(1, 0);
+      c->blobs().announce_put(1, 0);
       ADD_FAILURE() << "put " << limit + 1 << " in flight was accepted";
     } catch (const gf::Error &e) {
       EXPECT_TRUE(contains(e.what(), "too many puts in flight")) << e.what();
@@ -426,12 +427,12 @@ TEST_F(TransportTest, BytesWithTheWrongTagTimeOut) {
   };
   auto server = gf::service::Server::start(options);
   auto c = gf::client::Connection::open(server->endpoint(), "wrong tag", 1);
-  gf::client::Connection::PutTicket t = c->announce_put(1, 100);
+  gf::client::BlobClient::PutTicket t = c->blobs().announce_put(1, 100);
   const std::vector<uint8_t> bytes = pattern(100, 1);
-  gf::client::Connection::PutTicket wrong = t;
+  gf::client::BlobClient::PutTicket wrong = t;
   wrong.tag = t.tag + 1;
   try {
-    c->finish_put(wrong, bytes.data());
+    c->blobs().finish_put(wrong, bytes.data());
     ADD_FAILURE() << "a put whose bytes never matched succeeded";
   } catch (const gf::Error &e) {
     EXPECT_TRUE(contains(e.what(), "no bytes with tag " + std::to_string(t.tag))) << e.what();
@@ -458,20 +459,20 @@ TEST_F(TransportTest, RefusedPutsDrainTheirBytesAndTheDataPlaneGoesOn) {
   auto server = gf::service::Server::start(options);
   auto c = gf::client::Connection::open(server->endpoint(), "drain", 1);
   const std::vector<uint8_t> kept = pattern((4 << 20) - 100, 3);
-  c->put(1, kept.data(), kept.size());
+  c->blobs().put(1, kept.data(), kept.size());
   for (size_t size : {size_t{200}, size_t{3} << 19, size_t{200}, size_t{3} << 19}) {
     const std::vector<uint8_t> bytes = pattern(size, size);
     try {
-      c->put(2, bytes.data(), bytes.size());
+      c->blobs().put(2, bytes.data(), bytes.size());
       ADD_FAILURE() << "a put of " << size << " bytes past the cap was accepted";
     } catch (const gf::Error &e) {
       EXPECT_EQ(e.status(), GF_ERR_INVALID_ARGUMENT) << e.what();
       EXPECT_TRUE(contains(e.what(), "cap")) << e.what();
     }
   }
-  EXPECT_EQ(first_difference(kept, c->get(1)), "");
+  EXPECT_EQ(first_difference(kept, c->blobs().get(1)), "");
   EXPECT_EQ(plane_status(*c).client_bytes[::getpid()], kept.size());
-  c->drop_blob(1);
+  c->blobs().drop_blob(1);
   round_trip(*c, 2, 3 << 19);
   EXPECT_EQ(plane_status(*c).client_bytes[::getpid()], size_t{3} << 19);
   c.reset();

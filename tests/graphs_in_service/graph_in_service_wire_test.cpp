@@ -17,7 +17,7 @@ namespace {
 // ---- GraphSubmit messages no C ABI call sends ----
 
 uint64_t service_blob_bytes(gf::client::Connection &c) {
-  std::vector<uint8_t> payload = c.status();
+  std::vector<uint8_t> payload = c.leases().status();
   return gf::wire::message_of(payload)->body_as_StatusReply()->blob_bytes();
 }
 
@@ -25,7 +25,7 @@ uint64_t service_blob_bytes(gf::client::Connection &c) {
 std::string refusal(gf::client::Connection &c, uint64_t run_id, uint64_t blob,
                     const std::string &cwd, std::atomic<int> &finished_calls) {
   try {
-    c.submit_graph(
+    c.runs().submit_graph(
         run_id, blob, cwd, "",
         [&finished_calls](const std::vector<uint8_t> *, const std::string &) { finished_calls++; });
   } catch (const gf::Error &e) {
@@ -55,7 +55,7 @@ TEST(GraphInServiceWire, GarbageSubmissionsAreRefusedWithoutHarm) {
   ASSERT_TRUE(service.ready()) << service.log();
   auto c = gf::client::Connection::open(service.endpoint(), "graph_in_service_wire", 1);
   ASSERT_TRUE(c->welcome().data_plane);
-  c->open_data_plane();  // what a client's first put does
+  c->blobs().open_data_plane();  // what a client's first put does
   std::atomic<int> finished{0};
   uint64_t run = 1;
 
@@ -75,18 +75,18 @@ TEST(GraphInServiceWire, GarbageSubmissionsAreRefusedWithoutHarm) {
   };
   uint64_t blob = 100;
   for (const auto &[what, bytes] : garbage) {
-    c->put(blob, bytes.data(), bytes.size());
+    c->blobs().put(blob, bytes.data(), bytes.size());
     why = refusal(*c, run++, blob, "", finished);
     EXPECT_EQ(why.rfind("GF_ERR_INVALID_GRAPH: ", 0), 0u) << what << ": " << why;
-    EXPECT_THROW(c->get(blob), gf::Error) << what << ": the document blob is consumed";
+    EXPECT_THROW(c->blobs().get(blob), gf::Error) << what << ": the document blob is consumed";
     ++blob;
   }
   const std::string unknown = valid_document("other.kernel");
-  c->put(blob, unknown.data(), unknown.size());
+  c->blobs().put(blob, unknown.data(), unknown.size());
   why = refusal(*c, run++, blob++, "", finished);
   EXPECT_EQ(why.rfind("GF_ERR_NOT_FOUND: ", 0), 0u) << why;
   EXPECT_TRUE(contains(why, "other.kernel")) << why;
-  c->put(blob, valid.data(), valid.size());
+  c->blobs().put(blob, valid.data(), valid.size());
   why = refusal(*c, run++, blob++, "relative/dir", finished);
   EXPECT_EQ(why.rfind("GF_ERR_INVALID_ARGUMENT: ", 0), 0u) << why;
   EXPECT_TRUE(contains(why, "working directory")) << why;
@@ -99,9 +99,9 @@ TEST(GraphInServiceWire, GarbageSubmissionsAreRefusedWithoutHarm) {
   std::condition_variable cv;
   bool ended = false;
   std::vector<uint8_t> payload;
-  c->put(blob, valid.data(), valid.size());
-  const uint64_t tasks =
-      c->submit_graph(run, blob, "/", "", [&](const std::vector<uint8_t> *p, const std::string &) {
+  c->blobs().put(blob, valid.data(), valid.size());
+  const uint64_t tasks = c->runs().submit_graph(
+      run, blob, "/", "", [&](const std::vector<uint8_t> *p, const std::string &) {
         std::lock_guard lock(mu);
         if (p) payload = *p;
         ended = true;
@@ -120,7 +120,7 @@ TEST(GraphInServiceWire, GarbageSubmissionsAreRefusedWithoutHarm) {
   EXPECT_EQ(f->succeeded(), 1u);
   // The report lists the outputs, each a blob of this client.
   ASSERT_NE(f->report_blob(), 0u);
-  const std::vector<uint8_t> report_bytes = c->get(f->report_blob());
+  const std::vector<uint8_t> report_bytes = c->blobs().get(f->report_blob());
   EXPECT_EQ(report_bytes.size(), f->report_size());
   flatbuffers::Verifier verifier(report_bytes.data(), report_bytes.size());
   ASSERT_TRUE(verifier.VerifyBuffer<gf::wire::RunReport>(nullptr));
@@ -128,18 +128,18 @@ TEST(GraphInServiceWire, GarbageSubmissionsAreRefusedWithoutHarm) {
   ASSERT_TRUE(report->outputs());
   ASSERT_EQ(report->outputs()->size(), 1u);
   const uint64_t output_blob = report->outputs()->Get(0)->blob_id();
-  const std::vector<uint8_t> out = c->get(output_blob);
+  const std::vector<uint8_t> out = c->blobs().get(output_blob);
   ASSERT_EQ(out.size(), 8u);
   int64_t v = 0;
   std::memcpy(&v, out.data(), 8);
   EXPECT_EQ(v, 42);
   // Dropping the report drops the outputs it lists.
-  c->drop_blob(f->report_blob());
-  EXPECT_THROW(c->get(output_blob), gf::Error);
+  c->blobs().drop_blob(f->report_blob());
+  EXPECT_THROW(c->blobs().get(output_blob), gf::Error);
 
   // Another client is unaffected.
   auto other = gf::client::Connection::open(service.endpoint(), "other", 1);
-  other->put(1, valid.data(), valid.size());
+  other->blobs().put(1, valid.data(), valid.size());
   EXPECT_EQ(refusal(*other, 1, 1, "/", finished), "");
 }
 

@@ -330,7 +330,7 @@ TEST_F(BoundsTest, TheClientNeverWritesAFrameOverTheLimit) {
   huge.gpus = 1;
   huge.name.assign(wire::kMaxFrame, 'n');  // the other fields make the frame larger still
   try {
-    connection->acquire(huge, -1);
+    connection->leases().acquire(huge, -1);
     ADD_FAILURE() << "a LeaseRequest over the frame limit was sent";
   } catch (const gf::Error &e) {
     EXPECT_EQ(e.status(), GF_ERR_INVALID_ARGUMENT) << e.what();
@@ -342,7 +342,7 @@ TEST_F(BoundsTest, TheClientNeverWritesAFrameOverTheLimit) {
   // The same through the asynchronous path a connected pool's lease agent takes.
   std::mutex mu;
   std::optional<std::pair<gf_status, std::string>> answer;
-  connection->acquire_async(
+  connection->leases().acquire_async(
       huge, [&](const gf::client::Grant *, gf_status status, const std::string &why) {
         std::lock_guard lock(mu);
         answer.emplace(status, why);
@@ -357,7 +357,7 @@ TEST_F(BoundsTest, TheClientNeverWritesAFrameOverTheLimit) {
   fine.gpus = 1;
   fine.name = "fine";
   try {
-    connection->acquire(fine, -1);
+    connection->leases().acquire(fine, -1);
     ADD_FAILURE() << "the stand-in granted a lease";
   } catch (const gf::Error &e) {
     EXPECT_EQ(e.status(), GF_ERR_INFEASIBLE) << e.what();

@@ -1,4 +1,4 @@
-#include "client/data_plane_check.hpp"
+#include "pool/data_plane_check.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 #include "core/json_text.hpp"
 #include "transport/inventory.hpp"
 
-namespace gf::client {
+namespace gf {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -64,7 +64,7 @@ struct Timing {
   double put_s = 0, get_s = 0;
 };
 
-Timing measure(Connection &c, size_t size, double budget) {
+Timing measure(client::BlobClient &c, size_t size, double budget) {
   const std::vector<uint8_t> sent = pattern(size);
   std::vector<double> puts, gets;
   const auto begin = Clock::now();
@@ -89,10 +89,10 @@ Timing measure(Connection &c, size_t size, double budget) {
 
 }  // namespace
 
-std::string data_plane_check_json(Connection *connection, double seconds) {
+std::string data_plane_check_json(client::Connection *connection, double seconds) {
   std::string out = "{" + inventory_json();
   if (!connection) return out + "}";
-  Connection &c = *connection;
+  client::BlobClient &c = connection->blobs();
   c.open_data_plane();
   out += ",\"data_plane\":{\"transports\":" + json_quoted(c.data_plane_transports());
   const uint64_t cap = c.blob_cap();
@@ -113,4 +113,4 @@ std::string data_plane_check_json(Connection *connection, double seconds) {
   return out + "]}}";
 }
 
-}  // namespace gf::client
+}  // namespace gf
