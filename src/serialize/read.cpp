@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/bytes_text.hpp"
 #include "core/error.hpp"
 #include "core/utf8.hpp"
 #include "serialize/base64.hpp"
@@ -212,9 +213,7 @@ uint64_t heap_of(uint64_t n) {
 }
 
 std::string mib(uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return text;
+  return bytes_text(static_cast<double>(bytes));
 }
 
 // What reading `doc` will allocate, counted before anything is: FlatBuffers lets many entries

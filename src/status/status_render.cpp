@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "core/bytes_text.hpp"
 #include "core/display_text.hpp"
 #include "core/json_text.hpp"
 #include "core/utf8.hpp"
@@ -28,11 +29,7 @@ std::string format(const char *fmt, ...) {
 }
 
 std::string bytes_text(uint64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) v /= 1024, ++u;
-  return u == 0 ? format("%" PRIu64 " B", bytes) : format("%.1f %s", v, units[u]);
+  return gf::bytes_text(static_cast<double>(bytes));
 }
 
 std::string age_text(int64_t since_ms) {

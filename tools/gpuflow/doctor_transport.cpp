@@ -1,6 +1,6 @@
 #include "doctor_transport.hpp"
 
-#include "bytes_text.hpp"
+#include "core/bytes_text.hpp"
 
 #include <cstdio>
 #include <map>
@@ -89,7 +89,7 @@ void print_data_plane_check(gf_pool *pool, double seconds,
                       : " (shared memory only: docs/transport.md, \"Trust\")"));
   for (const auto &r : plane.value("results", nlohmann::json::array())) {
     const double bytes = r.value("bytes", 0.0);
-    std::string text = "data plane " + bytes_text(bytes) + " blobs, content checked, " +
+    std::string text = "data plane " + gf::bytes_text(bytes) + " blobs, content checked, " +
                        std::to_string(r.value("repeats", 0)) + " round trip(s): ";
     if (bytes <= 64) {
       text += "put " + time_text(r.value("put_s", 0.0)) + ", get " +

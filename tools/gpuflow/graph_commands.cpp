@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#include "bytes_text.hpp"
+#include "core/bytes_text.hpp"
 #include "exit_codes.hpp"
 #include "graph_document.hpp"
 #include "local_pool.hpp"
@@ -31,8 +31,8 @@ void print_devices(const PoolOptions &o, gf_pool *pool) {
     if (gf_pool_device_info(&info, pool, d) != GF_OK) continue;
     std::printf("  %d  %-24s %s  memory %s (pool %s)%s%s\n", info.ordinal,
                 info.name ? info.name : "?", info.emulated ? "emulated" : "cuda",
-                bytes_text(static_cast<double>(info.total_memory)).c_str(),
-                bytes_text(static_cast<double>(info.pool_memory)).c_str(),
+                gf::bytes_text(static_cast<double>(info.total_memory)).c_str(),
+                gf::bytes_text(static_cast<double>(info.pool_memory)).c_str(),
                 info.uuid && *info.uuid ? "  " : "", info.uuid ? info.uuid : "");
   }
 }
@@ -51,7 +51,7 @@ void print_workers(gf_pool *pool) {
       gf_ledger_entry e = GF_LEDGER_ENTRY_INIT;
       if (gf_pool_ledger_entry(&e, pool, w, i) != GF_OK) continue;
       if (std::strcmp(e.resource, "gpu_memory") == 0) {
-        std::printf(" %s=%s", e.resource, bytes_text(e.capacity).c_str());
+        std::printf(" %s=%s", e.resource, gf::bytes_text(e.capacity).c_str());
       } else {
         std::printf(" %s=%g", e.resource, e.capacity);
       }

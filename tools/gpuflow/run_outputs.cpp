@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "bytes_text.hpp"
+#include "core/bytes_text.hpp"
 
 namespace gpuflow_cli {
 
@@ -80,7 +80,7 @@ void show_outputs(gf_run *run, gf_graph *graph, const GraphNames &names) {
     std::printf("  %s: %" PRIu64 " byte%s", name, size, size == 1 ? "" : "s");
     constexpr uint64_t kSmall = 256;
     if (size == 0 || size > kSmall) {
-      if (size > kSmall) std::printf(" (%s)", bytes_text(static_cast<double>(size)).c_str());
+      if (size > kSmall) std::printf(" (%s)", gf::bytes_text(static_cast<double>(size)).c_str());
       std::printf("\n");
       continue;
     }

@@ -3,7 +3,7 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "bytes_text.hpp"
+#include "core/bytes_text.hpp"
 
 namespace gpuflow_cli {
 
@@ -14,7 +14,8 @@ void print_summary(const gf_run_stats &stats, const TaskTrace &trace, gf_pool *p
               stats.elapsed_s);
   trace.print_summary(pool, stats.elapsed_s);
   std::printf("moved %s in %" PRIu64 " transfers\n",
-              bytes_text(static_cast<double>(stats.bytes_transferred)).c_str(), stats.transfers);
+              gf::bytes_text(static_cast<double>(stats.bytes_transferred)).c_str(),
+              stats.transfers);
 }
 
 void print_failure(gf_status status, const std::string &why, gf_run *run, gf_graph *graph,

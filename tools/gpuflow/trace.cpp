@@ -1,6 +1,6 @@
 #include "trace.hpp"
 
-#include "bytes_text.hpp"
+#include "core/bytes_text.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -85,7 +85,7 @@ void TaskTrace::on_event(const gf_event *event, void *self) {
       // A copy to host memory is drawn on the device it leaves.
       uint32_t worker = event->worker != GF_NO_WORKER ? event->worker : event->source_worker;
       if (worker == GF_NO_WORKER) break;
-      const std::string size = gpuflow_cli::bytes_text(static_cast<double>(event->bytes));
+      const std::string size = gf::bytes_text(static_cast<double>(event->bytes));
       std::string name = spill                                  ? "spill " + size
                          : event->source_worker == GF_NO_WORKER ? "copy in " + size
                                                                 : "copy " + size;
