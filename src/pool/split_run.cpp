@@ -185,7 +185,7 @@ void SplitRun::run_step(const std::vector<TaskIndex> &here, const std::vector<Ta
       part.part = g.part(tasks, moved, keep);
       if (side == 0) {
         std::shared_ptr<LocalRun> run = pool_->prepare(part.part.graph);
-        pool_->scheduler().start(run->run_state().shared_from_this());
+        run->start();
         part.run = run;
       } else {
         auto run = std::make_shared<ServiceRun>(pool_, part.part.graph);
