@@ -211,19 +211,28 @@ std::vector<LeaseId> LeaseBook::remove_client(ClientId client, double now) {
 // ---------------------------------------------------------------------------------------------
 // Requests and leases
 
-std::string LeaseBook::submit(ClientId client, RequestId request, const LeaseAsk &ask, double now) {
+namespace {
+// Every reason a request is refused at submit: it can never be granted on this node as asked.
+Refusal infeasible(std::string why) {
+  return {GF_ERR_INFEASIBLE, std::move(why)};
+}
+}  // namespace
+
+Refusal LeaseBook::submit(ClientId client, RequestId request, const LeaseAsk &ask, double now) {
   Impl &m = *impl_;
   auto cit = m.clients.find(client);
-  if (cit == m.clients.end()) return "unknown client " + std::to_string(client);
+  if (cit == m.clients.end()) return infeasible("unknown client " + std::to_string(client));
   ClientState &c = cit->second;
   const std::string nodes_gpus =
       "the node has " + std::to_string(slots_.size()) + " GPU" + (slots_.size() == 1 ? "" : "s");
   for (const auto &q : c.queue) {
-    if (q.id == request) return "request id " + std::to_string(request) + " is already queued";
+    if (q.id == request)
+      return infeasible("request id " + std::to_string(request) + " is already queued");
   }
   for (const auto &[id, l] : m.leases) {
     if (l.client == client && l.request == request) {
-      return "request id " + std::to_string(request) + " already holds lease " + std::to_string(id);
+      return infeasible("request id " + std::to_string(request) + " already holds lease " +
+                        std::to_string(id));
     }
   }
 
@@ -235,31 +244,32 @@ std::string LeaseBook::submit(ClientId client, RequestId request, const LeaseAsk
 
   // GPUs: 0, a fraction of one device, or a whole number of devices.
   if (!FixedPoint::representable(ask.gpus)) {
-    return "gpus " + amount(ask.gpus) + " is not a finite amount >= 0";
+    return infeasible("gpus " + amount(ask.gpus) + " is not a finite amount >= 0");
   }
   if (FixedPoint::rounds_to_zero(ask.gpus)) {
-    return "gpus " + amount(ask.gpus) + " is below the smallest share (0.0001)";
+    return infeasible("gpus " + amount(ask.gpus) + " is below the smallest share (0.0001)");
   }
   if (ask.gpus > 0 && ask.gpus < 1) {
     r.share = FixedPoint::from_double(ask.gpus);
     if (r.share >= detail::kOne) {
-      return "gpus " + amount(ask.gpus) + " rounds to a whole device; ask for 1";
+      return infeasible("gpus " + amount(ask.gpus) + " rounds to a whole device; ask for 1");
     }
     r.count = 1;
   } else if (ask.gpus >= 1) {
     if (ask.gpus != std::floor(ask.gpus)) {
-      return "gpus " + amount(ask.gpus) +
-             " must be below 1 (a share of one device) or a whole number of devices";
+      return infeasible("gpus " + amount(ask.gpus) +
+                        " must be below 1 (a share of one device) or a whole number of devices");
     }
     if (ask.gpus > static_cast<double>(slots_.size())) {
-      return "asks for " + amount(ask.gpus) + (ask.gpus == 1 ? " GPU; " : " GPUs; ") + nodes_gpus;
+      return infeasible("asks for " + amount(ask.gpus) + (ask.gpus == 1 ? " GPU; " : " GPUs; ") +
+                        nodes_gpus);
     }
     r.whole = true;
     r.share = detail::kOne;
     r.count = static_cast<uint32_t>(ask.gpus);
   }
   if (r.count == 0 && ask.gpu_memory > 0) {
-    return "gpu_memory " + std::to_string(ask.gpu_memory) + " is asked without gpus";
+    return infeasible("gpu_memory " + std::to_string(ask.gpu_memory) + " is asked without gpus");
   }
 
   // Devices it may use.
@@ -270,8 +280,9 @@ std::string LeaseBook::submit(ClientId client, RequestId request, const LeaseAsk
       if (it == m.index_of.end()) {
         std::string have;
         for (const auto &s : slots_) have += (have.empty() ? "" : ", ") + std::to_string(s.ordinal);
-        return "device " + std::to_string(ord) +
-               " does not exist (the node's devices: " + (have.empty() ? "none" : have) + ")";
+        return infeasible("device " + std::to_string(ord) +
+                          " does not exist (the node's devices: " + (have.empty() ? "none" : have) +
+                          ")");
       }
       allowed.insert(it->second);
     }
@@ -280,49 +291,50 @@ std::string LeaseBook::submit(ClientId client, RequestId request, const LeaseAsk
     }
     r.allowed.assign(allowed.begin(), allowed.end());
     if (r.allowed.size() < r.count) {
-      return "asks for " + std::to_string(r.count) + " GPU" + (r.count == 1 ? "" : "s") +
-             (ask.devices.empty() ? "; " + nodes_gpus
-                                  : " among " + std::to_string(r.allowed.size()) +
-                                        " allowed device" + (r.allowed.size() == 1 ? "" : "s"));
+      return infeasible("asks for " + std::to_string(r.count) + " GPU" + (r.count == 1 ? "" : "s") +
+                        (ask.devices.empty()
+                             ? "; " + nodes_gpus
+                             : " among " + std::to_string(r.allowed.size()) + " allowed device" +
+                                   (r.allowed.size() == 1 ? "" : "s")));
     }
     uint64_t largest = 0;
     for (size_t i : r.allowed) largest = std::max(largest, slots_[i].memory);
     if (ask.gpu_memory > largest) {
-      return "gpu_memory " + std::to_string(ask.gpu_memory) + " bytes is more than any " +
-             (ask.devices.empty() ? "" : "allowed ") + "device has (at most " +
-             std::to_string(largest) + ")";
+      return infeasible("gpu_memory " + std::to_string(ask.gpu_memory) +
+                        " bytes is more than any " + (ask.devices.empty() ? "" : "allowed ") +
+                        "device has (at most " + std::to_string(largest) + ")");
     }
     size_t big_enough = 0;
     for (size_t i : r.allowed) big_enough += m.memory_for(r, i) <= slots_[i].memory ? 1 : 0;
     if (big_enough < r.count) {
-      return "gpu_memory " + std::to_string(ask.gpu_memory) + " bytes on each of " +
-             std::to_string(r.count) + " devices: only " + std::to_string(big_enough) +
-             " device(s) have that much";
+      return infeasible("gpu_memory " + std::to_string(ask.gpu_memory) + " bytes on each of " +
+                        std::to_string(r.count) + " devices: only " + std::to_string(big_enough) +
+                        " device(s) have that much");
     }
   }
 
   // CPUs.
   if (!FixedPoint::representable(ask.cpus)) {
-    return "cpus " + amount(ask.cpus) + " is not a finite amount >= 0";
+    return infeasible("cpus " + amount(ask.cpus) + " is not a finite amount >= 0");
   }
   if (FixedPoint::rounds_to_zero(ask.cpus)) {
-    return "cpus " + amount(ask.cpus) + " is below the smallest amount (0.0001)";
+    return infeasible("cpus " + amount(ask.cpus) + " is below the smallest amount (0.0001)");
   }
   r.cpus = FixedPoint::from_double(ask.cpus);
   if (r.cpus > m.cpus_cap) {
-    return "asks for " + amount(ask.cpus) + " CPUs; the node has " + amount(cpus_);
+    return infeasible("asks for " + amount(ask.cpus) + " CPUs; the node has " + amount(cpus_));
   }
-  if (r.count == 0 && r.cpus.is_zero()) return "asks for nothing (gpus 0 and cpus 0)";
+  if (r.count == 0 && r.cpus.is_zero()) return infeasible("asks for nothing (gpus 0 and cpus 0)");
 
   // Caps.
   FixedPoint units = r.units();
   if (policy_.client_gpu_cap > 0 && units > FixedPoint::from_double(policy_.client_gpu_cap)) {
-    return "asks for " + amount(units.to_double()) + " GPUs; a client may hold at most " +
-           amount(policy_.client_gpu_cap);
+    return infeasible("asks for " + amount(units.to_double()) +
+                      " GPUs; a client may hold at most " + amount(policy_.client_gpu_cap));
   }
   if (policy_.user_gpu_cap > 0 && units > FixedPoint::from_double(policy_.user_gpu_cap)) {
-    return "asks for " + amount(units.to_double()) + " GPUs; a user may hold at most " +
-           amount(policy_.user_gpu_cap);
+    return infeasible("asks for " + amount(units.to_double()) + " GPUs; a user may hold at most " +
+                      amount(policy_.user_gpu_cap));
   }
 
   m.advance(now);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pool/pool_options.hpp"
+#include "service/book_snapshot.hpp"
 #include "service/lease_book.hpp"
 
 namespace gf::service {
@@ -54,16 +55,7 @@ class Server {
 
   // The lease book as of the last refresh (every 250 ms on the loop), for dashboards and
   // metrics on other threads. Never null once started.
-  struct BookSnapshot {
-    double now = 0;  // the book's clock
-    std::string backend;
-    std::vector<DeviceView> devices;
-    std::vector<Lease> leases;
-    std::vector<QueuedView> queued;
-    std::vector<ClientView> clients;
-    double cpus = 0, cpus_in_use = 0;
-    uint64_t blob_bytes = 0;  // the data plane's blobs, all clients
-  };
+  using BookSnapshot = service::BookSnapshot;
   std::shared_ptr<const BookSnapshot> book_snapshot() const;
 
   struct Impl;
