@@ -2,29 +2,11 @@
 
 #include <array>
 #include <cstddef>
+#include <tuple>
 
 namespace gf::service {
 
 namespace {
-
-template <typename H>
-H &part(Handlers &h);
-template <>
-LeaseHandler &part(Handlers &h) {
-  return h.leases;
-}
-template <>
-PlaneHandler &part(Handlers &h) {
-  return h.plane;
-}
-template <>
-RunHandler &part(Handlers &h) {
-  return h.runs;
-}
-template <>
-StatusHandler &part(Handlers &h) {
-  return h.status;
-}
 
 // The handler class and the body type of a member `void on_x(Client &, const Body &)`.
 template <typename>
@@ -40,7 +22,9 @@ using Route = void (*)(Handlers &, Client &, const wire::Message &);
 template <auto on>
 void route(Handlers &h, Client &c, const wire::Message &m) {
   using M = Member<decltype(on)>;
-  (part<typename M::Handler>(h).*on)(c, *m.template body_as<typename M::Body>());
+  auto &handler =
+      std::get<typename M::Handler &>(std::tie(h.greeter, h.leases, h.plane, h.runs, h.status));
+  (handler.*on)(c, *m.template body_as<typename M::Body>());
 }
 
 struct Entry {

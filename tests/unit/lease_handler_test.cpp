@@ -84,6 +84,15 @@ class LeaseHandlerTest : public ::testing::Test {
     leases.on_lease_request(c, *fb::GetRoot<wire::LeaseRequest>(b.GetBufferPointer()));
   }
 
+  // `c` holds the one device and has as many requests for it waiting as one client may.
+  void hold_and_fill_queue(RecordingClient &c) {
+    request(c, gpus(1, 1));
+    leases.schedule();
+    ASSERT_EQ(c.last().body_type(), wire::Body::LeaseGranted);
+    for (RequestId id = 2; id < 2 + kMaxQueuedPerClient; ++id) request(c, gpus(id, 1));
+    ASSERT_EQ(book.queued_count(c.id), kMaxQueuedPerClient);
+  }
+
   LeaseBook book{one_device(), 4, Policy{}};
   ClientTable clients;
   Deadlines deadlines;
@@ -101,12 +110,7 @@ class LeaseHandlerTest : public ::testing::Test {
 TEST_F(LeaseHandlerTest, AFloodPastTheClientBoundIsRefusedWhileAnotherClientIsServed) {
   RecordingClient &flood = connect(1000, "flood");
   RecordingClient &good = connect(1001, "good");
-  request(flood, gpus(1, 1));
-  leases.schedule();
-  ASSERT_EQ(flood.last().body_type(), wire::Body::LeaseGranted);
-  // The device is held: every further whole-device request waits, up to the bound.
-  for (RequestId id = 2; id < 2 + kMaxQueuedPerClient; ++id) request(flood, gpus(id, 1));
-  EXPECT_EQ(book.queued_count(flood.id), kMaxQueuedPerClient);
+  hold_and_fill_queue(flood);
   const size_t frames = flood.frames.size();
   request(flood, gpus(5000, 1));
   ASSERT_EQ(flood.frames.size(), frames + 1);
@@ -128,9 +132,7 @@ TEST_F(LeaseHandlerTest, AFloodPastTheClientBoundIsRefusedWhileAnotherClientIsSe
 
 TEST_F(LeaseHandlerTest, ARequestThatFitsNowIsNotKeptOutByTheBound) {
   RecordingClient &c = connect(1000, "busy");
-  request(c, gpus(1, 1));
-  leases.schedule();
-  for (RequestId id = 2; id < 2 + kMaxQueuedPerClient; ++id) request(c, gpus(id, 1));
+  hold_and_fill_queue(c);
   request(c, cpus(9000, 1));  // CPUs are free: it would not wait
   leases.schedule_if_due();
   const wire::LeaseGranted *granted = c.last().body_as_LeaseGranted();
