@@ -15,8 +15,7 @@ Refusal JobKeeper::bind(ClientId client, uint32_t uid, LeaseId lease, int32_t gr
   if (!l || l->client != client) {
     return {GF_ERR_INVALID_ARGUMENT, "no lease " + std::to_string(lease) + " of yours"};
   }
-  std::string why = jobs::why_not_bindable(group, uid);
-  if (!why.empty()) return {GF_ERR_INVALID_ARGUMENT, std::move(why)};
+  if (Refusal refused = jobs::bindable(group, uid)) return refused;
   bound_[lease] = Bound{group, uid};
   return {};
 }
