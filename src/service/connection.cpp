@@ -139,14 +139,12 @@ void Connection::close(uv_handle_t *handle) {
   });
 }
 
-void ConnectionSet::expire_hellos(double t) {
-  for (const Deadlines::Due &due : deadlines.take_due(Deadline::kHello, t)) {
-    Client *c = clients.find(due.client);
-    if (!c || c->greeted) continue;
-    c->drop(std::string(c->peer.remote ? "no Hello with the token" : "no Hello") + " within " +
-                amount_text(kHelloTimeout_s) + " s",
-            false);
-  }
+void ConnectionSet::hello_missed(ClientId id) {
+  Client *c = clients.find(id);
+  if (!c || c->greeted) return;
+  c->drop(std::string(c->peer.remote ? "no Hello with the token" : "no Hello") + " within " +
+              amount_text(kHelloTimeout_s) + " s",
+          false);
 }
 
 void ConnectionSet::drop_all(const std::string &why) {

@@ -67,11 +67,13 @@ class ConnectionSet {
     std::function<std::string(Client &, const std::string &reason)> departed;
   };
   ConnectionSet(uv_loop_t *on, ClientTable &table, Deadlines &times, Log lines, Clock clock)
-      : loop(on), clients(table), deadlines(times), log(std::move(lines)), now(std::move(clock)) {}
+      : loop(on), clients(table), deadlines(times), log(std::move(lines)), now(std::move(clock)) {
+    deadlines.on_due(Deadline::kHello, [this](ClientId id, uint64_t) { hello_missed(id); });
+  }
+  ConnectionSet(const ConnectionSet &) = delete;
+  ConnectionSet &operator=(const ConnectionSet &) = delete;
   void set_hooks(Hooks h) { hooks = std::move(h); }
 
-  // Drops connections whose Hello did not come in time.
-  void expire_hellos(double t);
   // Says goodbye to every connection and drops it (the service is stopping).
   void drop_all(const std::string &why);
   // Closes what is still open of dropped connections (with `force`), or counts it.
@@ -90,6 +92,8 @@ class ConnectionSet {
 
  private:
   friend class Connection;
+  // Its Hello did not come in time (kHelloTimeout_s): dropped.
+  void hello_missed(ClientId id);
   std::set<Connection *> dropped_;
 };
 

@@ -10,8 +10,17 @@ void Deadlines::clear(Deadline kind, ClientId client, uint64_t request) {
   at_.erase({kind, client, request});
 }
 
+void Deadlines::expire(double now) {
+  for (Deadline kind : kDeadlineKinds) {
+    const Action &action = actions_.at(static_cast<size_t>(kind));
+    for (const Due &due : take_due(kind, now)) {
+      if (action) action(due.client, due.request);
+    }
+  }
+}
+
 void Deadlines::forget(ClientId client) {
-  for (Deadline kind : {Deadline::kHello, Deadline::kRelayStart, Deadline::kLeaseRequest}) {
+  for (Deadline kind : kDeadlineKinds) {
     at_.erase(at_.lower_bound({kind, client, 0}), at_.lower_bound({kind, client + 1, 0}));
   }
 }

@@ -68,7 +68,7 @@ void LeaseHandler::on_lease_request(Client &c, const wire::LeaseRequest &m) {
   }
   if (m.timeout_ms() == 0) {  // now or never: decided before this request is answered
     schedule();
-    expire(w_.now());
+    w_.deadlines.expire(w_.now());
   } else {
     schedule_due_ = true;
   }
@@ -188,12 +188,10 @@ void LeaseHandler::revoke_for_waiting(double t) {
   }
 }
 
-void LeaseHandler::expire(double t) {
-  for (const Deadlines::Due &due : w_.deadlines.take_due(Deadline::kLeaseRequest, t)) {
-    Client *c = w_.clients.find(due.client);
-    if (!c || !w_.book.cancel(c->id, due.request)) continue;
-    refuse(*c, due.request, {GF_TIMEOUT, "no lease was free in time"});
-  }
+void LeaseHandler::timed_out(ClientId client, RequestId id) {
+  Client *c = w_.clients.find(client);
+  if (!c || !w_.book.cancel(c->id, id)) return;
+  refuse(*c, id, {GF_TIMEOUT, "no lease was free in time"});
 }
 
 void LeaseHandler::watch_jobs(double t) {

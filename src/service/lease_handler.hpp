@@ -31,7 +31,12 @@ class LeaseHandler {
     Log log;
     Clock now;
   };
-  explicit LeaseHandler(Collaborators with) : w_(std::move(with)) {}
+  explicit LeaseHandler(Collaborators with) : w_(std::move(with)) {
+    w_.deadlines.on_due(Deadline::kLeaseRequest,
+                        [this](ClientId client, RequestId id) { timed_out(client, id); });
+  }
+  LeaseHandler(const LeaseHandler &) = delete;
+  LeaseHandler &operator=(const LeaseHandler &) = delete;
 
   // A well-formed request the service will not take is refused alone (LeaseRefused with its
   // id): the connection and its leases stay.
@@ -51,8 +56,6 @@ class LeaseHandler {
   // more than their due asks those holders to hand leases back (at their task boundaries: the
   // service never kills anything).
   void revoke_for_waiting(double t);
-  // Refuses requests whose timeout passed (GF_TIMEOUT).
-  void expire(double t);
   // Ends leases kept for jobs whose processes all went (job_keeper.hpp).
   void watch_jobs(double t);
   // `c` went: its queued requests and leases go back (leases bound to a running job of a client
@@ -61,6 +64,8 @@ class LeaseHandler {
 
  private:
   void refuse(Client &c, RequestId id, const Refusal &refused);
+  // A request's timeout passed while it waited: refused (GF_TIMEOUT).
+  void timed_out(ClientId client, RequestId id);
   Refusal invalid(const wire::LeaseRequest &m) const;
   Refusal beyond_bounds(const Client &c) const;
   const DeviceSlot &slot_of(int32_t ordinal) const;

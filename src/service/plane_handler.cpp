@@ -122,18 +122,16 @@ void PlaneHandler::start_relay(Client &c, uint64_t request, std::vector<uint8_t>
   }
 }
 
-void PlaneHandler::expire_relays(double t) {
-  for (const Deadlines::Due &due : w_.deadlines.take_due(Deadline::kRelayStart, t)) {
-    Client *c = w_.clients.find(due.client);  // an earlier one's error may have dropped it
-    if (!c || c->plane.pending_request == 0) continue;
-    const std::string why = "its data-plane relay gave no addresses within " +
-                            amount_text(kRelayStartTimeout_s) + " s: stopped";
-    w_.log(c->who() + ": " + why);
-    const uint64_t request = c->plane.pending_request;
-    c->plane.pending_request = 0;
-    c->plane.relay.reset();
-    c->send_error(request, GF_ERR_SYSTEM, why);
-  }
+void PlaneHandler::relay_late(ClientId id) {
+  Client *c = w_.clients.find(id);  // an earlier one's error may have dropped it
+  if (!c || c->plane.pending_request == 0) return;
+  const std::string why = "its data-plane relay gave no addresses within " +
+                          amount_text(kRelayStartTimeout_s) + " s: stopped";
+  w_.log(c->who() + ": " + why);
+  const uint64_t request = c->plane.pending_request;
+  c->plane.pending_request = 0;
+  c->plane.relay.reset();
+  c->send_error(request, GF_ERR_SYSTEM, why);
 }
 
 // The client's blobs, reached at `address` (its worker, or its relay's); answers

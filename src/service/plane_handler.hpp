@@ -29,7 +29,11 @@ class PlaneHandler {
     Log log;
     Clock now;
   };
-  explicit PlaneHandler(Collaborators with) : w_(std::move(with)) {}
+  explicit PlaneHandler(Collaborators with) : w_(std::move(with)) {
+    w_.deadlines.on_due(Deadline::kRelayStart, [this](ClientId id, uint64_t) { relay_late(id); });
+  }
+  PlaneHandler(const PlaneHandler &) = delete;
+  PlaneHandler &operator=(const PlaneHandler &) = delete;
 
   void on_data_plane_hello(Client &c, const wire::DataPlaneHello &m);
   void on_blob_put(Client &c, const wire::BlobPut &m);
@@ -44,8 +48,6 @@ class PlaneHandler {
   std::shared_ptr<transport::BlobTally> tally() const { return plane_ ? plane_->tally() : nullptr; }
   uint64_t blob_bytes() const { return plane_ ? plane_->tally()->bytes.load() : 0; }
 
-  // Stops relays that gave no addresses in time (kRelayStartTimeout_s).
-  void expire_relays(double t);
   // Fails puts whose bytes did not come in time (BlobHost::expire).
   void expire_transfers(double t);
   // `c` went (`reason`): its blobs are freed and its relay stopped. Returns the tail of its
@@ -59,6 +61,8 @@ class PlaneHandler {
   void release() { plane_.reset(); }
 
  private:
+  // Its relay gave no addresses in time (kRelayStartTimeout_s): stopped, the request failed.
+  void relay_late(ClientId id);
   void start_relay(Client &c, uint64_t request, std::vector<uint8_t> address);
   void open_blobs(Client &c, uint64_t request, const std::vector<uint8_t> &address,
                   const std::string &transports, std::vector<uint8_t> welcome_address = {});

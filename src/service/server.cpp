@@ -146,9 +146,7 @@ void Server::Impl::make_handlers() {
 }
 
 void Server::Impl::on_tick() {
-  connections->expire_hellos(now());
-  plane->expire_relays(now());
-  leases->expire(now());
+  deadlines.expire(now());
   leases->revoke_for_waiting(now());
   plane->expire_transfers(now());
   if (ticks % (kJobWatchMs / kTickMs) == 0) leases->watch_jobs(now());

@@ -1,51 +1,64 @@
-// The service's deadlines (service/deadlines.hpp): what is due comes out once, by kind, in
-// client then request order, and a client that left has none.
+// The service's deadlines (service/deadlines.hpp): what is due is acted on once, kind by kind,
+// in client then request order, and a client that left has none.
 #include "service/deadlines.hpp"
 
 #include <gtest/gtest.h>
 
-#include <utility>
+#include <tuple>
 #include <vector>
 
 namespace gf::service {
 namespace {
 
-std::vector<std::pair<ClientId, uint64_t>> due(Deadlines &d, Deadline kind, double now) {
-  std::vector<std::pair<ClientId, uint64_t>> out;
-  for (const Deadlines::Due &x : d.take_due(kind, now)) out.emplace_back(x.client, x.request);
-  return out;
-}
+using Fired = std::vector<std::tuple<Deadline, ClientId, uint64_t>>;
 
-TEST(Deadlines, DueOnesComeOutOnceInClientThenRequestOrder) {
+// Deadlines whose every kind records what it ended.
+struct Recorded {
+  Recorded() {
+    for (Deadline kind : kDeadlineKinds) {
+      d.on_due(kind, [this, kind](ClientId c, uint64_t r) { fired.emplace_back(kind, c, r); });
+    }
+  }
+  Fired expire(double now) {
+    fired.clear();
+    d.expire(now);
+    return fired;
+  }
   Deadlines d;
-  d.set(Deadline::kLeaseRequest, 2, 7, 1.0);
-  d.set(Deadline::kLeaseRequest, 1, 9, 1.0);
-  d.set(Deadline::kLeaseRequest, 1, 3, 0.5);
-  d.set(Deadline::kLeaseRequest, 1, 4, 2.0);
-  d.set(Deadline::kHello, 1, 0, 0.1);
-  using Due = std::vector<std::pair<ClientId, uint64_t>>;
-  EXPECT_EQ(due(d, Deadline::kLeaseRequest, 0.4), Due{});
-  EXPECT_EQ(due(d, Deadline::kLeaseRequest, 1.0), (Due{{1, 3}, {1, 9}, {2, 7}}));
-  EXPECT_EQ(due(d, Deadline::kLeaseRequest, 1.0), Due{});
-  EXPECT_EQ(due(d, Deadline::kHello, 1.0), (Due{{1, 0}}));  // kinds are apart
-  EXPECT_EQ(due(d, Deadline::kLeaseRequest, 5.0), (Due{{1, 4}}));
+  Fired fired;
+};
+
+TEST(Deadlines, DueOnesAreActedOnOnceKindByKindInClientThenRequestOrder) {
+  Recorded r;
+  r.d.set(Deadline::kLeaseRequest, 2, 7, 1.0);
+  r.d.set(Deadline::kLeaseRequest, 1, 9, 1.0);
+  r.d.set(Deadline::kLeaseRequest, 1, 3, 0.5);
+  r.d.set(Deadline::kLeaseRequest, 1, 4, 2.0);
+  r.d.set(Deadline::kRelayStart, 3, 0, 0.9);
+  r.d.set(Deadline::kHello, 5, 0, 0.1);
+  EXPECT_EQ(r.expire(0.05), Fired{});
+  EXPECT_EQ(r.expire(1.0), (Fired{{Deadline::kHello, 5, 0},
+                                  {Deadline::kRelayStart, 3, 0},
+                                  {Deadline::kLeaseRequest, 1, 3},
+                                  {Deadline::kLeaseRequest, 1, 9},
+                                  {Deadline::kLeaseRequest, 2, 7}}));
+  EXPECT_EQ(r.expire(1.0), Fired{});
+  EXPECT_EQ(r.expire(5.0), (Fired{{Deadline::kLeaseRequest, 1, 4}}));
 }
 
 TEST(Deadlines, SettingAgainMovesAndClearingOrLeavingRemoves) {
-  Deadlines d;
-  using Due = std::vector<std::pair<ClientId, uint64_t>>;
-  d.set(Deadline::kRelayStart, 3, 0, 1.0);
-  d.set(Deadline::kRelayStart, 3, 0, 10.0);
-  EXPECT_EQ(due(d, Deadline::kRelayStart, 5.0), Due{});
-  d.clear(Deadline::kRelayStart, 3);
-  EXPECT_EQ(due(d, Deadline::kRelayStart, 20.0), Due{});
+  Recorded r;
+  r.d.set(Deadline::kRelayStart, 3, 0, 1.0);
+  r.d.set(Deadline::kRelayStart, 3, 0, 10.0);
+  EXPECT_EQ(r.expire(5.0), Fired{});
+  r.d.clear(Deadline::kRelayStart, 3);
+  EXPECT_EQ(r.expire(20.0), Fired{});
 
-  d.set(Deadline::kHello, 4, 0, 1.0);
-  d.set(Deadline::kLeaseRequest, 4, 1, 1.0);
-  d.set(Deadline::kLeaseRequest, 5, 1, 1.0);
-  d.forget(4);
-  EXPECT_EQ(due(d, Deadline::kHello, 2.0), Due{});
-  EXPECT_EQ(due(d, Deadline::kLeaseRequest, 2.0), (Due{{5, 1}}));
+  r.d.set(Deadline::kHello, 4, 0, 1.0);
+  r.d.set(Deadline::kLeaseRequest, 4, 1, 1.0);
+  r.d.set(Deadline::kLeaseRequest, 5, 1, 1.0);
+  r.d.forget(4);
+  EXPECT_EQ(r.expire(2.0), (Fired{{Deadline::kLeaseRequest, 5, 1}}));
 }
 
 }  // namespace

@@ -169,10 +169,10 @@ TEST_F(LeaseHandlerTest, ARequestTimesOutAtItsDeadlineAndNotBefore) {
   request(waiter, gpus(7, 1, 500));
   leases.schedule_if_due();
   t = 0.4;
-  leases.expire(t);
+  deadlines.expire(t);
   EXPECT_TRUE(waiter.frames.empty());
   t = 0.5;
-  leases.expire(t);
+  deadlines.expire(t);
   ASSERT_EQ(waiter.frames.size(), 1u);
   const wire::LeaseRefused *refused = waiter.last().body_as_LeaseRefused();
   ASSERT_NE(refused, nullptr);
