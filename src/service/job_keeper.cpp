@@ -10,11 +10,12 @@ JobKeeper::JobKeeper(LeaseBook &book, double grace_s, std::function<ClientId()> 
                      std::function<void(const std::string &)> log)
     : book_(book), grace_s_(grace_s), new_client_(std::move(new_client)), log_(std::move(log)) {}
 
-std::string JobKeeper::bind(ClientId client, uint32_t uid, LeaseId lease, int32_t group) {
+Refusal JobKeeper::bind(ClientId client, uint32_t uid, LeaseId lease, int32_t group) {
   const Lease *l = book_.lease(lease);
-  if (!l || l->client != client) return "no lease " + std::to_string(lease) + " of yours";
-  std::string why = jobs::why_not_bindable(group, uid);
-  if (!why.empty()) return why;
+  if (!l || l->client != client) {
+    return {GF_ERR_INVALID_ARGUMENT, "no lease " + std::to_string(lease) + " of yours"};
+  }
+  if (Refusal refused = jobs::bindable(group, uid)) return refused;
   bound_[lease] = Bound{group, uid};
   return {};
 }

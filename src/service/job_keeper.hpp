@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/refusal.hpp"
 #include "service/job_processes.hpp"
 #include "service/lease_book.hpp"
 
@@ -24,9 +25,9 @@ class JobKeeper {
   JobKeeper(LeaseBook &book, double grace_s, std::function<ClientId()> new_client,
             std::function<void(const std::string &)> log);
 
-  // Binds `group` to `lease` for `client` (of `uid`). Empty, or why not (not its lease, no such
-  // group, another user's processes in it).
-  std::string bind(ClientId client, uint32_t uid, LeaseId lease, int32_t group);
+  // Binds `group` to `lease` for `client` (of `uid`). No refusal, or GF_ERR_INVALID_ARGUMENT and
+  // why not (not its lease, no such group, another user's processes in it).
+  Refusal bind(ClientId client, uint32_t uid, LeaseId lease, int32_t group);
   int32_t group_of(LeaseId lease) const;  // 0: none bound
 
   // `client` goes (call before LeaseBook::remove_client): each of its leases whose group still

@@ -110,16 +110,17 @@ std::vector<Member> group_members(int32_t process_group) {
   return out;
 }
 
-std::string why_not_bindable(int32_t process_group, uint32_t uid) {
+Refusal bindable(int32_t process_group, uint32_t uid) {
   const std::string group = "process group " + std::to_string(process_group);
-  if (process_group <= 1) return group + " is not a process group a job can have";
+  auto refused = [](std::string why) { return Refusal{GF_ERR_INVALID_ARGUMENT, std::move(why)}; };
+  if (process_group <= 1) return refused(group + " is not a process group a job can have");
   std::vector<Member> members = group_members(process_group);
-  if (members.empty()) return group + " has no process on the service's host";
+  if (members.empty()) return refused(group + " has no process on the service's host");
   if (uid == 0) return {};
   for (const Member &m : members) {
     if (m.uid != uid) {
-      return group + " has process " + std::to_string(m.pid) + " of uid " + std::to_string(m.uid) +
-             ", not yours (uid " + std::to_string(uid) + ")";
+      return refused(group + " has process " + std::to_string(m.pid) + " of uid " +
+                     std::to_string(m.uid) + ", not yours (uid " + std::to_string(uid) + ")");
     }
   }
   return {};

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/refusal.hpp"
+
 namespace gf::service {
 
 // A process that held (or holds) leases: the pid with its start time names it for good.
@@ -40,9 +42,9 @@ struct Member {
 // The processes of the group now, zombies left out (a scan of /proc).
 std::vector<Member> group_members(int32_t process_group);
 
-// Why a client of `uid` may not bind `process_group` to a lease: it has no members, or one of
-// them is another user's (root may bind any). Empty when it may.
-std::string why_not_bindable(int32_t process_group, uint32_t uid);
+// Whether a client of `uid` may bind `process_group` to a lease: refused (GF_ERR_INVALID_ARGUMENT)
+// when it has no members, or one of them is another user's (root may bind any).
+Refusal bindable(int32_t process_group, uint32_t uid);
 
 // Sends `sig` to the group's members owned by `uid`; how many it reached.
 int signal_group(int32_t process_group, uint32_t uid, int sig);

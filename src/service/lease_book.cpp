@@ -1,5 +1,6 @@
-// The lease book: accounting, request checks, the public operations and the status views. The
-// order of the queue, fitting, reservations and revocation are in lease_book_pass.cpp.
+// The lease book: accounting, request checks and the public operations. The order of the queue,
+// fitting, reservations and revocation are in lease_book_pass.cpp; what it shows (its views) and
+// its invariant in lease_book_views.cpp.
 #include "service/lease_book.hpp"
 
 #include <algorithm>
@@ -211,19 +212,28 @@ std::vector<LeaseId> LeaseBook::remove_client(ClientId client, double now) {
 // ---------------------------------------------------------------------------------------------
 // Requests and leases
 
-std::string LeaseBook::submit(ClientId client, RequestId request, const LeaseAsk &ask, double now) {
+namespace {
+// Every reason a request is refused at submit: it can never be granted on this node as asked.
+Refusal infeasible(std::string why) {
+  return {GF_ERR_INFEASIBLE, std::move(why)};
+}
+}  // namespace
+
+Refusal LeaseBook::submit(ClientId client, RequestId request, const LeaseAsk &ask, double now) {
   Impl &m = *impl_;
   auto cit = m.clients.find(client);
-  if (cit == m.clients.end()) return "unknown client " + std::to_string(client);
+  if (cit == m.clients.end()) return infeasible("unknown client " + std::to_string(client));
   ClientState &c = cit->second;
   const std::string nodes_gpus =
       "the node has " + std::to_string(slots_.size()) + " GPU" + (slots_.size() == 1 ? "" : "s");
   for (const auto &q : c.queue) {
-    if (q.id == request) return "request id " + std::to_string(request) + " is already queued";
+    if (q.id == request)
+      return infeasible("request id " + std::to_string(request) + " is already queued");
   }
   for (const auto &[id, l] : m.leases) {
     if (l.client == client && l.request == request) {
-      return "request id " + std::to_string(request) + " already holds lease " + std::to_string(id);
+      return infeasible("request id " + std::to_string(request) + " already holds lease " +
+                        std::to_string(id));
     }
   }
 
@@ -235,31 +245,32 @@ std::string LeaseBook::submit(ClientId client, RequestId request, const LeaseAsk
 
   // GPUs: 0, a fraction of one device, or a whole number of devices.
   if (!FixedPoint::representable(ask.gpus)) {
-    return "gpus " + amount(ask.gpus) + " is not a finite amount >= 0";
+    return infeasible("gpus " + amount(ask.gpus) + " is not a finite amount >= 0");
   }
   if (FixedPoint::rounds_to_zero(ask.gpus)) {
-    return "gpus " + amount(ask.gpus) + " is below the smallest share (0.0001)";
+    return infeasible("gpus " + amount(ask.gpus) + " is below the smallest share (0.0001)");
   }
   if (ask.gpus > 0 && ask.gpus < 1) {
     r.share = FixedPoint::from_double(ask.gpus);
     if (r.share >= detail::kOne) {
-      return "gpus " + amount(ask.gpus) + " rounds to a whole device; ask for 1";
+      return infeasible("gpus " + amount(ask.gpus) + " rounds to a whole device; ask for 1");
     }
     r.count = 1;
   } else if (ask.gpus >= 1) {
     if (ask.gpus != std::floor(ask.gpus)) {
-      return "gpus " + amount(ask.gpus) +
-             " must be below 1 (a share of one device) or a whole number of devices";
+      return infeasible("gpus " + amount(ask.gpus) +
+                        " must be below 1 (a share of one device) or a whole number of devices");
     }
     if (ask.gpus > static_cast<double>(slots_.size())) {
-      return "asks for " + amount(ask.gpus) + (ask.gpus == 1 ? " GPU; " : " GPUs; ") + nodes_gpus;
+      return infeasible("asks for " + amount(ask.gpus) + (ask.gpus == 1 ? " GPU; " : " GPUs; ") +
+                        nodes_gpus);
     }
     r.whole = true;
     r.share = detail::kOne;
     r.count = static_cast<uint32_t>(ask.gpus);
   }
   if (r.count == 0 && ask.gpu_memory > 0) {
-    return "gpu_memory " + std::to_string(ask.gpu_memory) + " is asked without gpus";
+    return infeasible("gpu_memory " + std::to_string(ask.gpu_memory) + " is asked without gpus");
   }
 
   // Devices it may use.
@@ -270,8 +281,9 @@ std::string LeaseBook::submit(ClientId client, RequestId request, const LeaseAsk
       if (it == m.index_of.end()) {
         std::string have;
         for (const auto &s : slots_) have += (have.empty() ? "" : ", ") + std::to_string(s.ordinal);
-        return "device " + std::to_string(ord) +
-               " does not exist (the node's devices: " + (have.empty() ? "none" : have) + ")";
+        return infeasible("device " + std::to_string(ord) +
+                          " does not exist (the node's devices: " + (have.empty() ? "none" : have) +
+                          ")");
       }
       allowed.insert(it->second);
     }
@@ -280,49 +292,50 @@ std::string LeaseBook::submit(ClientId client, RequestId request, const LeaseAsk
     }
     r.allowed.assign(allowed.begin(), allowed.end());
     if (r.allowed.size() < r.count) {
-      return "asks for " + std::to_string(r.count) + " GPU" + (r.count == 1 ? "" : "s") +
-             (ask.devices.empty() ? "; " + nodes_gpus
-                                  : " among " + std::to_string(r.allowed.size()) +
-                                        " allowed device" + (r.allowed.size() == 1 ? "" : "s"));
+      return infeasible("asks for " + std::to_string(r.count) + " GPU" + (r.count == 1 ? "" : "s") +
+                        (ask.devices.empty()
+                             ? "; " + nodes_gpus
+                             : " among " + std::to_string(r.allowed.size()) + " allowed device" +
+                                   (r.allowed.size() == 1 ? "" : "s")));
     }
     uint64_t largest = 0;
     for (size_t i : r.allowed) largest = std::max(largest, slots_[i].memory);
     if (ask.gpu_memory > largest) {
-      return "gpu_memory " + std::to_string(ask.gpu_memory) + " bytes is more than any " +
-             (ask.devices.empty() ? "" : "allowed ") + "device has (at most " +
-             std::to_string(largest) + ")";
+      return infeasible("gpu_memory " + std::to_string(ask.gpu_memory) +
+                        " bytes is more than any " + (ask.devices.empty() ? "" : "allowed ") +
+                        "device has (at most " + std::to_string(largest) + ")");
     }
     size_t big_enough = 0;
     for (size_t i : r.allowed) big_enough += m.memory_for(r, i) <= slots_[i].memory ? 1 : 0;
     if (big_enough < r.count) {
-      return "gpu_memory " + std::to_string(ask.gpu_memory) + " bytes on each of " +
-             std::to_string(r.count) + " devices: only " + std::to_string(big_enough) +
-             " device(s) have that much";
+      return infeasible("gpu_memory " + std::to_string(ask.gpu_memory) + " bytes on each of " +
+                        std::to_string(r.count) + " devices: only " + std::to_string(big_enough) +
+                        " device(s) have that much");
     }
   }
 
   // CPUs.
   if (!FixedPoint::representable(ask.cpus)) {
-    return "cpus " + amount(ask.cpus) + " is not a finite amount >= 0";
+    return infeasible("cpus " + amount(ask.cpus) + " is not a finite amount >= 0");
   }
   if (FixedPoint::rounds_to_zero(ask.cpus)) {
-    return "cpus " + amount(ask.cpus) + " is below the smallest amount (0.0001)";
+    return infeasible("cpus " + amount(ask.cpus) + " is below the smallest amount (0.0001)");
   }
   r.cpus = FixedPoint::from_double(ask.cpus);
   if (r.cpus > m.cpus_cap) {
-    return "asks for " + amount(ask.cpus) + " CPUs; the node has " + amount(cpus_);
+    return infeasible("asks for " + amount(ask.cpus) + " CPUs; the node has " + amount(cpus_));
   }
-  if (r.count == 0 && r.cpus.is_zero()) return "asks for nothing (gpus 0 and cpus 0)";
+  if (r.count == 0 && r.cpus.is_zero()) return infeasible("asks for nothing (gpus 0 and cpus 0)");
 
   // Caps.
   FixedPoint units = r.units();
   if (policy_.client_gpu_cap > 0 && units > FixedPoint::from_double(policy_.client_gpu_cap)) {
-    return "asks for " + amount(units.to_double()) + " GPUs; a client may hold at most " +
-           amount(policy_.client_gpu_cap);
+    return infeasible("asks for " + amount(units.to_double()) +
+                      " GPUs; a client may hold at most " + amount(policy_.client_gpu_cap));
   }
   if (policy_.user_gpu_cap > 0 && units > FixedPoint::from_double(policy_.user_gpu_cap)) {
-    return "asks for " + amount(units.to_double()) + " GPUs; a user may hold at most " +
-           amount(policy_.user_gpu_cap);
+    return infeasible("asks for " + amount(units.to_double()) + " GPUs; a user may hold at most " +
+                      amount(policy_.user_gpu_cap));
   }
 
   m.advance(now);
@@ -438,174 +451,6 @@ void LeaseBook::skip_lease_ids(LeaseId next) {
 std::vector<LeaseId> LeaseBook::revoke_for(ClientId client, double now) {
   impl_->advance(now);
   return impl_->revoke_for(client, impl_->now);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Views
-
-bool LeaseBook::fits_now(ClientId client, RequestId request) const {
-  const Impl &m = *impl_;
-  auto it = m.clients.find(client);
-  if (it == m.clients.end()) return false;
-  const ClientState &c = it->second;
-  for (const Request &r : c.queue) {
-    if (r.id != request) continue;
-    return m.within_caps(r, c.account.held, m.users.at(c.info.uid).account.held) &&
-           m.fit(r, m.pool(), false).has_value();
-  }
-  return false;
-}
-
-size_t LeaseBook::queued_count(ClientId client) const {
-  auto it = impl_->clients.find(client);
-  return it == impl_->clients.end() ? 0 : it->second.queue.size();
-}
-
-size_t LeaseBook::queued_count_of_user(uint32_t uid) const {
-  size_t n = 0;
-  for (const auto &[id, c] : impl_->clients) n += c.info.uid == uid ? c.queue.size() : 0;
-  return n;
-}
-
-std::vector<std::pair<ClientId, double>> LeaseBook::waiting_since() const {
-  std::vector<std::pair<ClientId, double>> out;
-  for (const auto &[id, c] : impl_->clients) {
-    if (c.queue.empty()) continue;
-    double since = c.queue.front().since;
-    for (const Request &r : c.queue) since = std::min(since, r.since);
-    out.emplace_back(id, since);
-  }
-  return out;
-}
-
-const Lease *LeaseBook::lease(LeaseId id) const {
-  auto it = impl_->leases.find(id);
-  return it == impl_->leases.end() ? nullptr : &it->second;
-}
-
-std::vector<Lease> LeaseBook::leases() const {
-  std::vector<Lease> out;
-  out.reserve(impl_->leases.size());
-  for (const auto &[id, l] : impl_->leases) out.push_back(l);
-  return out;
-}
-
-std::vector<EndedLease> LeaseBook::ended() const {
-  return {impl_->ended.begin(), impl_->ended.end()};
-}
-
-std::vector<QueuedView> LeaseBook::queued(double now) const {
-  std::vector<QueuedView> out;
-  for (const auto &s : impl_->pass(std::max(now, impl_->now))) {
-    out.push_back({s.client, s.request->id, s.request->ask, s.request->since,
-                   s.outcome == detail::Step::kReserved});
-  }
-  return out;
-}
-
-std::vector<ClientView> LeaseBook::clients(double now) const {
-  const Impl &m = *impl_;
-  double t = std::max(now, m.now);
-  std::vector<ClientView> out;
-  for (const auto &[id, c] : m.clients) {
-    ClientView v;
-    v.client = id;
-    v.info = c.info;
-    v.leases = c.leases;
-    v.queued = static_cast<uint32_t>(c.queue.size());
-    v.gpus_in_use = c.account.held.gpus.to_double();
-    v.dominant_share = m.dominant_share(c.account.held);
-    v.usage = m.usage_at(c.account, t);
-    out.push_back(std::move(v));
-  }
-  return out;
-}
-
-std::vector<DeviceView> LeaseBook::devices() const {
-  std::vector<DeviceView> out;
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    out.push_back({slots_[i], impl_->used[i].share, impl_->used[i].memory});
-  }
-  return out;
-}
-
-FixedPoint LeaseBook::cpus_in_use() const {
-  return impl_->cpus_used;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Invariant
-
-void LeaseBook::check_invariant() const {
-  const Impl &m = *impl_;
-  // Each message names what broke (no std::source_location: clang 14 with libstdc++ lacks it).
-  auto expect = [](bool ok, const std::string &what) {
-    if (!ok) fail(GF_ERR_INTERNAL, "lease book invariant broken: " + what);
-  };
-  std::vector<detail::DeviceAmount> used(slots_.size());
-  FixedPoint cpus;
-  std::map<ClientId, Holdings> by_client;
-  std::map<uint32_t, Holdings> by_user;
-  std::map<ClientId, uint32_t> count;
-  for (const auto &[id, l] : m.leases) {
-    std::string name = "lease " + std::to_string(id);
-    expect(l.id == id, name + " is filed under another id");
-    expect(m.clients.contains(l.client), name + " belongs to an unknown client");
-    expect(!l.devices.empty() || !l.cpus.is_zero(), name + " holds nothing");
-    Holdings h;
-    std::set<int32_t> seen;
-    for (const auto &d : l.devices) {
-      expect(m.index_of.contains(d.ordinal), name + " holds an unknown device");
-      expect(seen.insert(d.ordinal).second, name + " holds a device twice");
-      expect(d.share > FixedPoint() && d.share <= detail::kOne, name + " holds a bad share");
-      size_t i = m.index_of.at(d.ordinal);
-      used[i].share += d.share;
-      used[i].memory += d.memory;
-      h.gpus += d.share;
-      h.memory += d.memory;
-    }
-    h.cpus = l.cpus;
-    cpus += l.cpus;
-    for (Holdings *sum : {&by_client[l.client], &by_user[m.clients.at(l.client).info.uid]}) {
-      sum->gpus += h.gpus;
-      sum->memory += h.memory;
-      sum->cpus += h.cpus;
-    }
-    ++count[l.client];
-  }
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    std::string name = "device " + std::to_string(slots_[i].ordinal);
-    expect(m.used[i].share == used[i].share, name + ": share in use is not the leases' sum");
-    expect(m.used[i].memory == used[i].memory, name + ": memory in use is not the leases' sum");
-    expect(used[i].share >= FixedPoint() && used[i].share <= detail::kOne,
-           name + ": share in use outside [0, 1]");
-    expect(used[i].memory <= slots_[i].memory, name + ": memory in use above its capacity");
-  }
-  expect(cpus == m.cpus_used, "CPUs in use are not the leases' sum");
-  expect(cpus >= FixedPoint() && cpus <= m.cpus_cap, "CPUs in use outside [0, node's]");
-  auto same = [](const Holdings &a, const Holdings &b) {
-    return a.gpus == b.gpus && a.memory == b.memory && a.cpus == b.cpus;
-  };
-  for (const auto &[id, c] : m.clients) {
-    std::string name = "client " + std::to_string(id);
-    expect(same(c.account.held, by_client[id]), name + ": holdings are not its leases' sum");
-    expect(c.leases == count[id], name + ": lease count is not its leases'");
-    std::set<RequestId> ids;
-    for (size_t k = 0; k < c.queue.size(); ++k) {
-      expect(ids.insert(c.queue[k].id).second, name + ": a request id is queued twice");
-      if (k > 0) {
-        const auto &a = c.queue[k - 1], &b = c.queue[k];
-        expect(
-            a.ask.priority > b.ask.priority || (a.ask.priority == b.ask.priority && a.seq < b.seq),
-            name + ": queue out of order");
-      }
-    }
-    expect(m.users.contains(c.info.uid), name + ": no account for its user");
-  }
-  for (const auto &[uid, u] : m.users) {
-    expect(same(u.account.held, by_user[uid]),
-           "uid " + std::to_string(uid) + ": holdings are not its clients' leases' sum");
-  }
 }
 
 }  // namespace gf::service

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "core/fixed_point.hpp"
+#include "core/refusal.hpp"
 #include "wire/records.hpp"
 
 namespace gf::service {
@@ -136,11 +137,11 @@ class LeaseBook {
   // Returns the leases that were released.
   std::vector<LeaseId> remove_client(ClientId client, double now);
 
-  // Queues a request. Returns an empty string, or why it can never be granted on this node
-  // (more devices or memory than exist, a device ordinal that does not exist, a malformed
-  // amount, above a cap, a request id the client already uses, queued or held by a lease):
-  // then nothing is queued. Does not grant: schedule() does.
-  std::string submit(ClientId client, RequestId request, const LeaseAsk &ask, double now);
+  // Queues a request. Returns no refusal, or GF_ERR_INFEASIBLE and why it can never be granted
+  // on this node (more devices or memory than exist, a device ordinal that does not exist, a
+  // malformed amount, above a cap, a request id the client already uses, queued or held by a
+  // lease): then nothing is queued. Does not grant: schedule() does.
+  Refusal submit(ClientId client, RequestId request, const LeaseAsk &ask, double now);
   // Withdraws a queued request of this client; false when it is not queued (already granted,
   // never asked, or another client's).
   bool cancel(ClientId client, RequestId request);

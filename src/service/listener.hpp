@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "service/peer.hpp"
+
 namespace gf::service {
 
 // Binds `pipe` (initialised on `loop` here) to `path`: creates /tmp/gpuflow-$UID mode 0700 when
@@ -17,12 +19,6 @@ void listen_on(uv_loop_t *loop, uv_pipe_t *pipe, const std::string &path, const 
 void remove_socket_file(const std::string &path);
 
 // Who is connected, from the kernel (SO_PEERCRED), never from what the client says.
-struct Peer {
-  uint32_t uid = UINT32_MAX;
-  uint32_t pid = 0;
-  std::string user;         // the uid's name, or the number
-  bool privileged = false;  // root or the service's own user: may act on others' leases
-};
 Peer peer_of(uv_os_fd_t fd);
 
 // "GPU-00000000-gpuf-emul-0000-00000000000N": stable across restarts, so scripts that name

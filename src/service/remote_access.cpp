@@ -179,10 +179,11 @@ std::string peer_address_of(uv_tcp_t *tcp) {
   return text_of(peer);
 }
 
-std::string device_of(uv_tcp_t *tcp) {
+std::string device_of(const uv_tcp_t *tcp) {
   uv_os_fd_t fd = -1;
-  return uv_fileno(reinterpret_cast<uv_handle_t *>(tcp), &fd) == 0 ? core::device_of_socket(fd)
-                                                                   : std::string();
+  return uv_fileno(reinterpret_cast<const uv_handle_t *>(tcp), &fd) == 0
+             ? core::device_of_socket(fd)
+             : std::string();
 }
 
 std::string relay_program() {

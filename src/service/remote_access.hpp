@@ -29,7 +29,7 @@ void keep_alive(uv_tcp_t *tcp);
 // The "IP:PORT" of a connection's other end, and the name of the local network device its
 // traffic comes in through ("lo", "eth0", "veth1"; empty when not found).
 std::string peer_address_of(uv_tcp_t *tcp);
-std::string device_of(uv_tcp_t *tcp);
+std::string device_of(const uv_tcp_t *tcp);
 
 // Where gpuflow-relay is: $GPUFLOW_RELAY, else next to the library (the build tree), else the
 // install's libexec/gpuflow/ (found from the library's directory). Empty when none.

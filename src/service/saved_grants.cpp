@@ -73,3 +73,52 @@ size_t restore_grants(const SavedBook &saved, LeaseBook &book, JobKeeper &keeper
 }
 
 }  // namespace gf::service
+
+namespace gf::service {
+
+GrantSaver::GrantSaver(LeaseBook &book, JobKeeper &keeper,
+                       std::function<HolderProcess(ClientId)> holder_of, int64_t started_ms,
+                       Log log)
+    : book_(book),
+      keeper_(keeper),
+      holder_of_(std::move(holder_of)),
+      started_ms_(started_ms),
+      log_(std::move(log)) {}
+
+GrantSaver::~GrantSaver() = default;
+
+void GrantSaver::open(const std::string &path, double now) {
+  try {
+    std::vector<std::string> problems;
+    file_ = std::make_unique<SavedBookFile>(path, problems);
+    const SavedBook saved = file_->load(problems);
+    for (const std::string &p : problems) log_("saved grants not used: " + p);
+    const size_t kept = restore_grants(saved, book_, keeper_, started_ms_, now, log_);
+    if (kept) log_(std::to_string(kept) + " lease(s) from before a restart kept for their jobs");
+  } catch (const Error &e) {
+    log_(std::string("grants are not saved (a restart will not know the leases): ") + e.what());
+    file_.reset();
+  }
+}
+
+void GrantSaver::save() {
+  changed_ = false;
+  if (!file_) return;
+  try {
+    file_->save(save_grants(book_, keeper_, holder_of_, started_ms_));
+    warned_ = false;
+  } catch (const Error &e) {
+    if (!warned_) log_(std::string("grants not saved: ") + e.what());
+    warned_ = true;
+  }
+}
+
+void GrantSaver::finish() {
+  if (book_.leases().empty()) {
+    if (file_) file_->remove();
+  } else {
+    save();
+  }
+}
+
+}  // namespace gf::service

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "pool/pool_options.hpp"
+#include "service/book_snapshot.hpp"
 #include "service/lease_book.hpp"
 
 namespace gf::service {
@@ -54,14 +55,7 @@ class Server {
 
   // The lease book as of the last refresh (every 250 ms on the loop), for dashboards and
   // metrics on other threads. Never null once started.
-  struct BookSnapshot {
-    double now = 0;  // the book's clock
-    std::string backend;
-    // The book as status shows it to the service itself (every name shown): a verified Message
-    // holding the StatusReply (service/status_reply.hpp), or its Error should even the reply's
-    // least not fit a frame. status/status_render.hpp renders it.
-    std::vector<uint8_t> status;
-  };
+  using BookSnapshot = service::BookSnapshot;
   std::shared_ptr<const BookSnapshot> book_snapshot() const;
 
   struct Impl;

@@ -66,10 +66,14 @@ std::vector<Lease> schedule_(LeaseBook &b, double now) {
   check(b);
   return out;
 }
+// Why the request was refused ("" when it was queued); every refusal at submit is infeasible.
 std::string submit_(LeaseBook &b, ClientId c, RequestId r, const LeaseAsk &a, double now) {
-  auto out = b.submit(c, r, a, now);
+  Refusal out = b.submit(c, r, a, now);
   check(b);
-  return out;
+  if (out) {
+    EXPECT_EQ(out.status, GF_ERR_INFEASIBLE) << out.why;
+  }
+  return out.why;
 }
 bool release_(LeaseBook &b, ClientId c, LeaseId l, bool privileged, double now) {
   bool out = b.release(c, l, privileged, now);

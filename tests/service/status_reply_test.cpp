@@ -46,6 +46,14 @@ Reply reply_of(const LeaseBook &book, const ClientPeers &peers, StatusLimits lim
   return r;
 }
 
+Peer someone() {
+  Peer p;
+  p.uid = 1000;
+  p.pid = 42;
+  p.user = "someone";
+  return p;
+}
+
 LeaseAsk named(double gpus, double cpus, const std::string &name) {
   LeaseAsk a;
   a.gpus = gpus;
@@ -65,19 +73,19 @@ TEST(StatusReply, ListsAreCappedAndCountWhatTheyLeaveOut) {
   RequestId next = 1;
   double t = 0;
   for (int i = 0; i < 30; ++i, ++next, t += 1) {  // ended
-    ASSERT_EQ(book.submit(1, next, named(0, 0.01, long_name), t), "");
+    ASSERT_EQ(book.submit(1, next, named(0, 0.01, long_name), t).why, "");
     ASSERT_EQ(book.schedule(t).size(), 1u);
     ASSERT_TRUE(book.release(1, book.leases().back().id, false, t));
   }
   for (int i = 0; i < 20; ++i, ++next) {
-    ASSERT_EQ(book.submit(1, next, named(0, 0.01, long_name), t), "");
+    ASSERT_EQ(book.submit(1, next, named(0, 0.01, long_name), t).why, "");
   }
   ASSERT_EQ(book.schedule(t).size(), 20u);
   for (int i = 0; i < 5; ++i, ++next) {  // queued: they do not fit beside the 20
-    ASSERT_EQ(book.submit(1, next, named(0, 64, long_name), t), "");
+    ASSERT_EQ(book.submit(1, next, named(0, 64, long_name), t).why, "");
   }
   ASSERT_EQ(book.schedule(t).size(), 0u);
-  ClientPeers peers{{1, {Peer{1000, 42, "someone", false}, "many"}}};
+  ClientPeers peers{{1, {someone(), "many"}}};
 
   StatusLimits limits;
   limits.leases = 8, limits.queued = 2, limits.clients = 1, limits.ended = 10;
@@ -114,11 +122,11 @@ TEST(StatusReply, ATooLargeReplyDropsHistoryFirstAndStillFits) {
   const std::string long_name(4096, 'n');
   double t = 0;
   for (RequestId id = 1; id <= kEndedLeasesKept; ++id, t += 1) {
-    ASSERT_EQ(book.submit(1, id, named(kDevices, 0, long_name), t), "");
+    ASSERT_EQ(book.submit(1, id, named(kDevices, 0, long_name), t).why, "");
     ASSERT_EQ(book.schedule(t).size(), 1u);
     ASSERT_TRUE(book.release(1, book.leases().back().id, false, t));
   }
-  ClientPeers peers{{1, {Peer{1000, 42, "someone", false}, ""}}};
+  ClientPeers peers{{1, {someone(), ""}}};
   Reply r = reply_of(book, peers);
   ASSERT_NE(r.status, nullptr);
   EXPECT_LE(r.frame.size(), 4 + size_t{wire::kMaxFrame});

@@ -1,0 +1,206 @@
+// The service's lease protocol without a process or a socket (service/lease_handler.hpp): a
+// LeaseBook, recording clients in place of connections, and a clock the test moves. What a
+// client hears back is read from the frames it was sent.
+#include "service/lease_handler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "wire/records.hpp"
+
+namespace gf::service {
+namespace {
+
+namespace fb = flatbuffers;
+
+// A client that keeps every frame it is sent, as a connection would write them.
+class RecordingClient final : public Client {
+ public:
+  void send(std::vector<uint8_t> frame) override {
+    if (!closing) frames.push_back(std::move(frame));
+  }
+  void drop(const std::string &reason, bool) override {
+    closing = true;
+    dropped = reason;
+  }
+  const wire::Message &message(size_t i) const {
+    return *wire::GetMessage(frames.at(i).data() + sizeof(uint32_t));
+  }
+  const wire::Message &last() const { return message(frames.size() - 1); }
+
+  std::vector<std::vector<uint8_t>> frames;
+  std::string dropped;
+};
+
+struct Request {
+  RequestId id = 1;
+  double gpus = 0, cpus = 0;
+  int64_t timeout_ms = -1;
+};
+Request gpus(RequestId id, double n, int64_t timeout_ms = -1) {
+  return {id, n, 0, timeout_ms};
+}
+Request cpus(RequestId id, double n) {
+  return {id, 0, n, -1};
+}
+
+class LeaseHandlerTest : public ::testing::Test {
+ protected:
+  static std::vector<DeviceSlot> one_device() {
+    DeviceSlot slot;
+    slot.ordinal = 0;
+    slot.name = "test device";
+    slot.uuid = "GPU-test";
+    slot.memory = uint64_t{1} << 34;
+    return {slot};
+  }
+
+  RecordingClient &connect(uint32_t uid, const std::string &user) {
+    auto c = std::make_unique<RecordingClient>();
+    c->id = clients.next_id();
+    c->peer.uid = uid;
+    c->peer.pid = 1000 + static_cast<uint32_t>(c->id);
+    c->peer.user = user;
+    c->greeted = true;
+    ClientInfo info;
+    info.uid = uid;
+    info.pid = c->peer.pid;
+    info.user = user;
+    book.add_client(c->id, info);
+    clients.add(*c);
+    owned.push_back(std::move(c));
+    return *owned.back();
+  }
+
+  void request(Client &c, const Request &r) {
+    fb::FlatBufferBuilder b;
+    wire::LeaseAsk ask;
+    ask.gpus = r.gpus;
+    ask.cpus = r.cpus;
+    b.Finish(wire::encode(b, r.id, ask, r.timeout_ms));
+    leases.on_lease_request(c, *fb::GetRoot<wire::LeaseRequest>(b.GetBufferPointer()));
+  }
+
+  // `c` holds the one device and has as many requests for it waiting as one client may.
+  void hold_and_fill_queue(RecordingClient &c) {
+    request(c, gpus(1, 1));
+    leases.schedule();
+    ASSERT_EQ(c.last().body_type(), wire::Body::LeaseGranted);
+    for (RequestId id = 2; id < 2 + kMaxQueuedPerClient; ++id) request(c, gpus(id, 1));
+    ASSERT_EQ(book.queued_count(c.id), kMaxQueuedPerClient);
+  }
+
+  LeaseBook book{one_device(), 4, Policy{}};
+  ClientTable clients;
+  Deadlines deadlines;
+  double t = 0;
+  std::vector<std::string> lines;
+  Log log = [this](const std::string &line) { lines.push_back(line); };
+  Clock now = [this] { return t; };
+  JobKeeper jobs{book, 10, [this] { return clients.next_id(); }, log};
+  // Never opened: it saves nothing, as a service whose grants file could not be had.
+  GrantSaver saver{book, jobs, [](ClientId) { return HolderProcess{}; }, 0, log};
+  LeaseHandler leases{{book, jobs, saver, clients, deadlines, log, now}};
+  std::vector<std::unique_ptr<RecordingClient>> owned;
+};
+
+TEST_F(LeaseHandlerTest, AFloodPastTheClientBoundIsRefusedWhileAnotherClientIsServed) {
+  RecordingClient &flood = connect(1000, "flood");
+  RecordingClient &good = connect(1001, "good");
+  hold_and_fill_queue(flood);
+  const size_t frames = flood.frames.size();
+  request(flood, gpus(5000, 1));
+  ASSERT_EQ(flood.frames.size(), frames + 1);
+  const wire::LeaseRefused *refused = flood.last().body_as_LeaseRefused();
+  ASSERT_NE(refused, nullptr);
+  EXPECT_EQ(refused->request_id(), 5000u);
+  EXPECT_EQ(refused->status(), GF_ERR_STATE);
+  EXPECT_NE(wire::str(refused->reason()).find("the most one client may have"), std::string::npos);
+  EXPECT_EQ(book.queued_count(flood.id), kMaxQueuedPerClient);
+  EXPECT_TRUE(flood.dropped.empty()) << "a refused request keeps its client";
+
+  // A request of another client that fits is granted at the next pass, flood or not.
+  request(good, cpus(1, 1));
+  leases.schedule_if_due();
+  const wire::LeaseGranted *granted = good.last().body_as_LeaseGranted();
+  ASSERT_NE(granted, nullptr);
+  EXPECT_EQ(granted->request_id(), 1u);
+}
+
+TEST_F(LeaseHandlerTest, ARequestThatFitsNowIsNotKeptOutByTheBound) {
+  RecordingClient &c = connect(1000, "busy");
+  hold_and_fill_queue(c);
+  request(c, cpus(9000, 1));  // CPUs are free: it would not wait
+  leases.schedule_if_due();
+  const wire::LeaseGranted *granted = c.last().body_as_LeaseGranted();
+  ASSERT_NE(granted, nullptr);
+  EXPECT_EQ(granted->request_id(), 9000u);
+}
+
+TEST_F(LeaseHandlerTest, ARequestWithIdZeroIsRefusedNamingTheField) {
+  RecordingClient &c = connect(1000, "someone");
+  request(c, gpus(0, 1));
+  ASSERT_EQ(c.frames.size(), 1u);
+  const wire::LeaseRefused *refused = c.last().body_as_LeaseRefused();
+  ASSERT_NE(refused, nullptr);
+  EXPECT_EQ(refused->status(), GF_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(wire::str(refused->reason()).find("LeaseRequest.request_id"), std::string::npos);
+  EXPECT_EQ(book.queued_count(c.id), 0u);
+  EXPECT_TRUE(c.dropped.empty());
+}
+
+TEST_F(LeaseHandlerTest, ARequestTheNodeCannotGrantIsRefusedAsInfeasible) {
+  RecordingClient &c = connect(1000, "someone");
+  request(c, gpus(1, 2));  // the node has one device
+  const wire::LeaseRefused *refused = c.last().body_as_LeaseRefused();
+  ASSERT_NE(refused, nullptr);
+  EXPECT_EQ(refused->status(), GF_ERR_INFEASIBLE);
+  EXPECT_NE(wire::str(refused->reason()).find("the node has 1 GPU"), std::string::npos);
+}
+
+TEST_F(LeaseHandlerTest, ARequestTimesOutAtItsDeadlineAndNotBefore) {
+  RecordingClient &holder = connect(1000, "holder");
+  RecordingClient &waiter = connect(1001, "waiter");
+  request(holder, gpus(1, 1));
+  leases.schedule();
+  request(waiter, gpus(7, 1, 500));
+  leases.schedule_if_due();
+  t = 0.4;
+  deadlines.expire(t);
+  EXPECT_TRUE(waiter.frames.empty());
+  t = 0.5;
+  deadlines.expire(t);
+  ASSERT_EQ(waiter.frames.size(), 1u);
+  const wire::LeaseRefused *refused = waiter.last().body_as_LeaseRefused();
+  ASSERT_NE(refused, nullptr);
+  EXPECT_EQ(refused->request_id(), 7u);
+  EXPECT_EQ(refused->status(), GF_TIMEOUT);
+  EXPECT_EQ(book.queued_count(waiter.id), 0u);
+}
+
+TEST_F(LeaseHandlerTest, OnlyTheHolderReleasesALeaseAndItsDepartureFreesTheRest) {
+  RecordingClient &a = connect(1000, "a");
+  RecordingClient &b = connect(1001, "b");
+  request(a, gpus(1, 1));
+  leases.schedule();
+  const LeaseId lease = a.last().body_as_LeaseGranted()->lease_id();
+  fb::FlatBufferBuilder m;
+  m.Finish(wire::CreateLeaseRelease(m, 3, lease));
+  leases.on_lease_release(b, *fb::GetRoot<wire::LeaseRelease>(m.GetBufferPointer()));
+  const wire::Error *error = b.last().body_as_Error();
+  ASSERT_NE(error, nullptr);
+  EXPECT_EQ(error->status(), GF_ERR_NOT_FOUND);
+  EXPECT_NE(book.lease(lease), nullptr);
+
+  request(b, gpus(2, 1));
+  clients.remove(a.id);
+  EXPECT_EQ(leases.client_gone(a), "; 1 lease(s) released, 0 request(s) dropped");
+  leases.schedule_if_due();  // a departure is a reason for a pass
+  ASSERT_NE(b.last().body_as_LeaseGranted(), nullptr);
+}
+
+}  // namespace
+}  // namespace gf::service
