@@ -246,7 +246,7 @@ void GraphRuns::submit(ClientId client, const std::string &client_name, uint64_t
       }
       // Accepted is delivered before the run can be reported finished: that report is a job
       // queued behind this one.
-      session->pool->scheduler().start(run->run_state().shared_from_this());
+      run->start();
       news.tasks = graph->task_count();
       news.kind = RunNews::Kind::kAccepted;
     } catch (const Error &e) {
