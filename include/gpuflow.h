@@ -52,7 +52,7 @@ extern "C" {
 /* The version this header describes. A library of another major version refuses to create a
  * pool for code built against this header (GF_ERR_VERSION_MISMATCH). */
 #define GF_VERSION_MAJOR 0
-#define GF_VERSION_MINOR 7
+#define GF_VERSION_MINOR 8
 #define GF_VERSION_PATCH 0
 #define GF_VERSION_ENCODE(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
 #define GF_VERSION GF_VERSION_ENCODE(GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH)
@@ -1156,6 +1156,15 @@ typedef struct gf_service_config {
    * gf_lease_bind_process_group) has between the service's SIGTERM and its SIGKILL, in seconds;
    * 0: 10. */
   double job_kill_grace_s;
+  /* Appended in 0.8: a unix stream socket already bound and listening (handed over by systemd's
+   * socket activation: `gpuflow serve` passes SD_LISTEN_FDS_START) that the service accepts on
+   * instead of creating socket_path; 0: none (fds 0-2 are never handed over). The service owns
+   * it from then on and closes it at stop, but never removes its file: whoever created it
+   * (systemd) owns that. socket_path is then ignored except for display if given; the endpoint
+   * is the socket's own path (getsockname). The saved grants live beside that path as usual.
+   * Refused with GF_ERR_INVALID_ARGUMENT naming listen_fd when it is not an open unix stream
+   * socket that listens. */
+  int32_t listen_fd;
 } gf_service_config;
 
 #define GF_SERVICE_CONFIG_INIT                         \
@@ -1175,7 +1184,8 @@ typedef struct gf_service_config {
         0,                     /* plugin_count */      \
         NULL,                  /* listen */            \
         NULL,                  /* token_file */        \
-        0.0                    /* job_kill_grace_s */  \
+        0.0,                   /* job_kill_grace_s */  \
+        0                      /* listen_fd */         \
   }
 
 /* Starts a service on its own thread; returns once it accepts connections. Ownership of *out
@@ -1200,9 +1210,19 @@ GF_API const char *gf_service_remote_endpoint(const gf_service *service);
  * valid until gf_service_stop. Thread-safe. */
 GF_API const char *gf_service_dashboard_url(const gf_service *service);
 
+/* Since 0.8: replaces the service's policy with the one in `config`: user_weights,
+ * client_gpu_cap, user_gpu_cap and usage_half_life_s (0: the default, as at start); every other
+ * field is ignored. Leases held and requests queued stay; the next scheduling pass uses the new
+ * policy. Checked like gf_service_start checks them (GF_ERR_INVALID_ARGUMENT naming the field;
+ * nothing changes then). Returns once the service's loop has applied it; the service logs what
+ * changed (through its log callback), e.g. 'policy: user_gpu_cap 0 -> 2; weight of alice 1 -> 3',
+ * or 'policy: unchanged'. Thread-safe; not from a log callback. GF_ERR_INVALID_HANDLE for a null
+ * or stopped service. */
+GF_API gf_status gf_service_update_policy(gf_service *service, const gf_service_config *config);
+
 /* Stops the service: every client is told (Goodbye) and disconnected, every lease and queued
- * request ends, the socket file is removed, the thread is joined and the service freed. NULL is
- * ignored. Not to be called from a log callback. */
+ * request ends, the socket file is removed (not one handed over as listen_fd), the thread is
+ * joined and the service freed. NULL is ignored. Not to be called from a log callback. */
 GF_API void gf_service_stop(gf_service *service);
 
 /* A request for a lease.

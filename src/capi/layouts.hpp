@@ -63,12 +63,14 @@ GF_LAYOUT(gf_run_stats, GF_RUN_STATS_INIT, GF_LAYOUT_END(gf_run_stats, elapsed_s
 GF_LAYOUT(gf_task_env, GF_TASK_ENV_INIT, GF_LAYOUT_END(gf_task_env, task_name));
 GF_LAYOUT(gf_kernel_desc, GF_KERNEL_DESC_INIT, GF_LAYOUT_END(gf_kernel_desc, user_data_destroy));
 GF_LAYOUT(gf_command_desc, GF_COMMAND_DESC_INIT, GF_LAYOUT_END(gf_command_desc, log_dir));
-// Appended in 0.3: dashboard.
+// Appended in 0.3: dashboard; 0.5: plugins; 0.6: listen, token_file; 0.7: job_kill_grace_s;
+// 0.8: listen_fd.
 GF_LAYOUT(gf_service_config, GF_SERVICE_CONFIG_INIT, GF_LAYOUT_END(gf_service_config, user_weights),
           GF_LAYOUT_END(gf_service_config, dashboard),
           GF_LAYOUT_END(gf_service_config, plugin_count),
           GF_LAYOUT_END(gf_service_config, token_file),
-          GF_LAYOUT_END(gf_service_config, job_kill_grace_s));
+          GF_LAYOUT_END(gf_service_config, job_kill_grace_s),
+          GF_LAYOUT_END(gf_service_config, listen_fd));
 GF_LAYOUT(gf_lease_request, GF_LEASE_REQUEST_INIT, GF_LAYOUT_END(gf_lease_request, name));
 GF_LAYOUT(gf_lease_device, GF_LEASE_DEVICE_INIT, GF_LAYOUT_END(gf_lease_device, memory));
 // Published in 0.2.

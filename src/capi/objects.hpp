@@ -32,14 +32,25 @@ RunTable &runs();
 LeaseTable &leases();
 ServiceTable &services();
 
+[[noreturn]] inline void not_live(const char *what) {
+  fail(GF_ERR_INVALID_HANDLE,
+       std::string(what) + " is not a live handle (NULL, destroyed, or not a " + what + ")");
+}
+
 template <class Table, class Handle>
 auto &lookup(Table &table, const Handle *handle, const char *what) {
   auto *object = table.find(handle_bits(handle));
-  if (!object) {
-    fail(GF_ERR_INVALID_HANDLE,
-         std::string(what) + " is not a live handle (NULL, destroyed, or not a " + what + ")");
-  }
+  if (!object) not_live(what);
   return *object;
+}
+
+// For a call that may run while another thread destroys the handle: the object stays alive
+// until the caller lets go of it.
+template <class Table, class Handle>
+auto lookup_shared(Table &table, const Handle *handle, const char *what) {
+  auto object = table.find_shared(handle_bits(handle));
+  if (!object) not_live(what);
+  return object;
 }
 
 inline PoolCore &pool_of(const gf_pool *pool) {

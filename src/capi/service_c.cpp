@@ -14,6 +14,7 @@
 #include "capi/structs.hpp"
 #include "core/host_port.hpp"
 #include "core/request_bounds.hpp"
+#include "service/listener.hpp"
 
 using namespace gf;
 using namespace gf::capi;
@@ -65,6 +66,18 @@ std::map<uint32_t, double> parse_user_weights(const char *text) {
   return out;
 }
 
+// The policy fields of a config, checked as gf_service_start and gf_service_update_policy
+// both check them.
+service::Policy policy_of(const gf_service_config &c) {
+  service::Policy policy;
+  policy.usage_half_life_s =
+      c.usage_half_life_s > 0 ? non_negative(c.usage_half_life_s, "usage_half_life_s") : 300.0;
+  policy.client_gpu_cap = non_negative(c.client_gpu_cap, "client_gpu_cap");
+  policy.user_gpu_cap = non_negative(c.user_gpu_cap, "user_gpu_cap");
+  policy.user_weights = parse_user_weights(c.user_weights);
+  return policy;
+}
+
 }  // namespace
 
 extern "C" {
@@ -92,11 +105,12 @@ GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *con
     }
     options.socket_path = c.socket_path ? c.socket_path : "";
     options.group = c.group ? c.group : "";
-    options.policy.usage_half_life_s =
-        c.usage_half_life_s > 0 ? non_negative(c.usage_half_life_s, "usage_half_life_s") : 300.0;
-    options.policy.client_gpu_cap = non_negative(c.client_gpu_cap, "client_gpu_cap");
-    options.policy.user_gpu_cap = non_negative(c.user_gpu_cap, "user_gpu_cap");
-    options.policy.user_weights = parse_user_weights(c.user_weights);
+    options.policy = policy_of(c);
+    // 0 is "none": fds 0-2 are never handed over.
+    if (c.listen_fd != 0) {
+      service::listening_socket_path(c.listen_fd, "gf_service_config.listen_fd");  // if bad
+      options.listen_fd = c.listen_fd;
+    }
     if (c.log) {
       options.log = [log = c.log, user = c.log_user_data](const std::string &line) {
         log(line.c_str(), user);
@@ -146,6 +160,16 @@ GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *con
     const uint64_t bits = services().insert(std::move(server));
     if (board) attach_dashboard(DashboardOwner::kService, bits, std::move(board));
     *out = handle_from_bits<gf_service>(bits);
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_service_update_policy(gf_service *service, const gf_service_config *config) {
+  return guard([&] {
+    // A gf_service_stop on another thread meanwhile does not free it under us: the service
+    // then refuses, as a stopped one.
+    const auto server = lookup_shared(services(), service, "gf_service");
+    server->update_policy(policy_of(read_struct(config, "gf_service_config")));
     return GF_OK;
   });
 }

@@ -146,21 +146,27 @@ void LeaseBook::Impl::drop_lease(LeaseId id) {
 // ---------------------------------------------------------------------------------------------
 // Construction and clients
 
+namespace {
+void check_policy(const Policy &policy) {
+  check_arg(policy.usage_half_life_s > 0 && !std::isnan(policy.usage_half_life_s),
+            "usage_half_life_s " + amount(policy.usage_half_life_s) + " must be > 0");
+  check_arg(FixedPoint::representable(policy.client_gpu_cap),
+            "client_gpu_cap " + amount(policy.client_gpu_cap) + " must be a finite amount >= 0");
+  check_arg(FixedPoint::representable(policy.user_gpu_cap),
+            "user_gpu_cap " + amount(policy.user_gpu_cap) + " must be a finite amount >= 0");
+  for (const auto &[uid, w] : policy.user_weights) {
+    check_arg(positive_finite(w), "the weight " + amount(w) + " of uid " + std::to_string(uid) +
+                                      " must be a positive finite number");
+  }
+}
+}  // namespace
+
 LeaseBook::LeaseBook(std::vector<DeviceSlot> devices, double cpus, Policy policy)
     : slots_(std::move(devices)), cpus_(cpus), policy_(std::move(policy)) {
   check_arg(FixedPoint::representable(cpus), "cpus " + amount(cpus) +
                                                  " must be a finite amount >= 0 (at most " +
                                                  amount(FixedPoint::kMaxAmount) + ")");
-  check_arg(policy_.usage_half_life_s > 0 && !std::isnan(policy_.usage_half_life_s),
-            "usage_half_life_s " + amount(policy_.usage_half_life_s) + " must be > 0");
-  check_arg(FixedPoint::representable(policy_.client_gpu_cap),
-            "client_gpu_cap " + amount(policy_.client_gpu_cap) + " must be a finite amount >= 0");
-  check_arg(FixedPoint::representable(policy_.user_gpu_cap),
-            "user_gpu_cap " + amount(policy_.user_gpu_cap) + " must be a finite amount >= 0");
-  for (const auto &[uid, w] : policy_.user_weights) {
-    check_arg(positive_finite(w), "the weight " + amount(w) + " of uid " + std::to_string(uid) +
-                                      " must be a positive finite number");
-  }
+  check_policy(policy_);
   impl_ = std::make_unique<Impl>(slots_, FixedPoint::from_double(cpus), policy_);
   for (size_t i = 0; i < slots_.size(); ++i) {
     const auto &s = slots_[i];
@@ -172,6 +178,18 @@ LeaseBook::LeaseBook(std::vector<DeviceSlot> devices, double cpus, Policy policy
     impl_->total_memory += s.memory;
   }
   impl_->used.resize(slots_.size());
+}
+
+void LeaseBook::set_policy(Policy policy, double now) {
+  check_policy(policy);
+  // Usage accrued so far is settled under the old half-life; the new one decays it from now on.
+  impl_->advance(now);
+  for (auto &[uid, user] : impl_->users) {
+    auto w = policy.user_weights.find(uid);
+    user.weight = w == policy.user_weights.end() ? 1.0 : w->second;
+  }
+  impl_->policy = policy;
+  policy_ = std::move(policy);
 }
 
 LeaseBook::~LeaseBook() = default;

@@ -130,6 +130,13 @@ class LeaseBook {
   LeaseBook(const LeaseBook &) = delete;
   LeaseBook &operator=(const LeaseBook &) = delete;
 
+  // Replaces the policy, checked as the constructor checks it (then nothing changes). Leases
+  // and queued requests stay; usage accrued until `now` keeps its value, and decays by the new
+  // half-life from then on. The next schedule() uses it: a request queued above a lowered cap
+  // waits until the cap is raised again or it is cancelled.
+  void set_policy(Policy policy, double now);
+  const Policy &policy() const { return policy_; }
+
   // Throws gf::Error (GF_ERR_INVALID_ARGUMENT) for a client id already present or a weight that
   // is not a positive finite number.
   void add_client(ClientId client, ClientInfo info);

@@ -1,5 +1,6 @@
 #include "service/listener.hpp"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <sys/socket.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -106,6 +108,55 @@ void remove_socket_file(const std::string &path) {
   if (::lstat(path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path.c_str());
 }
 
+std::string listening_socket_path(int fd, const std::string &named) {
+  auto refuse = [fd, &named](const std::string &why) {
+    fail(GF_ERR_INVALID_ARGUMENT, named + " " + std::to_string(fd) + " " + why +
+                                      ": it must be a unix stream socket that listens");
+  };
+  struct stat st {};
+  if (fd < 0 || ::fstat(fd, &st) != 0) refuse("is not an open file descriptor");
+  if (!S_ISSOCK(st.st_mode)) refuse("is not a socket");
+  auto option = [fd](int name) {
+    int value = -1;
+    socklen_t size = sizeof value;
+    return ::getsockopt(fd, SOL_SOCKET, name, &value, &size) == 0 ? value : -1;
+  };
+  if (option(SO_DOMAIN) != AF_UNIX) refuse("is not a unix socket");
+  if (option(SO_TYPE) != SOCK_STREAM) refuse("is not a stream socket");
+  if (option(SO_ACCEPTCONN) != 1) refuse("does not listen");
+  sockaddr_un address{};
+  socklen_t size = sizeof address;
+  if (::getsockname(fd, reinterpret_cast<sockaddr *>(&address), &size) != 0 ||
+      size <= offsetof(sockaddr_un, sun_path) || address.sun_path[0] == '\0') {
+    refuse("is not bound to a path (clients find the service by its path)");
+  }
+  return std::string(address.sun_path,
+                     ::strnlen(address.sun_path, size - offsetof(sockaddr_un, sun_path)));
+}
+
+void adopt_listener(uv_loop_t *loop, uv_pipe_t *pipe, int fd) {
+  listening_socket_path(fd);
+  const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (copy < 0) system_error("copying listen_fd " + std::to_string(fd), errno);
+  uv_pipe_init(loop, pipe, 0);
+  if (int rc = uv_pipe_open(pipe, copy); rc != 0) {
+    uv_close(reinterpret_cast<uv_handle_t *>(pipe), nullptr);
+    uv_run(loop, UV_RUN_NOWAIT);
+    ::close(copy);
+    fail(GF_ERR_SYSTEM, "accepting on listen_fd " + std::to_string(fd) + ": " + uv_strerror(rc));
+  }
+}
+
+std::string user_name_of(uint32_t uid) {
+  struct passwd entry {};
+  struct passwd *found = nullptr;
+  std::vector<char> buffer(1 << 14);
+  if (::getpwuid_r(uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found) {
+    return found->pw_name;
+  }
+  return std::to_string(uid);
+}
+
 Peer peer_of(uv_os_fd_t fd) {
   Peer peer;
   ucred credentials{};
@@ -114,14 +165,7 @@ Peer peer_of(uv_os_fd_t fd) {
     peer.uid = credentials.uid;
     peer.pid = static_cast<uint32_t>(credentials.pid);
   }
-  peer.user = std::to_string(peer.uid);
-  struct passwd entry {};
-  struct passwd *found = nullptr;
-  std::vector<char> buffer(1 << 14);
-  if (peer.uid != UINT32_MAX &&
-      ::getpwuid_r(peer.uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found) {
-    peer.user = found->pw_name;
-  }
+  peer.user = peer.uid == UINT32_MAX ? std::to_string(peer.uid) : user_name_of(peer.uid);
   peer.privileged = peer.uid == 0 || peer.uid == ::getuid();
   return peer;
 }

@@ -18,8 +18,19 @@ namespace gf::service {
 void listen_on(uv_loop_t *loop, uv_pipe_t *pipe, const std::string &path, const std::string &group);
 void remove_socket_file(const std::string &path);
 
+// The path `fd` is bound to, when it is an open unix stream socket bound to a path that listens
+// (one systemd's socket activation hands over); anything else is refused, GF_ERR_INVALID_ARGUMENT
+// naming listen_fd (as `named` says). The fd is only looked at.
+std::string listening_socket_path(int fd, const std::string &named = "listen_fd");
+// Has `pipe` (initialised on `loop` here) accept on a copy of `fd` (checked as above) that
+// children of the service do not inherit; the caller closes `fd` once the copy is committed to,
+// so a failed start leaves `fd` as it was. Its file and mode stay whoever made it's.
+void adopt_listener(uv_loop_t *loop, uv_pipe_t *pipe, int fd);
+
 // Who is connected, from the kernel (SO_PEERCRED), never from what the client says.
 Peer peer_of(uv_os_fd_t fd);
+// The user database's name for `uid`, or the number when it has none.
+std::string user_name_of(uint32_t uid);
 
 // "GPU-00000000-gpuf-emul-0000-00000000000N": stable across restarts, so scripts that name
 // emulated devices by UUID keep working.

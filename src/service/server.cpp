@@ -5,10 +5,14 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include <chrono>
 #include <cstdio>
+#include <future>
+#include <mutex>
 #include <thread>
 
 #include "client/connection.hpp"
@@ -21,6 +25,7 @@
 #include "service/graph_runs.hpp"
 #include "service/job_keeper.hpp"
 #include "service/listener.hpp"
+#include "service/policy_change.hpp"
 #include "service/remote_access.hpp"
 #include "service/saved_grants.hpp"
 #include "service/tcp_connection.hpp"
@@ -66,8 +71,13 @@ struct Server::Impl {
   uv_pipe_t listener{};
   uv_tcp_t tcp_listener{};
   bool listening_tcp = false;
-  uv_async_t wake{};       // Server::stop, from another thread
-  uv_async_t news_wake{};  // graph runs' news, from their sessions' threads
+  uv_async_t wake{};  // Server::stop and posted work, from other threads
+  // Work other threads hand the loop (policy updates), run on `wake`; then the stop, if asked.
+  std::mutex posted_mu;
+  std::vector<std::function<void()>> posted;
+  bool stop_asked = false;  // under posted_mu: nothing is posted after it
+  bool adopted = false;     // the socket was handed over (listen_fd): its file is not ours
+  uv_async_t news_wake{};   // graph runs' news, from their sessions' threads
   uv_timer_t tick{};
   // Work deferred to the end of each loop turn, after all I/O of the turn was read: one
   // scheduling pass for every request, release and departure that came in it, then the grants
@@ -118,6 +128,8 @@ struct Server::Impl {
   }
 
   void make_handlers();
+  void post(std::function<void()> work);
+  void on_wake();
   void on_tick();
   void shut_down();
   void finish_stop();
@@ -145,6 +157,28 @@ void Server::Impl::make_handlers() {
       }});
 }
 
+void Server::Impl::post(std::function<void()> work) {
+  {
+    std::lock_guard lock(posted_mu);
+    if (stop_asked) fail(GF_ERR_INVALID_HANDLE, "the service is stopping");
+    posted.push_back(std::move(work));
+  }
+  uv_async_send(&wake);
+}
+
+// Posted work first: whoever posted it before the stop was asked waits for it.
+void Server::Impl::on_wake() {
+  std::vector<std::function<void()>> work;
+  bool stop_now = false;
+  {
+    std::lock_guard lock(posted_mu);
+    work.swap(posted);
+    stop_now = stop_asked;
+  }
+  for (auto &w : work) w();
+  if (stop_now && !stopping) shut_down();
+}
+
 void Server::Impl::on_tick() {
   deadlines.expire(now());
   leases->revoke_for_waiting(now());
@@ -167,7 +201,7 @@ void Server::Impl::shut_down() {
   runs->close_news();
   uv_close(reinterpret_cast<uv_handle_t *>(&news_wake), nullptr);
   plane->close();
-  remove_socket_file(socket_path);
+  if (!adopted) remove_socket_file(socket_path);
   // Clients get a moment to take their Goodbye; one that does not read is closed anyway.
   uv_timer_stop(&tick);
   stop_began = now();
@@ -192,8 +226,14 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
                      std::chrono::system_clock::now().time_since_epoch())
                      .count();
   s.book = book_of(s.options, s.backend_name);
-  s.socket_path =
-      s.options.socket_path.empty() ? client::default_socket_path() : s.options.socket_path;
+  s.adopted = s.options.listen_fd >= 0;
+  if (s.adopted) {
+    s.socket_path = listening_socket_path(s.options.listen_fd);
+  } else if (s.options.socket_path.empty()) {
+    s.socket_path = client::default_socket_path();
+  } else {
+    s.socket_path = s.options.socket_path;
+  }
   s.endpoint = "unix://" + s.socket_path;
   s.jobs = std::make_unique<JobKeeper>(
       *s.book, s.options.job_kill_grace_s, [&s] { return s.clients.next_id(); }, s.logger());
@@ -219,7 +259,11 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
     }
   }
   try {
-    listen_on(&s.loop, &s.listener, s.socket_path, s.options.group);
+    if (s.adopted) {
+      adopt_listener(&s.loop, &s.listener, s.options.listen_fd);
+    } else {
+      listen_on(&s.loop, &s.listener, s.socket_path, s.options.group);
+    }
   } catch (...) {
     uv_loop_close(&s.loop);
     throw;
@@ -253,19 +297,18 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
       uv_close(reinterpret_cast<uv_handle_t *>(&s.listener), nullptr);
       uv_close(reinterpret_cast<uv_handle_t *>(&s.turn_end), nullptr);
       uv_run(&s.loop, UV_RUN_NOWAIT);
-      remove_socket_file(s.socket_path);
+      if (!s.adopted) remove_socket_file(s.socket_path);
       uv_loop_close(&s.loop);
       throw;
     }
     s.listening_tcp = true;
   }
-  uv_listen(reinterpret_cast<uv_stream_t *>(&s.listener), 128, [](uv_stream_t *l, int rc) {
-    if (rc == 0) accept_unix(*static_cast<Impl *>(l->data)->connections, l);
-  });
-  uv_async_init(&s.loop, &s.wake, [](uv_async_t *a) {
-    auto *self = static_cast<Impl *>(a->data);
-    if (!self->stopping) self->shut_down();
-  });
+  // A handed-over socket keeps the backlog its creator asked for (systemd: SOMAXCONN).
+  uv_listen(reinterpret_cast<uv_stream_t *>(&s.listener), s.adopted ? SOMAXCONN : 128,
+            [](uv_stream_t *l, int rc) {
+              if (rc == 0) accept_unix(*static_cast<Impl *>(l->data)->connections, l);
+            });
+  uv_async_init(&s.loop, &s.wake, [](uv_async_t *a) { static_cast<Impl *>(a->data)->on_wake(); });
   s.wake.data = &s;
   uv_async_init(&s.loop, &s.news_wake,
                 [](uv_async_t *a) { static_cast<Impl *>(a->data)->runs->send_news(); });
@@ -278,6 +321,7 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
   s.status->publish();
   s.log("serving " + std::to_string(s.book->slots().size()) + " device(s) (" + s.backend_name +
         ") and " + amount_text(s.book->cpus()) + " CPU(s) at " + s.endpoint +
+        (s.adopted ? " (handed over as fd " + std::to_string(s.options.listen_fd) + ")" : "") +
         (s.remote_endpoint.empty() ? ""
                                    : " and " + s.remote_endpoint + " (remote clients, token in " +
                                          s.options.token_file + ")"));
@@ -293,6 +337,8 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
     s.plane->release();  // its handles closed in shut_down; what UCX still holds is drained here
     uv_loop_close(&s.loop);
   });
+  // Started: the loop accepts on its own copy of the handed-over socket.
+  if (s.adopted) ::close(s.options.listen_fd);
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -305,9 +351,35 @@ void Server::stop() {
   impl_->stopped = true;
   // Sessions first: their pools hand their leases back through the loop, which still runs.
   impl_->graphs->stop();
+  {
+    std::lock_guard lock(impl_->posted_mu);
+    impl_->stop_asked = true;
+  }
   uv_async_send(&impl_->wake);
   impl_->thread.join();
   impl_->log("stopped");
+}
+
+void Server::update_policy(Policy policy) {
+  Impl &s = *impl_;
+  if (std::this_thread::get_id() == s.thread.get_id()) {
+    fail(GF_ERR_STATE,
+         "the service's policy cannot be updated from its own thread (a log callback)");
+  }
+  std::promise<void> done;
+  std::future<void> applied = done.get_future();
+  s.post([&s, &policy, &done] {
+    try {
+      const Policy before = s.book->policy();
+      s.book->set_policy(policy, s.now());
+      s.log("policy: " + policy_change(before, s.book->policy()));
+      s.leases->schedule();
+      done.set_value();
+    } catch (...) {
+      done.set_exception(std::current_exception());
+    }
+  });
+  applied.get();
 }
 
 const std::string &Server::endpoint() const {

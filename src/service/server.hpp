@@ -21,6 +21,9 @@ struct ServiceOptions {
   PoolOptions pool;         // the devices to serve (and cpu_workers as the CPUs to lease)
   std::string socket_path;  // empty: client::default_socket_path()
   std::string group;        // empty: socket 0600; else 0660 owned by this group
+  // A unix socket already listening, handed over by systemd's socket activation: accepted on
+  // instead of binding socket_path (and group); its file is never removed. -1: none.
+  int listen_fd = -1;
   Policy policy;
   std::function<void(const std::string &line)> log;  // empty: standard error
   // The data plane (docs/transport.md): bytes of blobs one client may hold at once, and how long
@@ -49,6 +52,11 @@ class Server {
   // Tells every client goodbye, ends every lease, removes the socket file, joins the thread.
   // Idempotent.
   void stop();
+  // Replaces the lease book's policy on the loop (LeaseBook::set_policy), logs what changed and
+  // runs a scheduling pass; returns once done. Throws gf::Error: what set_policy refuses,
+  // GF_ERR_INVALID_HANDLE once stop() began, GF_ERR_STATE from the loop's own thread (a log
+  // callback), which would wait on itself.
+  void update_policy(Policy policy);
   const std::string &endpoint() const;
   // "tcp://HOST:PORT" where remote clients connect (the port actually bound); empty when none.
   const std::string &remote_endpoint() const;
