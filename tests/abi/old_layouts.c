@@ -390,7 +390,67 @@ static void register_kernel(gf_pool *pool) {
   gf_graph_destroy(graph);
 }
 
+/* ---- gf_service_config ---------------------------------------------------------------------- */
+
+/* 0.7's layout: listen_fd was appended in 0.8. The trap bytes after it would be read as a
+ * listen_fd that is no socket, and the start refused. */
+typedef struct service_config_v4 {
+  uint32_t struct_size;
+  const gf_pool_config *pool;
+  const char *socket_path;
+  const char *group;
+  double usage_half_life_s;
+  double client_gpu_cap;
+  double user_gpu_cap;
+  gf_log_fn log;
+  void *log_user_data;
+  const char *user_weights;
+  const char *dashboard;
+  const char *const *plugins;
+  uint32_t plugin_count;
+  const char *listen;
+  const char *token_file;
+  double job_kill_grace_s;
+} service_config_v4;
+
+static void service_from_v4_layout(void) {
+  char dir[] = "/tmp/gf-old-layouts-XXXXXX";
+  if (!mkdtemp(dir)) {
+    CHECK(!"mkdtemp");
+    return;
+  }
+  char socket_path[64];
+  snprintf(socket_path, sizeof socket_path, "%s/gf.sock", dir);
+  gf_pool_config pool = GF_POOL_CONFIG_INIT;
+  pool.backend = GF_BACKEND_HOST;
+  pool.emulated_devices = 1;
+  struct {
+    service_config_v4 c;
+    trap t;
+  } v4;
+  memset(&v4, 0, sizeof v4);
+  fill_trap(&v4.t);
+  v4.c.struct_size = sizeof v4.c;
+  v4.c.pool = &pool;
+  v4.c.socket_path = socket_path;
+  v4.c.user_gpu_cap = 1;
+  gf_service *service = NULL;
+  CHECK_OK(gf_service_start(&service, (const gf_service_config *)&v4.c));
+  CHECK(trap_intact(&v4.t));
+  if (service) {
+    char endpoint[80];
+    snprintf(endpoint, sizeof endpoint, "unix://%s", socket_path);
+    CHECK(strcmp(gf_service_endpoint(service), endpoint) == 0);
+    v4.c.user_gpu_cap = 2;
+    CHECK_OK(gf_service_update_policy(service, (const gf_service_config *)&v4.c));
+    CHECK(trap_intact(&v4.t));
+    gf_service_stop(service);
+  }
+  CHECK(remove(dir) == 0); /* the service removed its own socket: the directory is empty */
+}
+
 int main(void) {
+  service_from_v4_layout();
   gf_pool *pool = old_pool();
   if (!pool) return 1;
   CHECK(pool_from_v1_layout());
