@@ -133,6 +133,14 @@ class gf_service_config_v3(Structure):
     ]
 
 
+class gf_service_config_v5(Structure):
+    """gf_service_config with `job_kill_grace_s` (0.7) and `listen_fd` (0.8)."""
+    _fields_ = gf_service_config_v3._fields_ + [
+        ("job_kill_grace_s", c_double),
+        ("listen_fd", c_int32),
+    ]
+
+
 class gf_lease_request(Structure):
     _fields_ = [
         ("struct_size", c_uint32),
@@ -399,6 +407,9 @@ gf_service_dashboard_url = _fn("gf_service_dashboard_url", c_char_p, c_void_p) \
 # Remote clients (0.6); None with an older library.
 gf_service_remote_endpoint = _fn("gf_service_remote_endpoint", c_char_p, c_void_p) \
     if hasattr(lib, "gf_service_remote_endpoint") else None
+# Policy updates and handed-over sockets (0.8); None with an older library.
+gf_service_update_policy = _fn("gf_service_update_policy", _S, c_void_p, c_void_p) \
+    if hasattr(lib, "gf_service_update_policy") else None
 gf_pool_create_versioned = _fn("gf_pool_create_versioned", _S, c_void_p, c_void_p, c_uint32)
 gf_pool_destroy = _fn("gf_pool_destroy", None, c_void_p)
 gf_pool_worker_count = _fn("gf_pool_worker_count", _S, c_void_p, c_void_p)

@@ -37,6 +37,11 @@ class Service:
     - ``listen`` / ``token_file``: "HOST:PORT" to accept clients of other hosts on over TCP,
       and the file holding the token they must show (created, mode 0600, when missing);
       ``remote_endpoint`` ("tcp://HOST:PORT") says where they connect.
+    - ``listen_fd``: a unix stream socket already bound and listening (one systemd handed
+      over) to accept on instead of creating ``socket_path``; the service owns it from then on
+      and never removes its file (0.8).
+
+    update_policy() replaces the weights, caps and half-life while it runs (0.8).
     - every other keyword is a pool option, as for gpuflow.Pool (emulated_devices,
       device_memory, cpu_workers as the CPUs it leases, backend, devices, ...).
     """
@@ -45,17 +50,21 @@ class Service:
                  client_gpu_cap: float = 0.0, user_gpu_cap: float = 0.0,
                  user_weights: dict | None = None, usage_half_life: float = 0.0,
                  log=None, dashboard: str | None = None, plugins=(),
-                 listen: str | None = None, token_file: str | None = None, **pool_options):
+                 listen: str | None = None, token_file: str | None = None,
+                 listen_fd: int | None = None, **pool_options):
         _need_shared_pools()
         if "endpoint" in pool_options:
             raise TypeError("a service owns its devices: it takes no endpoint")
         pool_cfg, keep = pool_config(**pool_options)
         if dashboard is not None and F.gf_service_dashboard_url is None:
             raise TypeError("this libgpuflow has no dashboard (a newer library is needed)")
-        newest = F.gf_service_config_v3 if F.gf_service_remote_endpoint else (
-            F.gf_service_config_v2 if F.gf_service_dashboard_url else F.gf_service_config)
-        if (plugins or listen is not None) and newest is not F.gf_service_config_v3:
+        newest = F.gf_service_config_v5 if F.gf_service_update_policy else (
+            F.gf_service_config_v3 if F.gf_service_remote_endpoint else (
+                F.gf_service_config_v2 if F.gf_service_dashboard_url else F.gf_service_config))
+        if (plugins or listen is not None) and not hasattr(newest, "plugins"):
             raise TypeError("this libgpuflow takes no plugins or listen address (0.6 is needed)")
+        if listen_fd is not None and newest is not F.gf_service_config_v5:
+            raise TypeError("this libgpuflow takes no listen_fd (0.8 is needed)")
         if listen is not None and token_file is None:
             raise TypeError("listen needs token_file: remote clients must show a token")
         cfg = newest()
@@ -69,15 +78,13 @@ class Service:
         if listen is not None:
             cfg.listen = listen.encode()
             cfg.token_file = os.fsencode(token_file)
+        if listen_fd is not None:
+            cfg.listen_fd = int(listen_fd)
         cfg.struct_size = ctypes.sizeof(cfg)
         cfg.pool = ctypes.cast(byref(pool_cfg), c_void_p)
         cfg.socket_path = socket_path.encode() if socket_path else None
         cfg.group = group.encode() if group else None
-        cfg.client_gpu_cap = float(client_gpu_cap)
-        cfg.user_gpu_cap = float(user_gpu_cap)
-        cfg.usage_half_life_s = float(usage_half_life)
-        if user_weights:
-            cfg.user_weights = ",".join(f"{u}={w}" for u, w in user_weights.items()).encode()
+        _set_policy(cfg, client_gpu_cap, user_gpu_cap, user_weights, usage_half_life)
         self._log = None
         if log is not None:
             def forward(line, _user_data):
@@ -102,6 +109,19 @@ class Service:
         self.dashboard_url: str | None = url.decode() if url else None
         self._finalizer = weakref.finalize(self, F.gf_service_stop, self._handle)
 
+    def update_policy(self, client_gpu_cap: float = 0.0, user_gpu_cap: float = 0.0,
+                      user_weights: dict | None = None, usage_half_life: float = 0.0):
+        """Replaces the fair-share weights, caps and half-life (the constructor's keywords and
+        defaults: what is not given goes back to its default) while the service runs. Leases held
+        and requests waiting stay; the next scheduling pass uses the new policy, and the service
+        logs what changed. A bad value raises, naming it, and changes nothing."""
+        if F.gf_service_update_policy is None:
+            raise TypeError("this libgpuflow cannot update a service's policy (0.8 is needed)")
+        cfg = F.gf_service_config_v5()
+        cfg.struct_size = ctypes.sizeof(cfg)
+        _set_policy(cfg, client_gpu_cap, user_gpu_cap, user_weights, usage_half_life)
+        check(F.gf_service_update_policy(self._handle, byref(cfg)))
+
     @property
     def running(self) -> bool:
         return self._finalizer.alive
@@ -119,3 +139,10 @@ class Service:
     def __repr__(self):
         return f"<gpuflow.Service {self.endpoint}{'' if self.running else ' stopped'}>"
 
+
+def _set_policy(cfg, client_gpu_cap, user_gpu_cap, user_weights, usage_half_life):
+    cfg.client_gpu_cap = float(client_gpu_cap)
+    cfg.user_gpu_cap = float(user_gpu_cap)
+    cfg.usage_half_life_s = float(usage_half_life)
+    if user_weights:
+        cfg.user_weights = ",".join(f"{u}={w}" for u, w in user_weights.items()).encode()
