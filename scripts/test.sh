@@ -27,11 +27,29 @@ scripts/check-abi.sh build
 ran+=("the ABI check")
 # What a user types: a Release build with default options (warnings are not errors there) must
 # build everything, tests included.
+# skippable NAME COMMAND...: runs a test that exits 77 to say it cannot run here (and why).
+skippable() {
+  local name=$1 rc=0
+  shift
+  "$@" || rc=$?
+  if [ "$rc" -eq 77 ]; then
+    echo "($name skipped: see above)"
+  elif [ "$rc" -ne 0 ]; then
+    exit "$rc"
+  else
+    ran+=("$name")
+  fi
+}
 if [ -z "${GPUFLOW_QUICK:-}" ]; then
   echo "=== build-user-release ==="
-  cmake -S . -B build-user-release -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  # Installed under /usr, as a package is: the same build then makes the Debian package.
+  cmake -S . -B build-user-release -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_INSTALL_PREFIX=/usr >/dev/null
   cmake --build build-user-release -j "$jobs"
   ran+=("the Release build with default options")
+  # The Debian package from that build: installed, used, purged (root only; docs/install.md).
+  echo "=== the Debian package ==="
+  skippable "the Debian package" scripts/test-deb.sh build-user-release
 fi
 # The Rust binding against the plain build (generated bindings current, cargo test, examples).
 scripts/test-rust.sh build
@@ -40,6 +58,12 @@ ran+=("the Rust binding")
 if [ -x scripts/test-python.sh ]; then
   scripts/test-python.sh build
   ran+=("the Python suites")
+fi
+# The wheel of the repository root in a fresh venv (docs/install.md, "A Python user").
+if [ -z "${GPUFLOW_QUICK:-}" ]; then
+  echo "=== the Python wheel ==="
+  scripts/test-wheel.sh
+  ran+=("the Python wheel")
 fi
 if [ -z "${GPUFLOW_QUICK:-}" ]; then
   # UCX_MEM_EVENTS=no: UCX's load-time libc patching and sanitizers do not mix

@@ -4,7 +4,8 @@
 //
 //   gpuflow info | validate | convert   graph_commands.cpp
 //   gpuflow run                         run_command.cpp (and run_*.cpp)
-//   gpuflow serve | status | trace | doctor   service_commands.cpp
+//   gpuflow serve                       serve_command.cpp (serve_config, systemd_socket)
+//   gpuflow status | trace | doctor     service_commands.cpp
 //   gpuflow lease                       lease_command.cpp
 //
 // Exit codes: 0 success; 1 the run failed (a task failed) or was cancelled; 2 usage, graph,
@@ -19,6 +20,7 @@
 #include "graph_commands.hpp"
 #include "lease_command.hpp"
 #include "run_command.hpp"
+#include "serve_command.hpp"
 #include "service_commands.hpp"
 #include "usage.hpp"
 

@@ -1,5 +1,5 @@
-// gpuflow serve | status | trace | doctor: the node's shared pool from the shell (lease is
-// lease_command.cpp). Public C ABI only.
+// gpuflow status | trace | doctor: the node's shared pool from the shell (serve is
+// serve_command.cpp, lease lease_command.cpp). Public C ABI only.
 #include "service_commands.hpp"
 
 #include <gpuflow.h>
@@ -25,12 +25,6 @@ namespace gpuflow_cli {
 
 namespace {
 
-struct ServeOptions {
-  PoolOptions pool;
-  std::string socket, group, user_weights, dashboard, listen, token_file;
-  double client_cap = 0, user_cap = 0, half_life = 0, job_kill_grace = 0;
-};
-
 // What the client commands (status, trace, doctor) are given.
 struct ClientOptions {
   std::string endpoint, token_file;
@@ -38,47 +32,6 @@ struct ClientOptions {
   double seconds = 10;
   std::string output = "gpuflow-trace.json";
 };
-
-int serve(const ServeOptions &a) {
-  const gf_pool_config pool = a.pool.config();
-  gf_service_config config = GF_SERVICE_CONFIG_INIT;
-  config.pool = &pool;
-  config.socket_path = a.socket.empty() ? nullptr : a.socket.c_str();
-  config.group = a.group.empty() ? nullptr : a.group.c_str();
-  config.client_gpu_cap = a.client_cap;
-  config.user_gpu_cap = a.user_cap;
-  config.usage_half_life_s = a.half_life;
-  config.job_kill_grace_s = a.job_kill_grace;
-  config.user_weights = a.user_weights.empty() ? nullptr : a.user_weights.c_str();
-  config.dashboard = a.dashboard.empty() ? nullptr : a.dashboard.c_str();
-  std::vector<const char *> plugins;
-  for (const std::string &p : a.pool.plugins) plugins.push_back(p.c_str());
-  config.plugins = plugins.data();
-  config.plugin_count = static_cast<uint32_t>(plugins.size());
-  config.listen = a.listen.empty() ? nullptr : a.listen.c_str();
-  config.token_file = a.token_file.empty() ? nullptr : a.token_file.c_str();
-  // Before the service's threads exist, so that only the stop-signal thread takes them; and
-  // before start, which may take long, so that a stop signal during it is not lost.
-  handle_stop_signals(StopPolicy{"gpuflow serve", /*second_exits=*/true});
-  gf_service *service = nullptr;
-  if (gf_service_start(&service, &config) != GF_OK) return library_error("cannot start");
-  if (stop_signal_received()) {
-    // It came during start: stopped before anyone is told the service listens.
-    gf_service_stop(service);
-    return 0;
-  }
-  std::printf("gpuflow serve: listening on %s (pid %d)\n", gf_service_endpoint(service),
-              static_cast<int>(getpid()));
-  if (const char *remote = gf_service_remote_endpoint(service))
-    std::printf("gpuflow serve: remote clients connect to %s with the token in %s\n", remote,
-                a.token_file.c_str());
-  if (const char *url = gf_service_dashboard_url(service))
-    std::printf("gpuflow serve: dashboard at %s (metrics: %smetrics)\n", url, url);
-  std::fflush(stdout);
-  wait_for_stop_signal();
-  gf_service_stop(service);
-  return 0;
-}
 
 int print_status(const ClientOptions &a) {
   gf_pool *pool = connect_to_service(a.endpoint, a.token_file);
@@ -197,24 +150,6 @@ int check_node(const ClientOptions &a) {
 }
 
 }  // namespace
-
-void add_serve_command(CLI::App &app, int &exit_code) {
-  auto o = std::make_shared<ServeOptions>();
-  CLI::App *command = app.add_subcommand("serve");
-  add_device_options(*command, o->pool, /*device_memory=*/true);
-  add_plugin_option(*command, o->pool.plugins);
-  command->add_option("--socket", o->socket);
-  command->add_option("--group", o->group);
-  command->add_option("--client-gpu-cap", o->client_cap)->check(kNonNegative);
-  command->add_option("--user-gpu-cap", o->user_cap)->check(kNonNegative);
-  command->add_option("--user-weights", o->user_weights);
-  command->add_option("--usage-half-life", o->half_life)->check(kNonNegative);
-  command->add_option("--dashboard", o->dashboard);
-  CLI::Option *token_file = command->add_option("--token-file", o->token_file);
-  command->add_option("--listen", o->listen)->needs(token_file);
-  command->add_option("--job-kill-grace", o->job_kill_grace)->check(kNonNegative);
-  command->callback([o, &exit_code] { exit_code = serve(*o); });
-}
 
 void add_client_commands(CLI::App &app, int &exit_code) {
   // Each its own options: --seconds means 10 s of trace but 2 s of data-plane check.

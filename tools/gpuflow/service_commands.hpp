@@ -1,5 +1,5 @@
-// The node's shared pool from the shell: `gpuflow serve` runs it; `status`, `trace` and `doctor`
-// ask it (`lease` is lease_command.hpp).
+// The node's shared pool from the shell: `status`, `trace` and `doctor` ask it (`serve` is
+// serve_command.hpp, `lease` lease_command.hpp).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,7 +7,6 @@
 namespace gpuflow_cli {
 
 // Add the subcommands; the one chosen sets `exit_code` when it runs.
-void add_serve_command(CLI::App &app, int &exit_code);
 void add_client_commands(CLI::App &app, int &exit_code);
 
 }  // namespace gpuflow_cli

@@ -18,7 +18,8 @@ struct StopState {
   sigset_t signals;
   std::mutex mu;
   std::condition_variable came;
-  int first = 0;  // under mu
+  int first = 0;    // under mu
+  int reloads = 0;  // under mu: SIGHUPs not yet taken by wait_for_reload_or_stop
 };
 
 // Never destroyed: the waiting thread may still use it while the process exits.
@@ -29,6 +30,11 @@ void take_signals(StopState *s) {
     int sig = 0;
     if (sigwait(&s->signals, &sig) != 0) continue;
     std::lock_guard lock(s->mu);
+    if (sig == SIGHUP && s->policy.hup_reloads) {
+      ++s->reloads;
+      s->came.notify_all();
+      continue;
+    }
     if (s->first == 0) {
       if (s->policy.announce_as) {
         // Said at once, not when the caller gets to it: a start may go on for long.
@@ -72,6 +78,14 @@ int wait_for_stop_signal() {
   std::unique_lock lock(state->mu);
   state->came.wait(lock, [] { return state->first != 0; });
   return state->first;
+}
+
+bool wait_for_reload_or_stop() {
+  std::unique_lock lock(state->mu);
+  state->came.wait(lock, [] { return state->first != 0 || state->reloads > 0; });
+  if (state->first != 0) return false;
+  --state->reloads;
+  return true;
 }
 
 }  // namespace gpuflow_cli

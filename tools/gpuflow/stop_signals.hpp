@@ -17,6 +17,9 @@ struct StopPolicy {
   // A second signal ends the process at once, whatever it is doing. Off: later ones are ignored
   // (`run` must get to kill the commands its first cancel is stopping).
   bool second_exits = false;
+  // SIGHUP asks to re-read the configuration instead of stopping (serve with --config, as
+  // `systemctl reload` sends it).
+  bool hup_reloads = false;
 };
 
 // Blocks the three signals in this thread, and so in every thread started after it (call it
@@ -28,5 +31,9 @@ int stop_signal_received();
 
 // Waits for the first stop signal (returns at once when it came already) and returns it.
 int wait_for_stop_signal();
+
+// With hup_reloads: waits for a stop signal or a SIGHUP; true for a SIGHUP (each one counted
+// once), false once a stop signal came.
+bool wait_for_reload_or_stop();
 
 }  // namespace gpuflow_cli

@@ -46,7 +46,7 @@ const char *kServiceUsage = R"(usage:
   gpuflow serve  [pool options] [--socket PATH] [--group NAME] [--client-gpu-cap N]
                  [--user-gpu-cap N] [--user-weights USER=W,...] [--usage-half-life SECONDS]
                  [--dashboard HOST:PORT] [--plugin LIB]... [--listen HOST:PORT --token-file F]
-                 [--job-kill-grace SECONDS]
+                 [--job-kill-grace SECONDS] [--config FILE]
   gpuflow lease  [--pool ENDPOINT] [--gpus N] [--gpu-memory SIZE] [--cpus N] [--device ORDINAL]...
                  [--timeout SECONDS] [--name TEXT] [--grace SECONDS] -- COMMAND [ARGS...]
   gpuflow status [--pool ENDPOINT] [--json]
@@ -64,6 +64,11 @@ hosts over TCP (--pool tcp://HOST:PORT); they must show the token in F (created,
 missing; clients name their copy with --token-file or GPUFLOW_TOKEN_FILE). Leases whose jobs still
 run when their holder is killed (or the service restarts) stay held until the jobs are gone;
 such a job gets SIGTERM, and SIGKILL --job-kill-grace seconds later (default 10).
+--config reads these settings from a TOML file (/etc/gpuflow/serve.toml as packaged: tables
+[pool], [service] and [policy], a key per flag, e.g. user_gpu_cap = 2); a flag given here wins.
+SIGHUP then re-reads the file's [policy] (weights, caps, half-life) without dropping a lease.
+Started by systemd (gpuflow.socket), serve takes over the socket it listens on and tells systemd
+when it is ready.
 lease waits its turn for the devices asked for, runs COMMAND with CUDA_VISIBLE_DEVICES and
 NVIDIA_VISIBLE_DEVICES (device UUIDs) and GPUFLOW_DEVICES (ordinals) set, and releases them once
 no process COMMAND started is left; it exits with COMMAND's status. The lease owns the job:
