@@ -135,7 +135,9 @@ echo "ok: the socket is 0660, group $group"
 # its user to the ledger while it holds the only device, so the ledger is the grants' order.
 : > "$scratch/ledger"
 chmod 0666 "$scratch/ledger"
-job_s=$(awk "BEGIN { print 0.05 * $factor }")
+# Jobs long enough that bob's next `gpuflow lease` has started before his turn comes again
+# (two jobs later), sanitized builds included: else the gaps, not the policy, would decide.
+job_s=$(awk "BEGIN { print 0.1 * $factor }")
 lease_timeout=$((30 * factor))
 flooders=()
 flood() {  # flood USER CONNECTIONS JOBS_EACH
