@@ -1,17 +1,43 @@
 #include "client/endpoint.hpp"
 
 #include <errno.h>
+#include <grp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/request_bounds.hpp"
 
 namespace gf::client {
+
+namespace {
+
+// A service listens but its socket does not admit this user (`gpuflow serve --group`): says so
+// and names the group to join, rather than "no service".
+std::string not_admitted(const std::string &endpoint, const std::string &path) {
+  std::string why =
+      "cannot connect to the gpuflow service at " + endpoint + ": " + std::strerror(EACCES);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return why;  // a directory on the way is closed to us
+  if ((st.st_mode & S_IWGRP) == 0) return why + " (the socket admits its owner only)";
+  struct group entry {};
+  struct group *found = nullptr;
+  std::vector<char> buffer(1 << 16);
+  std::string group = std::to_string(st.st_gid);
+  if (::getgrgid_r(st.st_gid, &entry, buffer.data(), buffer.size(), &found) == 0 && found) {
+    group = found->gr_name;
+  }
+  return why + " (the socket admits its owner and members of group '" + group +
+         "' only: ask to be added to that group)";
+}
+
+}  // namespace
 
 std::string socket_path_of(const std::string &endpoint) {
   static const std::string kUnix = "unix://";
@@ -56,6 +82,7 @@ int connect_unix(const std::string &endpoint) {
   if (::connect(fd, reinterpret_cast<sockaddr *>(&address), sizeof address) != 0) {
     int e = errno;
     ::close(fd);
+    if (e == EACCES) fail(GF_ERR_SYSTEM, not_admitted(endpoint, path));
     fail(GF_ERR_SYSTEM,
          "no gpuflow service at " + endpoint + ": " + std::strerror(e) +
              (e == ENOENT || e == ECONNREFUSED ? " (start one with `gpuflow serve`)" : ""));

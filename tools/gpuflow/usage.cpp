@@ -56,7 +56,8 @@ const char *kServiceUsage = R"(usage:
 
 serve runs the node's shared pool until SIGTERM or Ctrl-C: it owns the devices and one ledger,
 and listens on a unix socket ($XDG_RUNTIME_DIR/gpuflow.sock, else /tmp/gpuflow-$UID/gpuflow.sock;
-mode 0600, or 0660 for --group). Clients find it through --pool or GPUFLOW_POOL. --dashboard
+mode 0600, or 0660 for --group). Clients find it through --pool or GPUFLOW_POOL; given neither,
+they try that socket, then the node's system service (/run/gpuflow/gpuflow.sock). --dashboard
 serves a live page and Prometheus metrics (/metrics) over HTTP there (e.g. 127.0.0.1:8787).
 --plugin loads a kernel library: graphs naming its kernels run inside the service, for clients of
 the service's own user (gpuflow run --pool ENDPOINT GRAPH). --listen also accepts clients of other

@@ -23,7 +23,7 @@ from ._core import (CancelledError, Data, DeviceMemory, Future, GpuflowError, Gr
                     TaskContext, TaskEnv, TaskFailedError, VersionMismatchError, WorkerInfo,
                     current_task, live_values, register_spillable, version)
 from ._ffi import library_path
-from ._lease import Lease, LeasedDevice, default_endpoint
+from ._lease import Lease, LeasedDevice, client_endpoint, default_endpoint
 from ._service import Service
 
 __version__ = "0.8.0"
@@ -34,5 +34,6 @@ __all__ = [
     "Lease", "LeasedDevice", "LedgerEntry", "NotFoundError", "OutOfMemoryError", "Pool", "Run",
     "RunStats", "Service", "ShutDownError", "StateError", "StructSizeError", "SystemCallError", "Task", "TaskContext",
     "TaskEnv", "TaskFailedError", "VersionMismatchError", "WorkerInfo", "current_task",
-    "default_endpoint", "library_path", "live_values", "register_spillable", "version",
+    "client_endpoint", "default_endpoint", "library_path", "live_values", "register_spillable",
+    "version",
 ]

@@ -27,7 +27,7 @@ from distributed import LocalCluster, Nanny
 from tornado.ioloop import PeriodicCallback
 
 from ._errors import GpuflowError
-from ._lease import default_endpoint
+from ._lease import client_endpoint
 from ._pool import Pool
 from ._service import Service
 
@@ -35,12 +35,13 @@ logger = logging.getLogger("gpuflow.dask")
 
 
 def service_endpoint(endpoint: str | None = None) -> str | None:
-    """The node's service to lease from: `endpoint`, else GPUFLOW_POOL, else the default endpoint
-    when a service listens there; None when there is none ("embedded" counts as none)."""
+    """The node's service to lease from: `endpoint`, else GPUFLOW_POOL, else client_endpoint()
+    (the user's own service, else the node's system service) when a service listens there; None
+    when there is none ("embedded" counts as none)."""
     for candidate in (endpoint, os.environ.get("GPUFLOW_POOL")):
         if candidate and candidate != "embedded":
             return candidate
-    default = default_endpoint()
+    default = client_endpoint()
     path = default[len("unix://"):] if default.startswith("unix://") else None
     if path and os.path.exists(path):
         try:
@@ -152,7 +153,7 @@ class GPUNanny(Nanny):
         if endpoint is None:
             raise GpuflowError(
                 "no gpuflow service to lease GPUs from: none given, GPUFLOW_POOL is not set and "
-                f"nothing listens at {default_endpoint()} (start one with `gpuflow serve`)")
+                f"nothing listens at {client_endpoint()} (start one with `gpuflow serve`)")
         pool = Pool(endpoint=endpoint, cpu_workers=1)
         try:
             name = f"dask worker {self.name}" if self.name is not None else "dask worker"
@@ -250,7 +251,7 @@ class LocalGPUCluster(LocalCluster):
     While it is open, annotations survive Dask's optimisation (gpuflow.dask.keep_annotations).
 
     - ``n_workers``: default: as many as the service has devices (divided by gpus_per_worker).
-    - ``endpoint``: the node's service; default: GPUFLOW_POOL, else the default endpoint when a
+    - ``endpoint``: the node's service; default: GPUFLOW_POOL, else client_endpoint() when a
       service listens there, else a private service started for (and stopped with) the cluster,
       configured by ``service_options`` (gpuflow.Service keywords, e.g. emulated_devices=2).
     - ``gpus_per_worker``, ``gpu_memory``, ``lease_timeout``, ``device_memory_limit``,

@@ -27,8 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("scheduler", nargs="?", help="the Dask scheduler, e.g. tcp://10.0.0.1:8786")
     p.add_argument("--scheduler-file", help="read the scheduler's address from this file")
     p.add_argument("--pool", dest="endpoint",
-                   help="the node's gpuflow service (default: GPUFLOW_POOL, else the default "
-                        "endpoint)")
+                   help="the node's gpuflow service (default: GPUFLOW_POOL, else the user's own "
+                        "service, else the node's system service)")
     p.add_argument("--nworkers", type=int,
                    help="workers to start (default: the service's devices / --gpus-per-worker)")
     p.add_argument("--gpus-per-worker", type=float, default=1,
@@ -67,12 +67,12 @@ async def _serve(args) -> int:
     import socket
 
     from ._dask_cluster import GPUNanny, service_devices, service_endpoint
-    from ._lease import default_endpoint
+    from ._lease import client_endpoint
 
     endpoint = service_endpoint(args.endpoint)
     if endpoint is None:
         print("gpuflow-dask-worker: no gpuflow service on this node: --pool not given, "
-              f"GPUFLOW_POOL not set and nothing listens at {default_endpoint()} "
+              f"GPUFLOW_POOL not set and nothing listens at {client_endpoint()} "
               "(start one with `gpuflow serve`)", file=sys.stderr)
         return 2
     count = args.nworkers

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import ctypes
 import json
+import os
+import stat
 import weakref
 from collections import namedtuple
 from ctypes import byref, c_double, c_int32, c_uint32, c_uint64, c_void_p
@@ -127,3 +129,27 @@ def default_endpoint() -> str:
     """Where `gpuflow serve` listens by default ("unix:///…")."""
     _need_shared_pools()
     return F.gf_default_endpoint().decode()
+
+
+def system_socket_path() -> str:
+    """The node's system service's socket (the gpuflow.socket unit's); GPUFLOW_SYSTEM_SOCKET,
+    when set, stands in for it."""
+    return os.environ.get("GPUFLOW_SYSTEM_SOCKET") or "/run/gpuflow/gpuflow.sock"
+
+
+def _socket_at(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def client_endpoint() -> str:
+    """Where a client looks when no service is named (no endpoint, no GPUFLOW_POOL), as the
+    gpuflow command does: the user's own service (default_endpoint()) when a socket is there,
+    else the node's system service when a socket is there, else the user's own ("unix:///…")."""
+    own = default_endpoint()
+    if _socket_at(own[len("unix://"):]):
+        return own
+    system = system_socket_path()
+    return "unix://" + system if _socket_at(system) else own

@@ -80,8 +80,9 @@ class ExecutorSettings(ExecutorSettingsBase):
         default=None,
         metadata={
             "help": "The gpuflow service to lease from (unix:///path/gpuflow.sock). Default: "
-                    "$GPUFLOW_POOL, else the node's service at its default socket if one "
-                    "listens there, else a private service started for this run.",
+                    "$GPUFLOW_POOL, else your own service's socket, else the node's system "
+                    "service's (/run/gpuflow/gpuflow.sock), if one listens there, else a "
+                    "private service started for this run.",
             "env_var": False,
             "required": False,
         },
@@ -241,7 +242,9 @@ class Executor(RealExecutor):
         private_options = settings.emulated_devices is not None or \
             settings.device_memory is not None
         if explicit or not private_options:
-            endpoint = explicit or gf.default_endpoint()
+            # The user's own service, else the node's system service (a binding older than
+            # client_endpoint knows the first only).
+            endpoint = explicit or getattr(gf, "client_endpoint", gf.default_endpoint)()
             try:
                 with gf.Pool(endpoint=endpoint, cpu_workers=1) as pool:
                     status = pool.service_status()
