@@ -153,7 +153,9 @@ int serve(const ServeOptions &given, const CLI::App &command_line) {
       o = with_file(given, command_line, settings);
     }
     if (!o.listen.empty() && o.token_file.empty()) {
-      throw std::runtime_error("--listen (service.listen) needs --token-file (service.token_file)");
+      throw std::runtime_error(
+          "--listen requires --token-file (in a --config file: service.listen, "
+          "service.token_file)");
     }
     handed_over = socket_from_systemd();
   } catch (const std::exception &e) {
