@@ -74,22 +74,24 @@ wait "$serve_pid" || true
 serve_pid=""
 
 echo "== a seed-sized Dask graph on LocalGPUCluster()"
-python - <<'EOF' || fail "LocalGPUCluster"
+# A file, not stdin: Dask's nanny starts its workers by spawning, which re-imports __main__.
+cat >"$tmp/cluster.py" <<'EOF'
 import dask
 import dask.array as da
 import numpy as np
 from distributed import Client
 from gpuflow.dask import LocalGPUCluster
 
-with LocalGPUCluster(service_options={"emulated_devices": 2}) as cluster, \
-        Client(cluster) as client:
-    x = da.random.RandomState(7).random((4000, 4000), chunks=(1000, 1000))
-    with dask.annotate(resources={"GPU": 1}):
-        y = (x * 2 + 1).sum(axis=0)
-    got = y.compute()
-    xs = x.compute()
-    np.testing.assert_allclose(got, (xs * 2 + 1).sum(axis=0), rtol=1e-12)
-    print("LocalGPUCluster:", len(cluster.workers), "workers, sum checked")
+if __name__ == "__main__":
+    with LocalGPUCluster(service_options={"emulated_devices": 2}) as cluster, \
+            Client(cluster) as client:
+        x = da.random.RandomState(7).random((4000, 4000), chunks=(1000, 1000))
+        with dask.annotate(resources={"GPU": 1}):
+            y = (x * 2 + 1).sum(axis=0)
+        got = y.compute()
+        np.testing.assert_allclose(got, (x.compute() * 2 + 1).sum(axis=0), rtol=1e-12)
+        print("LocalGPUCluster:", len(cluster.workers), "workers, sum checked")
 EOF
+python "$tmp/cluster.py" || fail "LocalGPUCluster"
 cd "$here"
 echo "test-wheel: PASS"
