@@ -3,8 +3,9 @@
 # (scikit-build-core: the native library, `gpuflow` and gpuflow-relay inside the package), installs
 # it into a fresh venv, and from outside the checkout, with no GPUFLOW_* variable and no
 # LD_LIBRARY_PATH, checks `import gpuflow` (its library loaded from the venv), `gpuflow info`,
-# `gpuflow serve` with a `gpuflow lease` against it, and a seed-sized Dask graph on
-# LocalGPUCluster() checked against numpy.
+# `gpuflow serve` with a `gpuflow lease` against it, a seed-sized Dask graph on LocalGPUCluster()
+# checked against numpy, and `snakemake --executor gpuflow` (plugins/snakemake) leasing through
+# the wheel's command.
 #
 #   scripts/test-wheel.sh [WHEEL]   # default: build one into build-wheel/dist
 #
@@ -93,5 +94,29 @@ if __name__ == "__main__":
         print("LocalGPUCluster:", len(cluster.workers), "workers, sum checked")
 EOF
 python "$tmp/cluster.py" || fail "LocalGPUCluster"
+
+echo "== snakemake --executor gpuflow, two GPU jobs on the wheel's command"
+(cd "$here" && "$tmp/venv/bin/pip" install -q --disable-pip-version-check ./plugins/snakemake \
+  -c bindings/python/requirements.txt) || fail "pip install plugins/snakemake"
+gpuflow serve --backend host --emulated-devices 2 --socket "$tmp/s.sock" 2>"$tmp/serve.log" &
+serve_pid=$!
+for _ in $(seq 100); do [[ -S "$tmp/s.sock" ]] && break; sleep 0.1; done
+mkdir "$tmp/flow"
+cat >"$tmp/flow/Snakefile" <<'EOF'
+rule all:
+    input: expand("out/{i}.txt", i=range(2))
+rule gpu:
+    output: "out/{i}.txt"
+    resources: gpu=1
+    shell: "echo $CUDA_VISIBLE_DEVICES > {output}"
+EOF
+(cd "$tmp/flow" && snakemake --executor gpuflow --gpuflow-endpoint "unix://$tmp/s.sock" \
+  --cores 2 --nolock -q >"$tmp/snakemake.log" 2>&1) || { cat "$tmp/snakemake.log"; fail "snakemake"; }
+for i in 0 1; do
+  grep -q "^GPU-" "$tmp/flow/out/$i.txt" || fail "job $i ran without a leased device"
+done
+kill "$serve_pid"
+wait "$serve_pid" || true
+serve_pid=""
 cd "$here"
 echo "test-wheel: PASS"
