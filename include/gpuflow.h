@@ -1196,7 +1196,9 @@ GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *con
 
 /* Where a service listens when given no socket path, as an endpoint ("unix:///…"): what
  * `gpuflow serve` uses by default and what the gpuflow command's client commands try when
- * neither --pool nor GPUFLOW_POOL names one. Static storage, computed once. Thread-safe. */
+ * neither --pool nor GPUFLOW_POOL names one (first; when no socket is there, they try the node's
+ * system socket, /run/gpuflow/gpuflow.sock: docs/service.md). Static storage, computed once.
+ * Thread-safe. */
 GF_API const char *gf_default_endpoint(void);
 
 /* The endpoint clients use ("unix:///…"), owned by the service. Thread-safe. */
