@@ -74,6 +74,18 @@ void listen_on(uv_loop_t *loop, uv_pipe_t *pipe, const std::string &path,
   }
   make_private_directory(path);
   struct stat st {};
+  // libuv reports a missing directory as EACCES (as Windows would): say what is wrong first.
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  const int missing = ::stat(dir.c_str(), &st) == 0 ? 0 : errno;
+  if (missing != 0 || !S_ISDIR(st.st_mode)) {
+    fail(GF_ERR_SYSTEM, "cannot make the socket " + path + ": its directory " + dir +
+                            (missing == ENOENT ? " does not exist"
+                             : missing != 0    ? std::string(": ") + std::strerror(missing)
+                                               : " is not a directory"));
+  }
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {
       fail(GF_ERR_STATE, path + " exists and is not a socket: refusing to replace it");

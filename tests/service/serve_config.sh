@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpuflow serve --config (issue 27, item 3): a TOML file holds serve's flags; the command line
 # wins over it; a typo, a value of the wrong kind or one the flag's rule refuses stops the start
-# naming the file, the line and the key; SIGHUP re-reads [policy] without dropping a lease and
+# naming the file, the line and the key, and so do a socket directory or a group that does not
+# exist; SIGHUP re-reads [policy] without dropping a lease and
 # the log says what changed.
 #   serve_config.sh GPUFLOW_CLI
 set -euo pipefail
@@ -23,10 +24,12 @@ fail() {
   done
   exit 1
 }
-# expect_refused NAME TEXT: serve with config NAME exits 2 and says TEXT.
+# expect_refused NAME TEXT [SOCKET]: serve with config NAME (and --socket SOCKET, default one in
+# the test's directory; "" for the file's own) exits 2 and says TEXT.
 expect_refused() {
-  local rc=0
-  "$cli" serve --config "$dir/$1" --socket "$dir/never.sock" >"$dir/$1.out" 2>&1 || rc=$?
+  local rc=0 socket=("--socket" "${3-$dir/never.sock}")
+  [[ -n "${3-x}" ]] || socket=()
+  "$cli" serve --config "$dir/$1" "${socket[@]}" >"$dir/$1.out" 2>&1 || rc=$?
   [[ $rc -eq 2 ]] || fail "$1: exit $rc, not 2: $(cat "$dir/$1.out")"
   grep -qF -- "$2" "$dir/$1.out" || fail "$1: no '$2' in: $(cat "$dir/$1.out")"
 }
@@ -52,6 +55,11 @@ expect_refused syntax.toml "$dir/syntax.toml:1: not TOML"
 printf '[gpus]\ncount = 2\n' >"$dir/table.toml"
 expect_refused table.toml "$dir/table.toml:1: unknown table [gpus]"
 expect_refused missing.toml "$dir/missing.toml"
+# Settings that are well formed but cannot be had: said as such, naming what is missing.
+printf '[service]\nsocket = "%s/no/such/dir/gpuflow.sock"\n' "$dir" >"$dir/nodir.toml"
+expect_refused nodir.toml "its directory $dir/no/such/dir does not exist" ""
+printf '[pool]\nbackend = "host"\n[service]\ngroup = "gft-no-such-group-%s"\n' "$$" >"$dir/nogroup.toml"
+expect_refused nogroup.toml "no group named 'gft-no-such-group-$$'"
 
 # --- Settings from the file; a flag wins over its key.
 cat >"$dir/serve.toml" <<EOF
