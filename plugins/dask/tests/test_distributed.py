@@ -111,6 +111,7 @@ def test_annotated_seed_runs_only_on_gpu_workers_after_optimisation(service):
 def test_private_service_when_none_is_configured(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUFLOW_POOL", "embedded")  # as if nothing were configured
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # no service at the default endpoint
+    monkeypatch.setenv("GPUFLOW_SYSTEM_SOCKET", str(tmp_path / "none.sock"))  # nor the node's
     with LocalGPUCluster(service_options=dict(backend="host", emulated_devices=2)) as cluster:
         assert cluster.service is not None and cluster.service.running
         assert len(cluster.workers) == 2, "one worker per device of the private service"
@@ -175,7 +176,9 @@ def test_worker_command_killed_mid_computation(service, tmp_path):
 
 
 def test_worker_command_without_a_service_says_where_it_looked(tmp_path):
-    env = dict(os.environ, XDG_RUNTIME_DIR=str(tmp_path))
+    # No service at the default endpoint, nor the node's (a machine may run one).
+    env = dict(os.environ, XDG_RUNTIME_DIR=str(tmp_path),
+               GPUFLOW_SYSTEM_SOCKET=str(tmp_path / "none.sock"))
     env.pop("GPUFLOW_POOL", None)
     commands = [[sys.executable, "-m", "gpuflow.dask", "worker"]]
     script = os.path.join(os.path.dirname(sys.executable), "gpuflow-dask-worker")
