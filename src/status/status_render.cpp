@@ -28,7 +28,7 @@ std::string format(const char *fmt, ...) {
   return buffer;
 }
 
-std::string bytes_text(uint64_t bytes) {
+std::string bytes_text(uint64_t bytes) {  // the wire's counts, as core formats every size
   return gf::bytes_text(static_cast<double>(bytes));
 }
 

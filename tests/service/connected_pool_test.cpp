@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "in_process_service.hpp"
 #include "test_support.hpp"
 
 namespace {
@@ -20,39 +21,11 @@ using namespace gft;
 
 constexpr uint64_t MiB = 1ull << 20;
 
-struct ServiceStop {
-  void operator()(gf_service *s) const { gf_service_stop(s); }
-};
-using Service = std::unique_ptr<gf_service, ServiceStop>;
-
-struct LeaseRelease {
-  void operator()(gf_lease *l) const { gf_lease_release(l); }
-};
-using Lease = std::unique_ptr<gf_lease, LeaseRelease>;
-
-// A fresh directory for sockets, removed with its contents at the end.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char templ[] = "/tmp/gf-service-test-XXXXXX";
-    path = mkdtemp(templ);
-  }
-  ~TempDir() { std::system(("rm -rf " + path).c_str()); }
-};
-
-struct Log {
-  std::mutex mu;
-  std::string text;
-  static void write(const char *line, void *self) {
-    auto *log = static_cast<Log *>(self);
-    std::lock_guard lock(log->mu);
-    log->text += std::string(line) + "\n";
-  }
-  bool has(const std::string &needle) {
-    std::lock_guard lock(mu);
-    return text.find(needle) != std::string::npos;
-  }
-};
+// The service's pieces every in-process service test shares (tests/support/in_process_service.hpp).
+using Service = ServiceHandle;
+using Lease = LeaseHandle;
+using TempDir = SocketDir;
+using Log = LogLines;
 
 Service start_service(const std::string &socket, int devices, Log *log = nullptr,
                       const char *user_weights = nullptr) {
@@ -61,14 +34,8 @@ Service start_service(const std::string &socket, int devices, Log *log = nullptr
   c.pool = &pool;
   c.socket_path = socket.c_str();
   c.user_weights = user_weights;
-  if (log) {
-    c.log = Log::write;
-    c.log_user_data = log;
-  }
-  gf_service *s = nullptr;
-  const gf_status st = gf_service_start(&s, &c);
-  EXPECT_EQ(st, GF_OK) << describe(st);
-  return Service(s);
+  if (log) log->attach(c);
+  return start(c);
 }
 
 Pool connect(const std::string &endpoint) {
