@@ -475,7 +475,10 @@ GF_API gf_status gf_graph_add_host_value(gf_data *out, gf_graph *graph, const ch
 /* A task body. It runs on a worker thread (any thread: see docs/threading.md) and returns 0 on
  * success. Non-zero, or a call to gf_task_ctx_fail, fails this attempt. ctx is borrowed for the
  * duration of the call. A body for GF_WORKER_GPU receives device pointers and (with the CUDA
- * backend) a stream to enqueue work on; on emulated devices the pointers are host memory. */
+ * backend) a stream to enqueue work on; on emulated devices the pointers are host memory. Faults
+ * of the kernels it enqueued fail the task with CUDA's message. A launch refused at once (a bad
+ * configuration, no kernel image) is seen by gpuflow only when the body shares its CUDA runtime;
+ * a body built with its own (nvcc links the runtime statically by default) must return it. */
 typedef int (*gf_task_fn)(gf_task_ctx *ctx, void *user_data);
 
 /* A task. Exactly one kind of body: C callbacks (cpu_fn and/or gpu_fn), a kernel name, or an

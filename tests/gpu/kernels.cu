@@ -29,8 +29,21 @@ extern "C" int gft_launch_spin(long long cycles, void *stream) {
   return static_cast<int>(cudaPeekAtLastError());
 }
 
-// A launch the device refuses (more threads per block than any GPU allows).
+__global__ void fault() {
+  __trap();
+}
+
+// A launch the device refuses (more threads per block than any GPU allows), returned as a
+// careful body does: this file has its own CUDA runtime (static cudart), whose per-thread error
+// state gpuflow's runtime cannot read.
 extern "C" int gft_launch_invalid(void *stream) {
   spin<<<1, 4096, 0, static_cast<cudaStream_t>(stream)>>>(1);
-  return 0;  // the error is left for the runtime to find, as a careless body would
+  return static_cast<int>(cudaGetLastError());
+}
+
+// A kernel that faults on the device, launched by a careless body that returns 0: the error
+// reaches the stream, which gpuflow watches whichever runtime launched the kernel.
+extern "C" int gft_launch_fault(void *stream) {
+  fault<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>();
+  return 0;
 }

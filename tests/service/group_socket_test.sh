@@ -83,12 +83,12 @@ for user in "$alice" "$bob" "$carol"; do
 done
 
 # as USER COMMAND...: COMMAND as USER with USER's groups, in a plain environment (keeping what
-# the sanitized builds need).
+# the sanitized builds need, and the library path of a build run from elsewhere: the GPU kit).
 user_argv() {  # sets run_as to the command line that runs as $1
   local name
   run_as=(setpriv --reuid="$1" --regid="$primary" --init-groups -- env -i PATH=/usr/bin:/bin
     HOME="$scratch" USER="$1" LOGNAME="$1")
-  for name in UCX_MEM_EVENTS ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS LSAN_OPTIONS; do
+  for name in LD_LIBRARY_PATH UCX_MODULE_DIR UCX_MEM_EVENTS ASAN_OPTIONS UBSAN_OPTIONS TSAN_OPTIONS LSAN_OPTIONS; do
     [ -n "${!name:-}" ] && run_as+=("$name=${!name}")
   done
 }
