@@ -342,7 +342,7 @@ typedef struct gf_device_info {
   int32_t compute_major; /* compute capability; 0 when emulated */
   int32_t compute_minor;
   const char *name;       /* owned by the pool, valid until it is destroyed */
-  const char *uuid;       /* "GPU-…" as nvidia-smi prints it; "" when emulated */
+  const char *uuid;       /* "GPU-…" as nvidia-smi prints it; emulated: a stable fake one */
   const char *pci_bus_id; /* "0000:3b:00.0"; "" when emulated */
 } gf_device_info;
 
@@ -365,6 +365,15 @@ GF_API gf_status gf_pool_device_count(uint32_t *out, const gf_pool *pool);
 
 /* Describes device `device` (0 <= device < count). out->struct_size must be set. Thread-safe. */
 GF_API gf_status gf_pool_device_info(gf_device_info *out, const gf_pool *pool, uint32_t device);
+
+/* Where the pool's list of devices came from, in words: "CUDA_VISIBLE_DEVICES=1,3",
+ * "SLURM_STEP_GPUS=2", "NVIDIA_VISIBLE_DEVICES=all", "all the node shows", or "the service's"
+ * (a connected pool). A pool drives exactly the devices handed down to it, the first of these set:
+ * CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURM_JOB_GPUS, NVIDIA_VISIBLE_DEVICES; emulated
+ * devices (GPUFLOW_EMULATED_DEVICES of them) by ordinal or fake UUID alike. gf_pool_create
+ * refuses a list naming a device that does not exist (GF_ERR_NOT_FOUND, naming the variable and
+ * the entry). Owned by the pool, valid until it is destroyed. Thread-safe. */
+GF_API gf_status gf_pool_devices_source(const char **out, const gf_pool *pool);
 
 /* *out = 1 when device `from` can copy directly into device `to` (peer access), else 0; data
  * between devices without peer access is staged through pinned host memory. Thread-safe. */

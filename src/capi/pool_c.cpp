@@ -219,6 +219,14 @@ GF_API gf_status gf_pool_device_info(gf_device_info *out, const gf_pool *pool, u
   });
 }
 
+GF_API gf_status gf_pool_devices_source(const char **out, const gf_pool *pool) {
+  return guard([&] {
+    require_out(out, "out");
+    *out = pool_of(pool).devices_source().c_str();
+    return GF_OK;
+  });
+}
+
 GF_API gf_status gf_pool_peer_access(int *out, const gf_pool *pool, uint32_t from, uint32_t to) {
   return guard([&] {
     require_out(out, "out");

@@ -27,7 +27,7 @@ struct DeviceDescription {
   uint64_t memory_bytes = 0;  // what the pool may use (its gpu_memory capacity)
   bool emulated = false;
   int compute_major = 0, compute_minor = 0;
-  std::string uuid;        // "GPU-…" as nvidia-smi prints it, empty when emulated
+  std::string uuid;        // "GPU-…" as nvidia-smi prints it; emulated: emulated_uuid()
   std::string pci_bus_id;  // empty when emulated
 };
 

@@ -14,6 +14,8 @@
 #include "commands/command_bodies.hpp"
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
+#include "devices/host/host_backend.hpp"
+#include "devices/visible_devices.hpp"
 #include "pool/backend_choice.hpp"
 #include "pool/service_run.hpp"
 #include "pool/split_run.hpp"
@@ -43,15 +45,23 @@ PoolOptions connected_options(PoolOptions options, const client::Welcome &welcom
     // are this host's own; work that needs a device runs in the service (pool/where.cpp).
     options.backend = GF_BACKEND_HOST;
     options.host.devices = 0;
+    options.host.handed_down = named_devices("none here: the service's are on its host", {});
     return options;
   }
+  // The service's devices by UUID, whatever this process was handed: they are what it leases.
+  std::vector<std::string> uuids;
+  int emulated_node = 0;
+  for (const client::DeviceSlot &d : welcome.devices) {
+    uuids.push_back(d.uuid);
+    emulated_node = std::max(emulated_node, emulated_ordinal(d.uuid) + 1);
+  }
+  options.host.handed_down = options.cuda.handed_down = named_devices("the service's", uuids);
   if (welcome.backend == "cuda") {
     options.backend = GF_BACKEND_CUDA;
     options.cuda.devices.clear();
-    for (const client::DeviceSlot &d : welcome.devices) options.cuda.devices.push_back(d.ordinal);
   } else {
     options.backend = GF_BACKEND_HOST;
-    options.host.devices = static_cast<int>(welcome.devices.size());
+    options.host.devices = emulated_node;
     options.host.device_memory = welcome.devices.empty() ? 0 : welcome.devices[0].memory;
     options.host.memory_limit = 0;
     options.host.bandwidth = welcome.emulated_bandwidth;
@@ -111,6 +121,7 @@ std::shared_ptr<PoolCore> PoolCore::create_connected(
 PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::Connection> connection)
     : connection_(std::move(connection)),
       backend_(make_backend(options)),
+      devices_source_(options.host.handed_down.source),
       serial_(next_pool_serial.fetch_add(1)) {
   ResourceRegistry registry;
   ResourceId cpu = registry.intern(resource_names::kCpu);
@@ -130,7 +141,8 @@ PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::Connectio
   for (int d = 0; d < backend_->device_count(); ++d) {
     DeviceDescription device = backend_->describe(d);
     devices_.push_back(device);
-    device_uuids_.push_back(device.uuid);
+    // A command on an emulated device is shown its ordinal: no CUDA program could use the UUID.
+    device_uuids_.push_back(device.emulated ? std::string() : device.uuid);
     auto w = std::make_unique<WorkerState>();
     w->index = static_cast<uint32_t>(states.size());
     w->kind = GF_WORKER_GPU;

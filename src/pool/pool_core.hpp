@@ -62,6 +62,8 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   // one is set, the scheduler measures the queue waits its events carry (gf_event.queue_wait_s).
   void subscribe_events(gf_event_fn fn, void *user_data);
   const std::vector<DeviceDescription> &devices() const { return devices_; }
+  // Where the list of devices came from, in words ("CUDA_VISIBLE_DEVICES=1,3").
+  const std::string &devices_source() const { return devices_source_; }
   // The node's service this pool is connected to; nullptr for an embedded pool.
   const std::shared_ptr<client::Connection> &connection() const { return connection_; }
   // This pool's number among the pools of the process (1, 2, ...), for names that must differ
@@ -80,6 +82,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   EventHub events_;
   std::shared_ptr<client::Connection> connection_;
   std::unique_ptr<DeviceBackend> backend_;
+  std::string devices_source_;
   std::vector<DeviceDescription> devices_;
   std::vector<std::string> device_uuids_;     // by device, "" when emulated: for command bodies
   std::vector<WorkerState *> worker_states_;  // owned by the scheduler

@@ -9,6 +9,7 @@
 #include "core/fixed_point.hpp"
 #include "core/resource_names.hpp"
 #include "devices/backend.hpp"
+#include "devices/visible_devices.hpp"
 
 namespace gf {
 namespace {
@@ -136,6 +137,7 @@ PoolOptions resolve_pool_options(const gf_pool_config &config) {
          "gf_pool_config.emulated_devices is above " + std::to_string(kMaxSpaces - 1));
   }
   o.host.devices = devices;
+  o.host.handed_down = o.cuda.handed_down = handed_down();
 
   o.host.device_memory = config.emulated_device_memory;
   if (o.host.device_memory == 0) {

@@ -182,10 +182,4 @@ Peer peer_of(uv_os_fd_t fd) {
   return peer;
 }
 
-std::string emulated_uuid(int ordinal) {
-  char text[64];
-  std::snprintf(text, sizeof text, "GPU-00000000-gpuf-emul-0000-%012d", ordinal);
-  return text;
-}
-
 }  // namespace gf::service

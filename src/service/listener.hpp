@@ -32,8 +32,4 @@ Peer peer_of(uv_os_fd_t fd);
 // The user database's name for `uid`, or the number when it has none.
 std::string user_name_of(uint32_t uid);
 
-// "GPU-00000000-gpuf-emul-0000-00000000000N": stable across restarts, so scripts that name
-// emulated devices by UUID keep working.
-std::string emulated_uuid(int ordinal);
-
 }  // namespace gf::service

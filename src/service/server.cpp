@@ -52,7 +52,7 @@ std::unique_ptr<LeaseBook> book_of(const ServiceOptions &options, std::string &b
     slot.memory = desc.memory_bytes;
     slot.emulated = desc.emulated;
     slot.pci_bus_id = desc.pci_bus_id;
-    slot.uuid = desc.uuid.empty() ? emulated_uuid(d) : desc.uuid;
+    slot.uuid = desc.uuid;
     slots.push_back(slot);
   }
   backend->shutdown();
@@ -142,8 +142,9 @@ void Server::Impl::make_handlers() {
   leases = std::make_unique<LeaseHandler>(
       LeaseHandler::Collaborators{*book, *jobs, *saver, clients, deadlines, logger(), clock()});
   runs = std::make_unique<RunHandler>(RunHandler::Collaborators{*graphs, *plane, clients});
-  status = std::make_unique<StatusHandler>(StatusHandler::Collaborators{
-      *book, *jobs, *plane, clients, clock(), endpoint, started_ms, backend_name});
+  status = std::make_unique<StatusHandler>(
+      StatusHandler::Collaborators{*book, *jobs, *plane, clients, clock(), endpoint, started_ms,
+                                   backend_name, options.pool.host.handed_down.source});
   greeter = std::make_unique<Greeter>(
       Greeter::Collaborators{*book, clients, *plane, graphs->kernels(), backend_name,
                              options.pool.host.bandwidth, deadlines, logger(), clock()});
@@ -320,7 +321,8 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
       &s.tick, [](uv_timer_t *t) { static_cast<Impl *>(t->data)->on_tick(); }, kTickMs, kTickMs);
   s.status->publish();
   s.log("serving " + std::to_string(s.book->slots().size()) + " device(s) (" + s.backend_name +
-        ") and " + amount_text(s.book->cpus()) + " CPU(s) at " + s.endpoint +
+        "; " + s.options.pool.host.handed_down.source + ") and " + amount_text(s.book->cpus()) +
+        " CPU(s) at " + s.endpoint +
         (s.adopted ? " (handed over as fd " + std::to_string(s.options.listen_fd) + ")" : "") +
         (s.remote_endpoint.empty() ? ""
                                    : " and " + s.remote_endpoint + " (remote clients, token in " +

@@ -17,6 +17,7 @@ StatusContext StatusHandler::context(const Client *asker) const {
   context.asker_uid = asker ? asker->peer.uid : 0;
   context.asker_privileged = asker ? asker->peer.privileged : true;
   context.blob_bytes = w_.plane.blob_bytes();
+  context.devices_source = w_.devices_source;
   for (const auto &[id, k] : w_.clients.all()) {
     if (k->plane.blobs) {
       context.data_planes[id] = {k->plane.blobs->transports(), k->plane.blobs->bytes()};

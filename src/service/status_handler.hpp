@@ -30,6 +30,7 @@ class StatusHandler {
     std::string endpoint;  // "unix://PATH"
     int64_t started_ms = 0;
     std::string backend;
+    std::string devices_source;  // where the list of devices came from, in words
   };
   explicit StatusHandler(Collaborators with) : w_(std::move(with)) {}
 

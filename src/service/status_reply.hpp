@@ -30,7 +30,8 @@ struct StatusContext {
   bool asker_privileged = false;
   // Clients with a data plane: the transports UCX uses for each, and its blob bytes.
   std::map<ClientId, std::pair<std::string, uint64_t>> data_planes;
-  uint64_t blob_bytes = 0;  // all clients
+  uint64_t blob_bytes = 0;     // all clients
+  std::string devices_source;  // where the list of devices came from (devices/visible_devices.hpp)
 };
 
 using ClientPeers = std::map<ClientId, std::pair<Peer, std::string>>;

@@ -90,6 +90,10 @@ const char *device_path(const std::string &transports) {
 std::string text(const wire::StatusReply &s) {
   std::string out = format("gpuflow service at %s (pid %u, up %s)\n", str(s.endpoint()).c_str(),
                            s.service_pid(), age_text(s.started_ms()).c_str());
+  if (s.devices_source()) {
+    out += format("devices: %u (%s)\n", s.devices() ? s.devices()->size() : 0u,
+                  str(s.devices_source()).c_str());
+  }
   out += "\nDEVICE  NAME                           MEMORY      IN USE  MEMORY IN USE  UUID\n";
   for (const wire::DeviceStatus *d : items(s.devices())) {
     out += format("gpu:%-3d %-30.30s %-11s %5.0f%%  %-13s  %s\n", d->ordinal(),
@@ -159,6 +163,7 @@ std::string json_members(const wire::StatusReply &s) {
                     ",\"cpus\":" + json_number(s.cpus()) +
                     ",\"cpus_in_use\":" + json_number(s.cpus_in_use()) +
                     ",\"blob_bytes\":" + std::to_string(s.blob_bytes()) +
+                    ",\"devices_source\":" + json_quoted(str(s.devices_source())) +
                     ",\"leases_omitted\":" + std::to_string(s.leases_omitted()) +
                     ",\"queued_omitted\":" + std::to_string(s.queued_omitted()) +
                     ",\"clients_omitted\":" + std::to_string(s.clients_omitted()) +

@@ -22,7 +22,9 @@ namespace {
 void print_devices(const PoolOptions &o, gf_pool *pool) {
   uint32_t devices = 0;
   gf_pool_device_count(&devices, pool);
-  std::printf("\ndevices: %u\n", devices);
+  const char *source = nullptr;
+  gf_pool_devices_source(&source, pool);
+  std::printf("\ndevices: %u (%s)\n", devices, source ? source : "?");
   if (std::string why = emulation_reason(o, pool); !why.empty()) {
     std::printf("  emulated by the host backend: %s\n", why.c_str());
   }

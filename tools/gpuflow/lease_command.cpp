@@ -2,8 +2,10 @@
 
 #include <gpuflow.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +35,18 @@ std::string join(const std::vector<std::string> &items) {
   return out;
 }
 
+// For leased emulated devices ("GPU-00000000-gpuf-emul-0000-" and the node ordinal): how many
+// devices a pool in the job must emulate for CUDA_VISIBLE_DEVICES to name them, else 0.
+int emulated_node_size(const std::vector<std::string> &uuids) {
+  static const std::string prefix = "GPU-00000000-gpuf-emul-0000-";
+  int size = 0;
+  for (const std::string &uuid : uuids) {
+    if (uuid.rfind(prefix, 0) != 0) return 0;
+    size = std::max(size, std::atoi(uuid.c_str() + prefix.size()) + 1);
+  }
+  return size;
+}
+
 // The job's environment: ours, plus what names its devices (replacing any such names we had).
 std::vector<std::string> job_environment(gf_lease *lease) {
   uint64_t id = 0;
@@ -49,14 +63,15 @@ std::vector<std::string> job_environment(gf_lease *lease) {
     share = d.share;
     mps_memory.push_back(std::to_string(i) + "=" + std::to_string(d.memory >> 20) + "M");
   }
+  const int emulated_node = emulated_node_size(uuids);
   std::vector<std::string> env;
   for (char **e = environ; *e; ++e) {
     std::string entry = *e;
     for (const char *replaced :
          {"CUDA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=", "GPUFLOW_DEVICES=",
           "GPUFLOW_LEASE_ID=", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=",
-          "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="}) {
-      if (entry.rfind(replaced, 0) == 0) entry.clear();
+          "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=", emulated_node ? "GPUFLOW_EMULATED_DEVICES=" : ""}) {
+      if (*replaced && entry.rfind(replaced, 0) == 0) entry.clear();
     }
     if (!entry.empty()) env.push_back(entry);
   }
@@ -64,6 +79,8 @@ std::vector<std::string> job_environment(gf_lease *lease) {
   env.push_back("NVIDIA_VISIBLE_DEVICES=" + (uuids.empty() ? std::string("void") : join(uuids)));
   env.push_back("GPUFLOW_DEVICES=" + join(ordinals));
   env.push_back("GPUFLOW_LEASE_ID=" + std::to_string(id));
+  // A pool the job starts on emulated devices then drives exactly the leased ones, UUIDs kept.
+  if (emulated_node) env.push_back("GPUFLOW_EMULATED_DEVICES=" + std::to_string(emulated_node));
   if (count == 1 && share < 1) {
     // Enforced where NVIDIA MPS runs (its clients read these); elsewhere they are only counted.
     env.push_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" +

@@ -242,6 +242,16 @@ class Pool:
         check(F.gf_pool_device_count(byref(n), self.handle))
         return n.value
 
+    def devices_source(self) -> str:
+        """Where the list of devices the pool drives came from: "CUDA_VISIBLE_DEVICES=1,3",
+        "SLURM_STEP_GPUS=2", "NVIDIA_VISIBLE_DEVICES=all", "all the node shows", or "the
+        service's" for a connected pool (docs/service.md, "Which devices a pool drives")."""
+        if F.gf_pool_devices_source is None:
+            raise TypeError("this libgpuflow has no gf_pool_devices_source (a newer one is needed)")
+        out = ctypes.c_char_p()
+        check(F.gf_pool_devices_source(byref(out), self.handle))
+        return out.value.decode()
+
     def device_memory(self, device: int) -> DeviceMemory:
         """Device `device`'s memory accounting (a consistent snapshot): see DeviceMemory. Results
         of tasks that ran on a GPU worker count there while resident (their size is

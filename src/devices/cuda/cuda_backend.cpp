@@ -18,16 +18,6 @@ constexpr double kHostLinkBandwidth = 25e9;  // PCIe, per direction
 constexpr double kPeerBandwidth = 150e9;     // NVLink-class peer links
 constexpr double kStagedBandwidth = 10e9;    // device to device through host memory
 
-std::string uuid_text(const cudaUUID_t &uuid) {
-  const auto *b = reinterpret_cast<const unsigned char *>(uuid.bytes);
-  char text[64];
-  std::snprintf(text, sizeof text,
-                "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
-                b[14], b[15]);
-  return text;
-}
-
 }  // namespace
 
 CudaBackend::CudaBackend(const CudaBackendConfig &config, std::vector<int> cuda_ordinals) {

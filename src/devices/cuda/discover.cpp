@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "devices/cuda/cuda_backend.hpp"
 #include "devices/cuda/cuda_check.hpp"
@@ -21,6 +23,9 @@ std::string no_usable_gpu(cudaError_t e) {
   std::string words;
   if (visible && (*visible == '\0' || std::string(visible) == "-1")) {
     words = std::string("CUDA_VISIBLE_DEVICES is ") + (*visible ? "-1" : "set but empty");
+  } else if (visible && e == cudaErrorNoDevice) {
+    words = std::string("CUDA_VISIBLE_DEVICES='") + visible +
+            "' names no device CUDA shows (its first entry does not exist)";
   } else {
     switch (e) {
       case cudaSuccess:  // no error, but no device either
@@ -41,6 +46,43 @@ std::string no_usable_gpu(cudaError_t e) {
   return "no usable GPU: " + words + " (" + detail + ")";
 }
 
+// What CUDA shows, by UUID: its device d is node[d].
+std::vector<std::string> cuda_uuids(int count) {
+  std::vector<std::string> node;
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp props{};
+    cuda_check(cudaGetDeviceProperties(&props, d), "cudaGetDeviceProperties");
+    node.push_back(uuid_text(props.uuid));
+  }
+  return node;
+}
+
+// The CUDA ordinals of the devices handed down, in the list's order.
+std::vector<int> handed_down_ordinals(const HandedDown &list, int count) {
+  std::vector<int> all;
+  for (int d = 0; d < count; ++d) all.push_back(d);
+  if (list.variable == "CUDA_VISIBLE_DEVICES") {
+    // The runtime applied it, ending the list at the first entry it could not find: an entry
+    // left out is one that does not exist, and the pool refuses to run short of it.
+    if (static_cast<size_t>(count) < list.entries.size()) {
+      fail(GF_ERR_NOT_FOUND, "CUDA_VISIBLE_DEVICES='" + list.value + "' names device '" +
+                                 list.entries[static_cast<size_t>(count)] +
+                                 "', which does not exist: CUDA found only the " +
+                                 std::to_string(count) + " entries before it");
+    }
+    return all;
+  }
+  // A MIG instance reports its UUID's bytes as a GPU does: nvidia-smi alone writes "MIG-".
+  std::vector<std::string> node = cuda_uuids(count);
+  HandedDown mapped = list;
+  for (std::string &entry : mapped.entries) {
+    if (entry.rfind("MIG-", 0) == 0) entry = "GPU-" + entry.substr(4);
+  }
+  return select_devices(
+      mapped, node,
+      "CUDA shows " + std::to_string(count) + " devices, 0 to " + std::to_string(count - 1));
+}
+
 }  // namespace
 
 std::unique_ptr<DeviceBackend> make_cuda_backend(const CudaBackendConfig &config,
@@ -55,17 +97,19 @@ std::unique_ptr<DeviceBackend> make_cuda_backend(const CudaBackendConfig &config
     why = no_usable_gpu(e);
     return nullptr;
   }
+  const std::vector<int> handed = handed_down_ordinals(config.handed_down, count);
   std::vector<int> ordinals;
   if (config.devices.empty()) {
-    for (int i = 0; i < count; ++i) ordinals.push_back(i);
+    ordinals = handed;
   } else {
     for (int d : config.devices) {
-      if (d >= count) {
+      if (d >= static_cast<int>(handed.size())) {
         fail(GF_ERR_INVALID_ARGUMENT, "gf_pool_config.devices names device " + std::to_string(d) +
-                                          ", but only " + std::to_string(count) +
-                                          " CUDA devices are visible");
+                                          ", but only " + std::to_string(handed.size()) +
+                                          " CUDA devices were handed down (" +
+                                          config.handed_down.source + ")");
       }
-      ordinals.push_back(d);
+      ordinals.push_back(handed[static_cast<size_t>(d)]);
     }
   }
   return std::make_unique<CudaBackend>(config, std::move(ordinals));

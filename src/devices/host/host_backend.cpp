@@ -1,5 +1,6 @@
 #include "devices/host/host_backend.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -7,6 +8,7 @@ namespace gf {
 namespace {
 
 constexpr uint64_t kAlignment = 64;
+constexpr char kEmulatedPrefix[] = "GPU-00000000-gpuf-emul-0000-";
 
 uint64_t aligned_size(uint64_t bytes) {
   return bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
@@ -14,8 +16,30 @@ uint64_t aligned_size(uint64_t bytes) {
 
 }  // namespace
 
+std::string emulated_uuid(int node_ordinal) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%s%012d", kEmulatedPrefix, node_ordinal);
+  return text;
+}
+
+int emulated_ordinal(const std::string &uuid) {
+  const size_t prefix = sizeof kEmulatedPrefix - 1;
+  if (uuid.size() != prefix + 12 || uuid.compare(0, prefix, kEmulatedPrefix) != 0) return -1;
+  const std::string digits = uuid.substr(prefix);
+  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
+  return static_cast<int>(std::strtol(digits.c_str(), nullptr, 10));
+}
+
 HostBackend::HostBackend(const HostBackendConfig &config) : config_(config) {
-  for (int d = 0; d < config_.devices; ++d) {
+  std::vector<std::string> node;
+  for (int d = 0; d < config_.devices; ++d) node.push_back(emulated_uuid(d));
+  const std::string count = std::to_string(config_.devices) + " emulated devices";
+  node_ordinals_ = select_devices(config_.handed_down, node,
+                                  node.empty() ? "this node has no emulated devices"
+                                               : "this node has " + count + ", 0 to " +
+                                                     std::to_string(config_.devices - 1) + " (" +
+                                                     node.front() + " to " + node.back() + ")");
+  for (size_t d = 0; d < node_ordinals_.size(); ++d) {
     engines_.push_back(std::make_unique<CopyEngine>(config_.bandwidth));
   }
 }
@@ -26,12 +50,14 @@ HostBackend::~HostBackend() {
 
 DeviceDescription HostBackend::describe(int device) const {
   DeviceDescription d;
-  d.name = "emulated device " + std::to_string(device);
+  const int node_ordinal = node_ordinals_.at(static_cast<size_t>(device));
+  d.name = "emulated device " + std::to_string(node_ordinal);
   d.total_memory = config_.device_memory;
   d.memory_bytes = config_.memory_limit && config_.memory_limit < config_.device_memory
                        ? config_.memory_limit
                        : config_.device_memory;
   d.emulated = true;
+  d.uuid = emulated_uuid(node_ordinal);
   return d;
 }
 

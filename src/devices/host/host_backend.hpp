@@ -5,27 +5,39 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "devices/backend.hpp"
 #include "devices/host/copy_engine.hpp"
+#include "devices/visible_devices.hpp"
 
 namespace gf {
 
 struct HostBackendConfig {
-  int devices = 2;
+  int devices = 2;  // the emulated node's devices
+  // Which of them the backend drives (devices/visible_devices.hpp): a pool started with
+  // CUDA_VISIBLE_DEVICES=1,3 on 4 emulated devices drives 2, which keep their UUIDs.
+  HandedDown handed_down;
   uint64_t device_memory = uint64_t{1} << 30;
   uint64_t memory_limit = 0;  // the pool's share of each device; 0: all of it
   double bandwidth = 10e9;    // bytes per second; 0: copies take only the memcpy
 };
 
+// The UUID of the emulated device `node_ordinal`, "GPU-00000000-gpuf-emul-0000-00000000000N":
+// stable across restarts, so scripts and saved grants that name emulated devices keep working.
+std::string emulated_uuid(int node_ordinal);
+// The node ordinal in an emulated UUID, or -1 when `uuid` is not one.
+int emulated_ordinal(const std::string &uuid);
+
 class HostBackend final : public DeviceBackend {
  public:
+  // Throws gf::Error when the list handed down names a device the emulated node lacks.
   explicit HostBackend(const HostBackendConfig &config);
   ~HostBackend() override;
 
   const char *name() const override { return "host"; }
-  int device_count() const override { return config_.devices; }
+  int device_count() const override { return static_cast<int>(node_ordinals_.size()); }
   DeviceDescription describe(int device) const override;
   bool peer_access(int, int) const override { return true; }  // emulated devices share RAM
   void *allocate(SpaceId space, uint64_t bytes) override;
@@ -44,6 +56,7 @@ class HostBackend final : public DeviceBackend {
   CopyEngine &engine_for(const CopyRequest &request);
 
   HostBackendConfig config_;
+  std::vector<int> node_ordinals_;  // by device: its ordinal among the emulated node's
   std::vector<std::unique_ptr<CopyEngine>> engines_;
 };
 

@@ -1028,6 +1028,12 @@ extern "C" {
     ) -> gf_status;
 }
 extern "C" {
+    pub fn gf_pool_devices_source(
+        out: *mut *const std::os::raw::c_char,
+        pool: *const gf_pool,
+    ) -> gf_status;
+}
+extern "C" {
     pub fn gf_pool_peer_access(
         out: *mut std::os::raw::c_int,
         pool: *const gf_pool,
