@@ -72,7 +72,9 @@ void make_job_dir(const std::string &dir) {
                              "enter (mode 0700): refusing to listen there");
 }
 
-pid_t job_process() { return ::getpgrp() != ::getpid() ? ::getpgrp() : ::getppid(); }
+pid_t job_process() {
+  return ::getpgrp() != ::getpid() ? ::getpgrp() : ::getppid();
+}
 
 void stop_when_gone(pid_t pid, const char *who) {
   const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
