@@ -9,6 +9,9 @@
 #   slurm_cluster_start DIR   # returns 77 with the reason on stdout where it cannot start
 #   slurm_cluster_stop        # stops every daemon it started; safe to call twice
 # After start, SLURM_CONF is exported: sbatch, srun, squeue, scancel talk to this cluster only.
+# Run as a command, for other languages' tests (plugins/dask/tests/test_slurm_jobqueue.py):
+#   bash slurm_cluster.sh start DIR   # exit 0, or 77 with the reason on stdout
+#   bash slurm_cluster.sh stop DIR    # then SLURM_CONF=DIR/slurm.conf
 
 slurm_dir=""
 
@@ -171,3 +174,18 @@ slurm_cluster_stop() {
     { slurm_wait_gone "$pid" 5 || kill -KILL "$pid" 2> /dev/null; }
   slurm_dir=""
 }
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  case ${1:-} in
+    start) slurm_cluster_start "${2:?DIR}" ;;
+    stop)
+      slurm_dir=${2:?DIR}
+      export SLURM_CONF=$slurm_dir/slurm.conf
+      slurm_cluster_stop
+      ;;
+    *)
+      echo "usage: $0 start|stop DIR" >&2
+      exit 2
+      ;;
+  esac
+fi

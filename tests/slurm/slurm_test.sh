@@ -7,8 +7,8 @@
 #    on no device do the shares running at once add up past one, two halves do run on one device
 #    together, and both devices are used (ledger_check.py);
 # 2. cancel: four steps hold half a GPU each; `scancel` ends the job, and within a second (times
-#    GPUFLOW_TEST_TIME_FACTOR) the job's service has stopped, its socket is gone and no leased
-#    command is left.
+#    GPUFLOW_TEST_TIME_FACTOR) the job's service has stopped, its directory (socket, saved grants)
+#    is gone and no leased command is left.
 # Exits 77 with the reason where it cannot run: not root, Slurm or munge missing, or a daemon that
 # cannot start.
 #   slurm_test.sh GPUFLOW_CLI
@@ -49,7 +49,7 @@ slurm_cluster_start "$dir/cluster" > "$dir/start.reason" || skip "$(cat "$dir/st
 echo "slurm up in $(since "$started") s"
 
 # What every job's script starts with: the job's own pool on the job's two GPUs (emulated), its
-# socket under the job's TMPDIR. (Items 1 of issue 28 makes the emulated devices the ones Slurm
+# socket under the job's TMPDIR. (Item 1 of issue 28 makes the emulated devices the ones Slurm
 # handed down in CUDA_VISIBLE_DEVICES: here the job has all of its node's.)
 mkdir -m 0700 "$dir/jobtmp"
 serve_line='eval "$("$GPUFLOW_CLI" serve --per-job --daemon --backend host --emulated-devices 2 --cpu-workers 1)"'
@@ -120,14 +120,15 @@ took=""
 for _ in $(seq $((100 * factor))); do
   left=""
   for pid in "$serve_pid" "${leased[@]}"; do slurm_alive "$pid" && left+=" $pid"; done
-  [[ -z "$left" && ! -e "$socket" ]] && {
+  [[ -z "$left" && ! -e "$(dirname "$socket")" ]] && {
     took=$(since "$cancelled")
     break
   }
   sleep 0.02
 done
-[[ -n "$took" ]] || fail "after scancel, still running:$left; socket there: $([[ -e "$socket" ]] && echo yes)"
-echo "scancel: the job's service and its leased commands gone in $took s"
+[[ -n "$took" ]] ||
+  fail "after scancel, still running:$left; left in the job's directory: $(ls -A "$(dirname "$socket")" 2>&1)"
+echo "scancel: the job's service, its directory and its leased commands gone in $took s"
 awk -v t="$took" -v f="$factor" 'BEGIN { exit !(t <= f) }' || fail "it took $took s after scancel, more than 1 s"
 grep -q "has ended: the job is over\|Terminated: stopping" "$dir/cancel.out" ||
   fail "the service did not say why it stopped"

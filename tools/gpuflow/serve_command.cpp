@@ -152,8 +152,15 @@ int serve(const ServeOptions &given, const CLI::App &command_line) {
   int handed_over = 0;
   std::string job_dir;  // --per-job: made here, removed at the end (if empty by then)
   pid_t job = 0;
-  const auto remove_job_dir = [&job_dir] {
-    if (!job_dir.empty()) ::rmdir(job_dir.c_str());
+  // `served`: this service listened there, and its stop is the job's end, so the grants it saved
+  // beside the socket for a restart (SOCKET.leases.a, .b) are of no use to anyone. Otherwise they
+  // may be another service's of the same job, which this one found listening.
+  const auto remove_job_dir = [&job_dir, &o](bool served) {
+    if (job_dir.empty()) return;
+    if (served) {
+      for (const char *slot : {".leases.a", ".leases.b"}) ::unlink((o.socket + slot).c_str());
+    }
+    ::rmdir(job_dir.c_str());
   };
   try {
     if (!given.config.empty()) {
@@ -177,7 +184,7 @@ int serve(const ServeOptions &given, const CLI::App &command_line) {
     handed_over = socket_from_systemd();
   } catch (const std::exception &e) {
     std::fprintf(stderr, "gpuflow serve: %s\n", e.what());
-    remove_job_dir();
+    remove_job_dir(false);
     return kExitError;
   }
   if (o.daemon) {
@@ -207,18 +214,18 @@ int serve(const ServeOptions &given, const CLI::App &command_line) {
     if (job > 0) stop_when_gone(job, "the job's script");
   } catch (const std::exception &e) {
     std::fprintf(stderr, "gpuflow serve: %s\n", e.what());
-    remove_job_dir();
+    remove_job_dir(false);
     return kExitError;
   }
   gf_service *service = nullptr;
   if (gf_service_start(&service, &config) != GF_OK) {
-    remove_job_dir();
+    remove_job_dir(false);
     return library_error("cannot start");
   }
   if (stop_signal_received()) {
     // It came during start: stopped before anyone is told the service listens.
     gf_service_stop(service);
-    remove_job_dir();
+    remove_job_dir(true);
     return 0;
   }
   const std::string endpoint = gf_service_endpoint(service);
@@ -245,7 +252,7 @@ int serve(const ServeOptions &given, const CLI::App &command_line) {
   }
   tell_systemd("STOPPING=1");
   gf_service_stop(service);
-  remove_job_dir();
+  remove_job_dir(true);
   return 0;
 }
 
