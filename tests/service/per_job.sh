@@ -31,7 +31,9 @@ refused() {
 }
 
 export TMPDIR=$dir
-unset SLURM_TMPDIR GPUFLOW_POOL
+# Nothing from a Slurm or a GPU machine the test itself may run under.
+unset SLURM_TMPDIR GPUFLOW_POOL CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES SLURM_STEP_GPUS \
+  SLURM_JOB_GPUS
 (unset SLURM_JOB_ID && refused "SLURM_JOB_ID is not set" --per-job) || exit 1
 SLURM_JOB_ID=../x refused "SLURM_JOB_ID '../x' is not a job id" --per-job
 refused "--daemon requires --per-job" --daemon

@@ -119,13 +119,16 @@ EOF
 # The pids of processes started under this cluster's daemons (slurmstepd and what it runs, our
 # gpuflow services): their environment names this cluster's slurm.conf.
 slurm_cluster_processes() {
-  local env pid parent
+  local env pid stat parent
   for env in /proc/[0-9]*/environ; do
     pid=${env#/proc/}
     pid=${pid%/environ}
-    parent=$(ps -o ppid= -p "$pid" 2> /dev/null) || continue
+    stat=$(cat "/proc/$pid/stat" 2> /dev/null) || continue
+    stat=${stat##*) }  # after the command's name, which may hold anything: state, parent, ...
+    parent=${stat#* }
+    parent=${parent%% *}
     # Not this shell, nor the commands of this very search.
-    [[ $pid == "$$" || $pid == "$BASHPID" || ${parent// /} == "$$" || ${parent// /} == "$BASHPID" ]] &&
+    [[ $pid == "$$" || $pid == "$BASHPID" || $parent == "$$" || $parent == "$BASHPID" ]] &&
       continue
     { tr '\0' '\n' < "$env"; } 2> /dev/null | grep -qxF "SLURM_CONF=$slurm_dir/slurm.conf" &&
       echo "$pid"

@@ -52,6 +52,7 @@ echo "slurm up in $(since "$started") s"
 # socket under the job's TMPDIR. (Item 1 of issue 28 makes the emulated devices the ones Slurm
 # handed down in CUDA_VISIBLE_DEVICES: here the job has all of its node's.)
 mkdir -m 0700 "$dir/jobtmp"
+unset SLURM_TMPDIR  # a Slurm this test runs under must not move the jobs' sockets
 serve_line='eval "$("$GPUFLOW_CLI" serve --per-job --daemon --backend host --emulated-devices 2 --cpu-workers 1)"'
 export GPUFLOW_CLI=$cli TEST_DIR=$dir RECORD=$here/record_job.sh
 submit() {  # submit NAME SBATCH_OPTIONS...: runs $dir/NAME.sh; prints the job id

@@ -55,6 +55,7 @@ def slurm(tmp_path, monkeypatch):
             pytest.skip(started.stdout.strip())
         assert started.returncode == 0, started.stdout + started.stderr
         monkeypatch.setenv("SLURM_CONF", str(cluster / "slurm.conf"))
+        monkeypatch.delenv("SLURM_TMPDIR", raising=False)  # the jobs' sockets go in TMPDIR
         monkeypatch.setenv("PATH", os.environ["PATH"] + ":/usr/sbin")
         yield cluster
     finally:
