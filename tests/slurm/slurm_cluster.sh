@@ -8,10 +8,12 @@
 #
 #   slurm_cluster_start DIR   # returns 77 with the reason on stdout where it cannot start
 #   slurm_cluster_stop        # stops every daemon it started; safe to call twice
+#   slurm_wait_job ID SECONDS # 0 once job ID completed; 1 saying how it ended otherwise
 # After start, SLURM_CONF is exported: sbatch, srun, squeue, scancel talk to this cluster only.
 # Run as a command, for other languages' tests (plugins/dask/tests/test_slurm_jobqueue.py):
 #   bash slurm_cluster.sh start DIR   # exit 0, or 77 with the reason on stdout
 #   bash slurm_cluster.sh stop DIR    # then SLURM_CONF=DIR/slurm.conf
+#   bash slurm_cluster.sh wait DIR ID SECONDS
 
 slurm_dir=""
 
@@ -116,6 +118,25 @@ EOF
   return 77
 }
 
+# Waits up to $2 seconds for job $1 to end (polling often: `sbatch --wait` sleeps up to 32 s
+# between its looks); 0 when it completed, else 1 saying how it ended.
+slurm_wait_job() {
+  local state
+  for _ in $(seq $(($2 * 10))); do
+    state=$(scontrol show job -o "$1" 2> /dev/null | grep -o 'JobState=[A-Z_]*')
+    case ${state#JobState=} in
+      COMPLETED) return 0 ;;
+      PENDING | RUNNING | CONFIGURING | COMPLETING | SUSPENDED | "") sleep 0.1 ;;
+      *)
+        echo "job $1 ended $state: $(scontrol show job -o "$1" | grep -o 'ExitCode=[0-9:]*')"
+        return 1
+        ;;
+    esac
+  done
+  echo "job $1 still not done after $2 s ($state)"
+  return 1
+}
+
 # The pids of processes started under this cluster's daemons (slurmstepd and what it runs, our
 # gpuflow services): their environment names this cluster's slurm.conf.
 slurm_cluster_processes() {
@@ -181,13 +202,17 @@ slurm_cluster_stop() {
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
   case ${1:-} in
     start) slurm_cluster_start "${2:?DIR}" ;;
+    wait)
+      export SLURM_CONF=${2:?DIR}/slurm.conf
+      slurm_wait_job "${3:?ID}" "${4:?SECONDS}"
+      ;;
     stop)
       slurm_dir=${2:?DIR}
       export SLURM_CONF=$slurm_dir/slurm.conf
       slurm_cluster_stop
       ;;
     *)
-      echo "usage: $0 start|stop DIR" >&2
+      echo "usage: $0 start|stop DIR, or wait DIR ID SECONDS" >&2
       exit 2
       ;;
   esac

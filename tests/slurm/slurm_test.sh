@@ -86,11 +86,12 @@ for i in 0 1 2 3 4 5; do
 done
 wait
 for i in 0 1 2 3; do
-  srun --overlap -n1 "\$GPUFLOW_CLI" lease --gpus 0.5 -- "\$RECORD" "\$TEST_DIR/half.ledger" half\$i 0.5 1 &
+  srun --overlap -n1 "\$GPUFLOW_CLI" lease --gpus 0.5 -- "\$RECORD" "\$TEST_DIR/half.ledger" half\$i 0.5 1.5 &
 done
 wait
 EOF
-submit shares --wait > /dev/null || fail "the shares job failed"
+shares_job=$(submit shares) || fail "sbatch refused the shares job"
+slurm_wait_job "$shares_job" $((90 * factor)) || fail "the shares job failed"
 python3 "$here/ledger_check.py" "$dir/whole.ledger" --devices 2 || fail "whole GPUs: see above"
 python3 "$here/ledger_check.py" "$dir/half.ledger" --devices 2 --packed 0.5 ||
   fail "half GPUs: see above"

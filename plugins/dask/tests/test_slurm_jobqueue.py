@@ -9,7 +9,6 @@ the cluster closes both jobs and their pools are gone. Skipped, with the reason,
 cannot start (not root, Slurm or munge missing, a daemon that will not start)."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -26,40 +25,15 @@ from distributed import Client, get_task_stream  # noqa: E402
 import gpuflow  # noqa: E402
 import gpuflow.dask  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
-    __file__)))))
-CLUSTER_SCRIPT = os.path.join(ROOT, "tests", "slurm", "slurm_cluster.sh")
-
-
-def _cli():
-    lib = os.path.realpath(gpuflow.library_path)
-    cli = os.path.join(os.path.dirname(os.path.dirname(lib)), "tools", "gpuflow", "gpuflow")
-    if not os.access(cli, os.X_OK):
-        pytest.skip(f"no gpuflow command next to {lib}")
-    return cli
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "tests", "slurm"))
+from slurm_fixture import gpuflow_cli, jobs, slurm_cluster  # noqa: E402
 
 
 @pytest.fixture
-def slurm(tmp_path, monkeypatch):
-    if os.geteuid() != 0:
-        pytest.skip("the test's Slurm needs root")
-    if not shutil.which("bash"):
-        pytest.skip("no bash")
-    cluster = tmp_path / "cluster"
-    cluster.mkdir()
-    os.chmod(tmp_path, 0o755)
-    started = subprocess.run(["bash", CLUSTER_SCRIPT, "start", str(cluster)],
-                             capture_output=True, text=True, timeout=120)
-    try:
-        if started.returncode == 77:
-            pytest.skip(started.stdout.strip())
-        assert started.returncode == 0, started.stdout + started.stderr
-        monkeypatch.setenv("SLURM_CONF", str(cluster / "slurm.conf"))
-        monkeypatch.delenv("SLURM_TMPDIR", raising=False)  # the jobs' sockets go in TMPDIR
-        monkeypatch.setenv("PATH", os.environ["PATH"] + ":/usr/sbin")
+def slurm(tmp_path):
+    with slurm_cluster(tmp_path / "cluster") as cluster:
         yield cluster
-    finally:
-        subprocess.run(["bash", CLUSTER_SCRIPT, "stop", str(cluster)], timeout=120)
 
 
 def seed(n, c):
@@ -67,14 +41,8 @@ def seed(n, c):
     return (x + 1)[::2, ::2].sum()
 
 
-def _jobs():
-    out = subprocess.run(["squeue", "-h", "-o", "%i %N %T"], capture_output=True, text=True,
-                         timeout=30, check=True).stdout
-    return [line.split() for line in out.splitlines() if line.strip()]
-
-
 def test_slurmcluster_workers_lease_from_their_jobs_pools(slurm, tmp_path):
-    cli = _cli()
+    cli = gpuflow_cli(gpuflow.library_path)
     jobtmp = tmp_path / "jobtmp"
     jobtmp.mkdir(mode=0o700)
     prologue = [
@@ -106,14 +74,14 @@ def test_slurmcluster_workers_lease_from_their_jobs_pools(slurm, tmp_path):
             expected = seed(1000, 250).compute(scheduler="sync")
             assert value == pytest.approx(expected, rel=1e-12)
             ran_on = {names.get(t["worker"], t["worker"]) for t in stream.data}
-            jobs = _jobs()
+            running = jobs()
             by_job = {}
             for address, e in env.items():
                 by_job.setdefault(e["SLURM_JOB_ID"], []).append(e["CUDA_VISIBLE_DEVICES"])
             # Two jobs, one per node, each of whose two workers leased one of its job's devices
             # from its job's pool (the worker's own pool is then embedded on that device).
-            assert len(jobs) == 2 and {node for _, node, _ in jobs} == {"n1", "n2"}, jobs
-            assert sorted(by_job) == sorted(job for job, _, _ in jobs), by_job
+            assert len(running) == 2 and {n for _, n, _ in running} == {"n1", "n2"}, running
+            assert sorted(by_job) == sorted(job for job, _, _ in running), by_job
             for job, devices in by_job.items():
                 pool = f"unix://{jobtmp}/gpuflow-job-{job}/gpuflow.sock"
                 status = json.loads(subprocess.run(
@@ -127,9 +95,9 @@ def test_slurmcluster_workers_lease_from_their_jobs_pools(slurm, tmp_path):
         cluster.close()
     # Closing the cluster cancels the jobs: their pools stop with them.
     deadline = time.monotonic() + 30
-    while _jobs() and time.monotonic() < deadline:
+    while jobs() and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _jobs() == []
+    assert jobs() == []
     deadline = time.monotonic() + 10
     while list(jobtmp.glob("gpuflow-job-*")) and time.monotonic() < deadline:
         time.sleep(0.1)
