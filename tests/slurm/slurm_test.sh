@@ -5,7 +5,8 @@
 # (`eval "$(gpuflow serve --per-job --daemon)"`) that its srun steps lease from:
 # 1. shares: six steps leasing a whole GPU, then four leasing half of one, on the job's two GPUs:
 #    on no device do the shares running at once add up past one, two halves do run on one device
-#    together, and both devices are used (ledger_check.py);
+#    together, and both devices are used (ledger_check.py); then two programs on the job's pool
+#    (gpuflow run, connected through GPUFLOW_POOL) both run on its devices;
 # 2. cancel: four steps hold half a GPU each; `scancel` ends the job, and within a second (times
 #    GPUFLOW_TEST_TIME_FACTOR) the job's service has stopped, its directory (socket, saved grants)
 #    is gone and no leased command is left.
@@ -55,6 +56,7 @@ mkdir -m 0700 "$dir/jobtmp"
 unset SLURM_TMPDIR  # a Slurm this test runs under must not move the jobs' sockets
 serve_line='eval "$("$GPUFLOW_CLI" serve --per-job --daemon --backend host --emulated-devices 2 --cpu-workers 1)"'
 export GPUFLOW_CLI=$cli TEST_DIR=$dir RECORD=$here/record_job.sh
+export PROGRAM=$here/../../examples/json/gpu_pipeline.json
 submit() {  # submit NAME SBATCH_OPTIONS...: runs $dir/NAME.sh; prints the job id
   local name=$1
   shift
@@ -89,6 +91,11 @@ for i in 0 1 2 3; do
   srun --overlap -n1 "\$GPUFLOW_CLI" lease --gpus 0.5 -- "\$RECORD" "\$TEST_DIR/half.ledger" half\$i 0.5 1.5 &
 done
 wait
+for i in 0 1; do  # programs on the job's pool, connected through GPUFLOW_POOL
+  srun --overlap -n1 bash -c 'echo \$\$ > "\$TEST_DIR/program\$0.pid"; exec "\$GPUFLOW_CLI" run "\$1" --no-progress' \
+    \$i "\$PROGRAM" > "\$TEST_DIR/program\$i.out" 2>&1 &
+done
+wait
 EOF
 shares_job=$(submit shares) || fail "sbatch refused the shares job"
 slurm_wait_job "$shares_job" $((90 * factor)) || fail "the shares job failed"
@@ -97,6 +104,11 @@ python3 "$here/ledger_check.py" "$dir/half.ledger" --devices 2 --packed 0.5 ||
   fail "half GPUs: see above"
 [[ $(wc -l < "$dir/whole.ledger") == 6 && $(wc -l < "$dir/half.ledger") == 4 ]] ||
   fail "not every step ran: $(cat "$dir/whole.ledger" "$dir/half.ledger")"
+for i in 0 1; do
+  grep -q "8 tasks: 8 succeeded" "$dir/program$i.out" || fail "program $i: $(cat "$dir/program$i.out")"
+  grep -q "granted to client [0-9]* (pid $(cat "$dir/program$i.pid"), [^)]*): gpu:" "$dir/shares.out" ||
+    fail "program $i ran on no device of the job's pool"
+done
 
 # 2: the cancel job holds four leases; scancel.
 pool=""
