@@ -1,3 +1,4 @@
+#!/usr/bin/env bash
 # A Slurm of the test's own, on loopback (sourced by slurm_test.sh): munged with its own key and
 # socket, slurmctld and two slurmd (nodes n1 and n2, one host: Debian's slurmd is built for
 # several per host, `slurmd -N NAME`), each node with two fake GPUs (character devices the test
