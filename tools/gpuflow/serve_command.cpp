@@ -1,7 +1,8 @@
 // gpuflow serve: runs the node's shared pool until a stop signal. Its settings come from the
 // command line and, with --config, a TOML file (serve_config.cpp; the command line wins); under
 // systemd it takes over the socket gpuflow.socket listens on, says when it is ready, and
-// re-reads the file's [policy] on SIGHUP (systemd_socket.cpp). Public C ABI only.
+// re-reads the file's [policy] on SIGHUP (systemd_socket.cpp). With --per-job it is one batch
+// job's pool instead (per_job.cpp). Public C ABI only.
 #include "serve_command.hpp"
 
 #include <gpuflow.h>
@@ -17,6 +18,7 @@
 
 #include "exit_codes.hpp"
 #include "options.hpp"
+#include "per_job.hpp"
 #include "serve_config.hpp"
 #include "stop_signals.hpp"
 #include "systemd_socket.hpp"
@@ -29,6 +31,7 @@ struct ServeOptions {
   PoolOptions pool;
   std::string socket, group, user_weights, dashboard, listen, token_file, config;
   double client_cap = 0, user_cap = 0, half_life = 0, job_kill_grace = 0;
+  bool per_job = false, daemon = false;  // command line only: not a node's setting
 };
 
 // Declares serve's flags on `command`, bound to `o`: for the command line, and again to check
@@ -147,6 +150,18 @@ int serve(const ServeOptions &given, const CLI::App &command_line) {
   std::vector<ConfigSetting> settings;
   ServeOptions o = given;
   int handed_over = 0;
+  std::string job_dir;  // --per-job: made here, removed at the end (if empty by then)
+  pid_t job = 0;
+  // `served`: this service listened there, and its stop is the job's end, so the grants it saved
+  // beside the socket for a restart (SOCKET.leases.a, .b) are of no use to anyone. Otherwise they
+  // may be another service's of the same job, which this one found listening.
+  const auto remove_job_dir = [&job_dir, &o](bool served) {
+    if (job_dir.empty()) return;
+    if (served) {
+      for (const char *slot : {".leases.a", ".leases.b"}) ::unlink((o.socket + slot).c_str());
+    }
+    ::rmdir(job_dir.c_str());
+  };
   try {
     if (!given.config.empty()) {
       settings = read_serve_config(given.config);
@@ -157,10 +172,24 @@ int serve(const ServeOptions &given, const CLI::App &command_line) {
           "--listen requires --token-file (in a --config file: service.listen, "
           "service.token_file)");
     }
+    if (o.per_job) {
+      const JobPlace place = job_place();
+      if (o.socket.empty()) {
+        make_job_dir(place.dir);
+        job_dir = place.dir;
+        o.socket = place.socket;
+      }
+      job = job_process();  // before --daemon's fork, which makes a new parent
+    }
     handed_over = socket_from_systemd();
   } catch (const std::exception &e) {
     std::fprintf(stderr, "gpuflow serve: %s\n", e.what());
+    remove_job_dir(false);
     return kExitError;
+  }
+  if (o.daemon) {
+    const int parent_exit = daemonize();
+    if (parent_exit >= 0) return parent_exit;
   }
   const gf_pool_config pool = o.pool.config();
   gf_service_config config = GF_SERVICE_CONFIG_INIT;
@@ -181,11 +210,22 @@ int serve(const ServeOptions &given, const CLI::App &command_line) {
   // before start, which may take long, so that a stop signal during it is not lost.
   handle_stop_signals(StopPolicy{"gpuflow serve", /*second_exits=*/true,
                                  /*hup_reloads=*/!given.config.empty()});
+  try {
+    if (job > 0) stop_when_gone(job, "the job's script");
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "gpuflow serve: %s\n", e.what());
+    remove_job_dir(false);
+    return kExitError;
+  }
   gf_service *service = nullptr;
-  if (gf_service_start(&service, &config) != GF_OK) return library_error("cannot start");
+  if (gf_service_start(&service, &config) != GF_OK) {
+    remove_job_dir(false);
+    return library_error("cannot start");
+  }
   if (stop_signal_received()) {
     // It came during start: stopped before anyone is told the service listens.
     gf_service_stop(service);
+    remove_job_dir(true);
     return 0;
   }
   const std::string endpoint = gf_service_endpoint(service);
@@ -200,6 +240,10 @@ int serve(const ServeOptions &given, const CLI::App &command_line) {
   if (const char *url = gf_service_dashboard_url(service))
     std::printf("gpuflow serve: dashboard at %s (metrics: %smetrics)\n", url, url);
   std::fflush(stdout);
+  if (o.daemon) {
+    daemon_ready(shell_export("GPUFLOW_POOL", endpoint) + "\n" +
+                 shell_export("GPUFLOW_SERVE_PID", std::to_string(getpid())) + "\n");
+  }
   tell_systemd("READY=1\nSTATUS=listening on " + endpoint);
   while (wait_for_reload_or_stop()) {
     tell_systemd("RELOADING=1");
@@ -208,6 +252,7 @@ int serve(const ServeOptions &given, const CLI::App &command_line) {
   }
   tell_systemd("STOPPING=1");
   gf_service_stop(service);
+  remove_job_dir(true);
   return 0;
 }
 
@@ -218,6 +263,8 @@ void add_serve_command(CLI::App &app, int &exit_code) {
   CLI::App *command = app.add_subcommand("serve");
   add_serve_flags(*command, *o);
   command->add_option("--config", o->config);
+  command->add_flag("--per-job", o->per_job);
+  command->add_flag("--daemon", o->daemon)->needs("--per-job");
   command->callback([o, command, &exit_code] { exit_code = serve(*o, *command); });
 }
 

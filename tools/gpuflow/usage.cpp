@@ -42,11 +42,12 @@ exit codes: 0 success, 1 the run failed or was cancelled, 2 nothing ran (usage, 
 pool error).
 )";
 
-const char *kServiceUsage = R"(usage:
+const char *kServiceUsage = R"usage(usage:
   gpuflow serve  [pool options] [--socket PATH] [--group NAME] [--client-gpu-cap N]
                  [--user-gpu-cap N] [--user-weights USER=W,...] [--usage-half-life SECONDS]
                  [--dashboard HOST:PORT] [--plugin LIB]... [--listen HOST:PORT --token-file F]
                  [--job-kill-grace SECONDS] [--config FILE]
+  gpuflow serve  --per-job [--daemon] [pool options] [other serve options]
   gpuflow lease  [--pool ENDPOINT] [--gpus N] [--gpu-memory SIZE] [--cpus N] [--device ORDINAL]...
                  [--timeout SECONDS] [--name TEXT] [--grace SECONDS] -- COMMAND [ARGS...]
   gpuflow status [--pool ENDPOINT] [--json]
@@ -70,6 +71,12 @@ such a job gets SIGTERM, and SIGKILL --job-kill-grace seconds later (default 10)
 SIGHUP then re-reads the file's [policy] (weights, caps, half-life) without dropping a lease.
 Started by systemd (gpuflow.socket), serve takes over the socket it listens on and tells systemd
 when it is ready.
+--per-job serves one batch job (a Slurm allocation): it listens on
+${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/gpuflow-job-$SLURM_JOB_ID/gpuflow.sock (unless --socket) and
+stops on SIGTERM (scancel, the time limit) or once the job's script is gone. --daemon goes to the
+background once it listens and prints GPUFLOW_POOL and GPUFLOW_SERVE_PID as shell exports, for
+  eval "$(gpuflow serve --per-job --daemon)"
+in an sbatch script: the job's steps (srun, gpuflow lease, Snakemake, Dask) then use it.
 lease waits its turn for the devices asked for, runs COMMAND with CUDA_VISIBLE_DEVICES and
 NVIDIA_VISIBLE_DEVICES (device UUIDs) and GPUFLOW_DEVICES (ordinals) set, and releases them once
 no process COMMAND started is left; it exits with COMMAND's status. The lease owns the job:
@@ -89,7 +96,7 @@ connection to the service took, and N seconds (default 2) of put/get self-test o
 pool options (serve): --backend auto|host|cuda, --devices LIST, --emulated-devices N,
   --emulated-device-memory SIZE, --cpu-workers N (the CPUs it leases)
 exit codes: lease: COMMAND's, or 2 when no lease was granted; others: 0 ok, 2 error.
-)";
+)usage";
 
 }  // namespace
 
