@@ -202,5 +202,62 @@ TEST_F(LeaseHandlerTest, OnlyTheHolderReleasesALeaseAndItsDepartureFreesTheRest)
   ASSERT_NE(b.last().body_as_LeaseGranted(), nullptr);
 }
 
+// A release that asks for an answer (every client before issue 29's) is still answered.
+TEST_F(LeaseHandlerTest, AnAnsweredReleaseIsAnsweredWithItsRequestId) {
+  RecordingClient &a = connect(1000, "a");
+  request(a, gpus(1, 1));
+  leases.schedule();
+  const LeaseId lease = a.last().body_as_LeaseGranted()->lease_id();
+  fb::FlatBufferBuilder m;
+  m.Finish(wire::CreateLeaseRelease(m, 2, lease));
+  leases.on_lease_release(a, *fb::GetRoot<wire::LeaseRelease>(m.GetBufferPointer()));
+  const wire::Released *released = a.last().body_as_Released();
+  ASSERT_NE(released, nullptr);
+  EXPECT_EQ(released->request_id(), 2u);
+  EXPECT_EQ(released->lease_id(), lease);
+  EXPECT_EQ(book.lease(lease), nullptr);
+}
+
+// A quiet release (wire.fbs) frees the devices for whoever waits, and its holder hears nothing.
+TEST_F(LeaseHandlerTest, AQuietReleaseFreesTheDevicesWithoutAnAnswer) {
+  RecordingClient &a = connect(1000, "a");
+  RecordingClient &b = connect(1001, "b");
+  request(a, gpus(1, 1));
+  leases.schedule();
+  const LeaseId lease = a.last().body_as_LeaseGranted()->lease_id();
+  request(b, gpus(1, 1));
+  leases.schedule_if_due();
+  ASSERT_EQ(b.frames.size(), 0u) << "b waits while a holds the device";
+  const size_t heard = a.frames.size();
+  fb::FlatBufferBuilder m;
+  m.Finish(wire::CreateLeaseRelease(m, 0, lease, true));
+  leases.on_lease_release(a, *fb::GetRoot<wire::LeaseRelease>(m.GetBufferPointer()));
+  EXPECT_EQ(a.frames.size(), heard) << "a quiet release is not answered";
+  EXPECT_EQ(book.lease(lease), nullptr);
+  leases.schedule_if_due();  // a release is a reason for a pass
+  ASSERT_EQ(b.frames.size(), 1u);
+  EXPECT_NE(b.last().body_as_LeaseGranted(), nullptr);
+}
+
+// A quiet release the service refuses is logged, not answered: nobody reads the answer, and an
+// Error without a request id would read as the connection's last word.
+TEST_F(LeaseHandlerTest, ARefusedQuietReleaseIsLoggedNotAnswered) {
+  RecordingClient &a = connect(1000, "a");
+  RecordingClient &b = connect(1001, "b");
+  request(a, gpus(1, 1));
+  leases.schedule();
+  const LeaseId lease = a.last().body_as_LeaseGranted()->lease_id();
+  fb::FlatBufferBuilder m;
+  m.Finish(wire::CreateLeaseRelease(m, 0, lease, true));
+  leases.on_lease_release(b, *fb::GetRoot<wire::LeaseRelease>(m.GetBufferPointer()));
+  EXPECT_EQ(b.frames.size(), 0u);
+  EXPECT_NE(book.lease(lease), nullptr) << "only its holder releases it";
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(
+      lines.back().find("quiet release refused: lease " + std::to_string(lease) + " is not yours"),
+      std::string::npos)
+      << lines.back();
+}
+
 }  // namespace
 }  // namespace gf::service
