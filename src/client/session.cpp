@@ -28,8 +28,6 @@ std::string Closing::words() const {
       return "the service is stopping: " + detail;
     case Ended::kWriteFailed:
       return "writing to it failed: " + detail;
-    case Ended::kReadFailed:
-      return "reading from it failed: " + detail;
     case Ended::kGarbage:
       return "it sent " + detail;
   }
@@ -37,10 +35,7 @@ std::string Closing::words() const {
 }
 
 Session::Session(std::string endpoint, int fd, std::string net_device)
-    : endpoint_(std::move(endpoint)),
-      fd_(fd),
-      wake_fd_(make_wake_fd()),
-      net_device_(std::move(net_device)) {}
+    : endpoint_(std::move(endpoint)), fd_(fd), net_device_(std::move(net_device)) {}
 
 std::unique_ptr<Session> Session::open(const std::string &endpoint, const std::string &name,
                                        double weight, int timeout_ms, uint64_t on_behalf_of,
@@ -54,13 +49,7 @@ std::unique_ptr<Session> Session::open(const std::string &endpoint, const std::s
   } else {
     fd = connect_unix(endpoint);
   }
-  std::unique_ptr<Session> s;
-  try {
-    s.reset(new Session(endpoint, fd, device));
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
+  std::unique_ptr<Session> s(new Session(endpoint, fd, device));
   s->welcome_ = shake_hands(
       fd, endpoint, hello, timeout_ms,
       [raw = s.get()](const std::vector<uint8_t> &f) { raw->send(f); }, s->frames_);
@@ -70,7 +59,6 @@ std::unique_ptr<Session> Session::open(const std::string &endpoint, const std::s
 Session::~Session() {
   stop();
   ::close(fd_);
-  ::close(wake_fd_);
 }
 
 void Session::on(wire::Body body, Notice notice) {
@@ -170,7 +158,6 @@ void Session::expect(uint64_t id) {
 }
 
 std::vector<uint8_t> Session::await(uint64_t id, int64_t deadline_ms, Answered late) {
-  read_for(id, deadline_ms);
   std::unique_lock lock(mu_);
   auto ready = [&] { return waiting_[id].done || closed_; };
   if (deadline_ms < 0) {
@@ -260,12 +247,80 @@ void Session::close_with(Closing end) {
       }
     }
   }
-  // A caller reading for its answer (read_for) wakes too, and leaves the rest to the reader.
-  ::shutdown(fd_, SHUT_RDWR);
   replied_.notify_all();
   const std::string why = gone();
   for (auto &closed : closed_listeners_) closed(why);
   for (auto &p : pending) p(nullptr, why);
+}
+
+void Session::read_loop() {
+  std::vector<char> buffer(64 << 10);
+  std::string last_word;  // the last Error without a request id
+  Closing end;
+  for (;;) {
+    std::string garbage;
+    std::vector<uint8_t> payload;
+    bool ended = false;
+    while (!ended && frames_.next(payload, garbage)) ended = deliver(payload, last_word, end);
+    if (ended) break;
+    if (garbage.empty()) {
+      ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        end = closed_ ? Closing{Ended::kByThisProcess, {}} : Closing{Ended::kPeerClosed, last_word};
+        break;
+      }
+      garbage = frames_.feed(buffer.data(), static_cast<size_t>(n));
+    }
+    if (!garbage.empty()) {
+      end = {Ended::kGarbage, garbage};
+      break;
+    }
+  }
+  close_with(std::move(end));
+}
+
+bool Session::deliver(const std::vector<uint8_t> &payload, std::string &last_word, Closing &end) {
+  const wire::Message *m = wire::message_of(payload);
+  if (const auto *bye = m->body_as_Goodbye()) {
+    end = {Ended::kGoodbye, wire::str(bye->reason())};
+    return true;
+  }
+  if (const Notice &notice = notices_[static_cast<size_t>(m->body_type())]) notice(payload);
+  const uint64_t id = wire::request_id_of(*m);
+  if (id != 0) {
+    answer(id, *m, payload);
+  } else if (const auto *e = m->body_as_Error()) {
+    // Why the service is about to close the connection, or the refusal of a request sent with
+    // id 0 (a late lease's release): either way the connection ends only when the socket does,
+    // and then this says why.
+    last_word = wire::str(e->message());
+  }
+  return false;
+}
+
+void Session::answer(uint64_t id, const wire::Message &m, const std::vector<uint8_t> &payload) {
+  Answered callback;
+  std::function<void(const std::string &)> watcher;
+  {
+    std::lock_guard lock(mu_);
+    auto it = waiting_.find(id);
+    auto watched = watchers_.find(id);
+    if (watched != watchers_.end() && m.body_type() == wire::Body::Error &&
+        (it == waiting_.end() || it->second.done)) {
+      watcher = std::move(watched->second);
+      watchers_.erase(watched);
+    } else if (it != waiting_.end() && it->second.callback) {
+      callback = std::move(it->second.callback);
+      waiting_.erase(it);
+    } else if (it != waiting_.end()) {
+      it->second.done = true;
+      it->second.payload = payload;
+    }
+  }
+  replied_.notify_all();
+  if (watcher) watcher(wire::str(m.body_as_Error()->message()));
+  if (callback) callback(&payload, {});
 }
 
 }  // namespace gf::client

@@ -7,16 +7,13 @@
 // request id the schema says they carry (wire/request_ids.hpp).
 //
 // Plain blocking POSIX sockets rather than a libuv loop: callers block on their own threads
-// (gf_lease_acquire, status), and one reader thread is all the asynchrony a client needs. A
-// caller waiting for its answer reads the socket itself while nobody else does
-// (session_reading.cpp), so that a round trip wakes one thread of this process, not two.
+// (gf_lease_acquire, status), and one reader thread is all the asynchrony a client needs.
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,7 +33,6 @@ enum class Ended {
   kPeerClosed,     // the service closed the socket (perhaps after an Error saying why)
   kGoodbye,        // the service said it is stopping
   kWriteFailed,    // writing to the socket failed
-  kReadFailed,     // waiting to read from the socket failed
   kGarbage,        // the service sent what is no valid frame or message
 };
 
@@ -127,40 +123,21 @@ class Session {
     Answered callback;             // set: called with the answer instead of waking a thread
   };
   Session(std::string endpoint, int fd, std::string net_device);
-  static int make_wake_fd();
   std::string oversized(const std::vector<uint8_t> &frame) const;
   void read_loop();
-  // Under read_mu_, on the reader thread: delivers the frames callers left, then reads and
-  // delivers until the socket has nothing more; true, with why, when the connection ended.
-  bool pump(Closing &end);
-  // Reads the socket for the answer to `id` on the calling thread, while no other thread reads
-  // it; returns once the answer is in, or once the rest is the reader thread's (another frame
-  // came first, the connection ended, the deadline passed).
-  void read_for(uint64_t id, int64_t deadline_ms);
-  // Under read_mu_: the whole frames still buffered join unread_; wakes the reader for them.
-  void leave_for_reader();
   // One verified frame: handed on; the connection's end when it says so (Goodbye).
-  bool deliver(const std::vector<uint8_t> &payload, Closing &end);
+  bool deliver(const std::vector<uint8_t> &payload, std::string &last_word, Closing &end);
   void answer(uint64_t id, const wire::Message &m, const std::vector<uint8_t> &payload);
   void close_with(Closing end);
   std::string gone_locked() const;
 
   const std::string endpoint_;
   const int fd_;
-  const int wake_fd_;  // eventfd: a caller left frames for the reader thread
   const std::string net_device_;
   Welcome welcome_;
-  // The right to read the socket, and what its holder uses: the reader thread's, or a caller's
-  // in read_for. Taken before mu_.
-  std::mutex read_mu_;
-  // The incoming byte stream, cut into frames: the handshake's, then whoever reads (what came in
-  // one read with the Welcome is not lost).
+  // The incoming byte stream, cut into frames: the handshake's, then the reader thread's (what
+  // came in one read with the Welcome is not lost).
   wire::FrameReader frames_;
-  std::vector<char> buffer_ = std::vector<char>(64 << 10);
-  std::deque<std::vector<uint8_t>> unread_;  // frames a caller read, for the reader to deliver
-  std::string unread_garbage_;               // what a caller found wrong with the stream
-  std::string last_word_;                    // the last Error without a request id
-  bool reader_done_ = false;                 // the reader reads no more
   std::atomic<uint64_t> next_id_{1};
   std::array<Notice, static_cast<size_t>(wire::Body::MAX) + 1> notices_;  // fixed at start()
   std::vector<std::function<void(const std::string &)>> closed_listeners_;

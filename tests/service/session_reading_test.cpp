@@ -1,8 +1,8 @@
-// Who reads a connection's socket (client/session_reading.cpp): a caller waiting for its answer
-// reads it itself while nobody else does, and leaves every other frame to the reader thread.
-// Against a stand-in service: whatever the service sends around an answer still reaches its
-// protocol, in order; answers out of order still find their calls; an answer in pieces is
-// whole; the stream's end or garbage after an answer still ends the connection with its cause.
+// How a connection reads the frames around an answer, against a stand-in service: whatever the
+// service sends with an answer still reaches its protocol; answers out of order still find
+// their calls; an answer in pieces is whole; garbage after an answer, or a close during a call,
+// still ends the connection with its cause. (Issue 29 tried callers reading their own answers,
+// to save a thread hand-off; these tests guard the reading whoever does it.)
 #include <gtest/gtest.h>
 
 #include <atomic>
