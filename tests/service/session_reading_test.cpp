@@ -18,12 +18,8 @@
 
 namespace {
 
-namespace fb = flatbuffers;
+using namespace gft;  // the stand-in, its frame helpers and fb (stand_in_service.hpp)
 using gf::client::Ended;
-using gft::read_message;
-using gft::StandIn;
-using gft::wait_until;  // test_support.hpp
-using gft::write_all;
 
 std::vector<uint8_t> status_reply(uint64_t request_id, uint32_t pid) {
   fb::FlatBufferBuilder b;
