@@ -5,9 +5,13 @@
 # same build). Each round runs old then new, the order flipping every round.
 #
 #   bench/compare_builds.sh OLD_BUILD NEW_BUILD [ROUNDS]   # Release build trees; ROUNDS default 5
+#   CASES="lease1 lease64 floor" bench/compare_builds.sh ...   # only these cases
 #
 # Prints one markdown table: per-round figures, the medians and new/old of the medians (tasks/s
-# for graphs, higher is better; µs per acquire + release for leases, lower is better).
+# for graphs, higher is better; µs per acquire + release for leases, lower is better). `floor`
+# (issue 29) is two bare unix-socket round trips between two processes (bench/unix_rtt), what a
+# lease's acquire + release is held to, measured in the same rounds; a build without unix_rtt
+# borrows the other's.
 set -euo pipefail
 old=$1 new=$2 rounds=${3:-5}
 for b in "$old" "$new"; do
@@ -51,10 +55,18 @@ measure() {
       --connected "unix://$sock" ;;
     connected-tree) "$b/bench/gpuflow_bench" tree 65536 5 --gpu --devices 2 \
       --connected "unix://$sock" ;;
+    floor)
+      local rtt=$b/bench/unix_rtt
+      [[ -x $rtt ]] || rtt=$old/bench/unix_rtt
+      [[ -x $rtt ]] || rtt=$new/bench/unix_rtt
+      "$rtt" 5000 | python3 -c 'import json, sys
+d = json.loads(sys.stdin.readline())
+d["median_us"] *= 2  # an acquire and a release: two round trips
+print(json.dumps(d))' ;;
   esac
 }
 
-cases=(wide chain tree lease1 lease64 connected-wide connected-tree)
+read -ra cases <<< "${CASES:-wide chain tree lease1 lease64 connected-wide connected-tree floor}"
 for r in $(seq "$rounds"); do
   order=(old new)
   ((r % 2 == 0)) && order=(new old)
@@ -79,7 +91,8 @@ for line in open(sys.argv[1]):
 print('| case | unit | old per round | old median | new per round | new median | new / old |')
 print('| --- | --- | --- | --- | --- | --- | --- |')
 for case, sides in rows.items():
-    unit = 'µs per lease' if case.startswith('lease') else 'M tasks/s'
+    unit = ('µs per lease' if case.startswith('lease') else
+            'µs, 2 bare round trips' if case == 'floor' else 'M tasks/s')
     o, n = sides['old'], sides['new']
     mo, mn = statistics.median(o), statistics.median(n)
     fmt = lambda xs: ' '.join(f'{x:.3g}' for x in xs)

@@ -22,7 +22,12 @@
  *   --connected EP  also run on a pool connected to the service at EP, whose devices are held
  *                   through leases; runs alternate embedded/connected (the order flips each
  *                   round) and a second JSON line (peer "gpuflow-connected") gives its figures
- *                   and "vs_embedded", its median tasks/s over the embedded pool's. */
+ *                   and "vs_embedded", its median tasks/s over the embedded pool's.
+ *   --workers 1,2,4 scaling (issue 29): the same runs on one embedded pool per CPU worker count,
+ *                   in the order given (CPU bodies only: not with --gpu or --connected); one JSON
+ *                   line per count as above ("ncpu" is the count), then a summary line
+ *                   {"bench": "scaling", "workers": [...], "tasks_per_s": [...], "vs_first": [...]}
+ *                   ("vs_first": tasks/s over the first count's). */
 #define _POSIX_C_SOURCE 200809L
 #include <gpuflow.h>
 
@@ -42,125 +47,7 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* ---- Task bodies ------------------------------------------------------------------------- */
-
-static int noop(gf_task_ctx *ctx, void *user_data) {
-  (void)ctx;
-  (void)user_data;
-  return 0;
-}
-
-/* chain: task i (user_data = i) must run after task i-1 finished. */
-static atomic_long chain_next;
-static atomic_int chain_out_of_order;
-static int chain_step(gf_task_ctx *ctx, void *user_data) {
-  (void)ctx;
-  const long i = (long)(intptr_t)user_data;
-  if (atomic_load_explicit(&chain_next, memory_order_relaxed) != i)
-    atomic_store_explicit(&chain_out_of_order, 1, memory_order_relaxed);
-  atomic_store_explicit(&chain_next, i + 1, memory_order_relaxed);
-  return 0;
-}
-
-static int one(gf_task_ctx *ctx, void *user_data) {
-  (void)user_data;
-  void *out;
-  if (gf_task_ctx_output(&out, ctx, 0, sizeof(int64_t)) != GF_OK) return 1;
-  *(int64_t *)out = 1;
-  return 0;
-}
-
-static int add(gf_task_ctx *ctx, void *user_data) {
-  (void)user_data;
-  const void *a, *b;
-  uint64_t size_a, size_b;
-  void *out;
-  if (gf_task_ctx_input(&a, &size_a, ctx, 0) != GF_OK ||
-      gf_task_ctx_input(&b, &size_b, ctx, 1) != GF_OK ||
-      gf_task_ctx_output(&out, ctx, 0, sizeof(int64_t)) != GF_OK)
-    return 1;
-  *(int64_t *)out = *(const int64_t *)a + *(const int64_t *)b;
-  return 0;
-}
-
-/* ---- Graphs ------------------------------------------------------------------------------ */
-
-/* Which workers may run the tasks: 0 CPU only, 1 GPU only (--gpu), 2 either (--mixed). */
-static int body_mode;
-
-static void set_body(gf_task_desc *desc, gf_task_fn fn) {
-  desc->cpu_fn = body_mode == 1 ? NULL : fn;
-  desc->gpu_fn = body_mode == 0 ? NULL : fn;
-}
-
-static gf_graph *build_wide(long n) {
-  gf_graph *graph;
-  CHECK(gf_graph_create(&graph));
-  gf_task_desc desc = GF_TASK_DESC_INIT;
-  set_body(&desc, noop);
-  for (long i = 0; i < n; i++) {
-    gf_task task;
-    CHECK(gf_graph_add_task(&task, graph, &desc));
-  }
-  return graph;
-}
-
-static gf_graph *build_chain(long n) {
-  gf_graph *graph;
-  CHECK(gf_graph_create(&graph));
-  gf_task_desc desc = GF_TASK_DESC_INIT;
-  set_body(&desc, chain_step);
-  gf_task prev = {0};
-  for (long i = 0; i < n; i++) {
-    desc.user_data = (void *)(intptr_t)i;
-    desc.after = i ? &prev : NULL;
-    desc.after_count = i ? 1 : 0;
-    CHECK(gf_graph_add_task(&prev, graph, &desc));
-  }
-  return graph;
-}
-
-/* Returns the graph; *root is the buffer holding the total. */
-static gf_graph *build_tree(long n, gf_data *root) {
-  gf_graph *graph;
-  CHECK(gf_graph_create(&graph));
-  gf_data *level = malloc((size_t)n * sizeof *level);
-  if (!level) {
-    fprintf(stderr, "gpuflow_bench: out of memory\n");
-    exit(1);
-  }
-  gf_buffer_desc buf = GF_BUFFER_DESC_INIT;
-  buf.size = sizeof(int64_t);
-  gf_task_desc leaf = GF_TASK_DESC_INIT;
-  set_body(&leaf, one);
-  leaf.output_count = 1;
-  for (long i = 0; i < n; i++) {
-    gf_task task;
-    CHECK(gf_graph_add_buffer(&level[i], graph, &buf));
-    leaf.outputs = &level[i];
-    CHECK(gf_graph_add_task(&task, graph, &leaf));
-  }
-  gf_task_desc sum = GF_TASK_DESC_INIT;
-  set_body(&sum, add);
-  sum.input_count = 2;
-  sum.output_count = 1;
-  /* Level by level, in place: level[i / 2] = level[i] + level[i + 1]; an odd one moves up. */
-  for (long width = n; width > 1; width = (width + 1) / 2) {
-    for (long i = 0; i + 1 < width; i += 2) {
-      gf_data out;
-      gf_task task;
-      CHECK(gf_graph_add_buffer(&out, graph, &buf));
-      sum.inputs = &level[i];
-      sum.outputs = &out;
-      CHECK(gf_graph_add_task(&task, graph, &sum));
-      level[i / 2] = out;
-    }
-    if (width % 2) level[width / 2] = level[width - 1];
-  }
-  *root = level[0];
-  free(level);
-  return graph;
-}
+#include "bench_graphs.h"
 
 /* One run; returns the timed seconds and stores the build time in *build. */
 static double run_once(gf_pool *pool, const char *kind, long n, double *build) {
@@ -208,15 +95,17 @@ static double run_once(gf_pool *pool, const char *kind, long n, double *build) {
 static void usage(const char *argv0) {
   fprintf(stderr,
           "usage: %s wide|chain|tree N REPEATS [--gpu|--mixed] [--devices D] [--connected "
-          "ENDPOINT]   (N >= 1, REPEATS >= 1)\n",
+          "ENDPOINT | --workers W1,W2,...]   (N >= 1, REPEATS >= 1)\n",
           argv0);
   exit(2);
 }
 
-static gf_pool *make_pool(const char *endpoint, int devices, uint32_t *ncpu, uint32_t *ngpu) {
+/* cpu_workers: 0 for one per core (or GPUFLOW_CPU_WORKERS). */
+static gf_pool *make_pool(const char *endpoint, int devices, int cpu_workers, uint32_t *ncpu,
+                          uint32_t *ngpu) {
   gf_pool_config config = GF_POOL_CONFIG_INIT;
   config.backend = GF_BACKEND_HOST;
-  config.cpu_workers = body_mode == 1 ? -1 : 0; /* default: one per core */
+  config.cpu_workers = body_mode == 1 ? -1 : cpu_workers;
   /* CPU workers only by default, like StarPU with STARPU_NCUDA=0 */
   config.emulated_devices = body_mode == 0 ? -1 : devices;
   config.endpoint = endpoint; /* "embedded", or the service (its devices replace ours) */
@@ -263,6 +152,64 @@ static double print_line(const char *peer, const char *kind, long n, long ntasks
   return dtasks / med;
 }
 
+#define MAX_COUNTS 32
+
+/* --workers "1,2,4": the counts into counts[MAX_COUNTS]; returns how many. Exit 2 naming the
+ * option on anything else. */
+static int parse_workers(const char *text, int *counts) {
+  int k = 0;
+  for (const char *p = text;;) {
+    char *end;
+    const long w = strtol(p, &end, 10);
+    if (end == p || w < 1 || w > 4096 || (*end != ',' && *end) || k == MAX_COUNTS) {
+      fprintf(stderr,
+              "gpuflow_bench: --workers \"%s\": want CPU worker counts from 1 to 4096, separated "
+              "by commas, at most %d of them\n",
+              text, MAX_COUNTS);
+      exit(2);
+    }
+    counts[k++] = (int)w;
+    if (!*end) return k;
+    p = end + 1;
+  }
+}
+
+/* A warm-up, then reps timed runs into t, bs (build) and tot. */
+static void time_runs(gf_pool *pool, const char *kind, long n, int reps, double *t, double *bs,
+                      double *tot) {
+  double b;
+  run_once(pool, kind, n, &b);
+  for (int r = 0; r < reps; r++) {
+    t[r] = run_once(pool, kind, n, &bs[r]);
+    tot[r] = t[r] + bs[r];
+  }
+}
+
+/* --workers: one pool per count, one line each, then the summary line. */
+static int scaling(const char *kind, long n, long ntasks, int reps, const int *counts, int k) {
+  double *t = malloc((size_t)reps * sizeof(double)), *bs = malloc((size_t)reps * sizeof(double)),
+         *tot = malloc((size_t)reps * sizeof(double)), tps[MAX_COUNTS];
+  if (!t || !bs || !tot) return 1;
+  for (int i = 0; i < k; i++) {
+    uint32_t ncpu = 0, ngpu = 0;
+    gf_pool *pool = make_pool("embedded", 2, counts[i], &ncpu, &ngpu);
+    time_runs(pool, kind, n, reps, t, bs, tot);
+    tps[i] = print_line("gpuflow", kind, n, ntasks, reps, t, bs, tot, ncpu, ngpu, 0);
+    gf_pool_destroy(pool);
+  }
+  printf("{\"bench\": \"scaling\", \"graph\": \"%s\", \"n\": %ld, \"workers\": [", kind, n);
+  for (int i = 0; i < k; i++) printf("%s%d", i ? ", " : "", counts[i]);
+  printf("], \"tasks_per_s\": [");
+  for (int i = 0; i < k; i++) printf("%s%.1f", i ? ", " : "", tps[i]);
+  printf("], \"vs_first\": [");
+  for (int i = 0; i < k; i++) printf("%s%.3f", i ? ", " : "", tps[i] / tps[0]);
+  printf("]}\n");
+  free(t);
+  free(bs);
+  free(tot);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 4 ||
       (strcmp(argv[1], "wide") && strcmp(argv[1], "chain") && strcmp(argv[1], "tree")) ||
@@ -272,7 +219,7 @@ int main(int argc, char **argv) {
   const long n = atol(argv[2]);
   const int reps = atoi(argv[3]);
   const long ntasks = !strcmp(kind, "tree") ? 2 * n - 1 : n;
-  int devices = 2;
+  int devices = 2, counts[MAX_COUNTS], ncounts = 0;
   const char *connected = NULL;
   for (int i = 4; i < argc; i++) {
     if (!strcmp(argv[i], "--gpu")) {
@@ -283,16 +230,23 @@ int main(int argc, char **argv) {
       devices = atoi(argv[++i]);
     } else if (!strcmp(argv[i], "--connected") && i + 1 < argc) {
       connected = argv[++i];
+    } else if (!strcmp(argv[i], "--workers") && i + 1 < argc) {
+      ncounts = parse_workers(argv[++i], counts);
     } else {
       usage(argv[0]);
     }
   }
+  if (ncounts && (connected || body_mode == 1)) {
+    fprintf(stderr, "gpuflow_bench: --workers counts CPU workers: not with --gpu or --connected\n");
+    return 2;
+  }
+  if (ncounts) return scaling(kind, n, ntasks, reps, counts, ncounts);
 
   /* pools[0]: embedded (private); pools[1]: connected to the service, with --connected. */
   const int npools = connected ? 2 : 1;
   gf_pool *pools[2] = {NULL, NULL};
   uint32_t ncpu[2] = {0, 0}, ngpu[2] = {0, 0};
-  pools[0] = make_pool("embedded", devices, &ncpu[0], &ngpu[0]);
+  pools[0] = make_pool("embedded", devices, 0, &ncpu[0], &ngpu[0]);
   /* GPUFLOW_BENCH_SETTLE_S: seconds to wait before timing, so that observers started beside
    * the benchmark (bench/dashboard_overhead.sh) are attached before the runs begin. */
   const char *settle = getenv("GPUFLOW_BENCH_SETTLE_S");
@@ -302,7 +256,7 @@ int main(int argc, char **argv) {
     nanosleep(&ts, NULL);
   }
   if (connected) {
-    pools[1] = make_pool(connected, devices, &ncpu[1], &ngpu[1]);
+    pools[1] = make_pool(connected, devices, 0, &ncpu[1], &ngpu[1]);
     if (ngpu[1] != ngpu[0]) {
       fprintf(stderr,
               "gpuflow_bench: the service has %u device(s), the embedded pool %u: pass --devices "

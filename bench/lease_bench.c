@@ -13,7 +13,11 @@
  * Two kinds, interleaved in blocks of 100: a quarter of a device (gpus = 0.25) and one whole
  * device (gpus = 1). Each round trip is timed on its own (CLOCK_MONOTONIC); prints one JSON line
  * per kind with the median, p90, p99 and max in microseconds, and the acquire and release
- * medians. Exit 1 on any failed call. Public ABI only. */
+ * medians. Interleaved with them, blocks of the floor (issue 29): a bare 64-byte request/answer
+ * over a unix socket to a forked echoing process (unix_rtt.h), as many as the pairs of one kind;
+ * its line comes last, and each kind's line says `vs_floor`, its median over two bare round trips
+ * (an acquire and a release are one round trip each). Exit 1 on any failed call. Public ABI
+ * only. */
 #define _POSIX_C_SOURCE 200809L
 #include <gpuflow.h>
 
@@ -31,14 +35,7 @@
 
 #define BENCH_NAME "lease_bench"
 #include "bench_util.h"
-
-/* v sorted ascending; q in [0, 1]: nearest rank. */
-static double quantile(const double *v, long n, double q) {
-  long i = (long)(q * (double)n + 0.5) - 1;
-  if (i < 0) i = 0;
-  if (i >= n) i = n - 1;
-  return v[i];
-}
+#include "unix_rtt.h"
 
 static void discard_log(const char *line, void *user_data) {
   (void)line;
@@ -95,19 +92,31 @@ static void one_trip(gf_pool *pool, Kind *kind, long i) {
   }
 }
 
-static void report(Kind *kind, long n, int clients, int devices, const char *service) {
+/* floor: the bare round trips, sorted. */
+static void report(Kind *kind, long n, int clients, int devices, const char *service,
+                   const double *floor) {
   qsort(kind->round_trip, (size_t)n, sizeof(double), cmp);
   qsort(kind->acquire, (size_t)n, sizeof(double), cmp);
   qsort(kind->release, (size_t)n, sizeof(double), cmp);
-  const double us = 1e6;
+  const double us = 1e6, median = quantile(kind->round_trip, n, 0.5);
   printf(
       "{\"bench\": \"lease\", \"gpus\": %g, \"clients\": %d, \"devices\": %d, \"service\": "
       "\"%s\", \"iters\": %ld, \"median_us\": %.1f, \"p90_us\": %.1f, \"p99_us\": %.1f, "
-      "\"max_us\": %.1f, \"acquire_median_us\": %.1f, \"release_median_us\": %.1f}\n",
-      kind->gpus, clients, devices, service, n, quantile(kind->round_trip, n, 0.5) * us,
+      "\"max_us\": %.1f, \"acquire_median_us\": %.1f, \"release_median_us\": %.1f, "
+      "\"vs_floor\": %.2f}\n",
+      kind->gpus, clients, devices, service, n, median * us,
       quantile(kind->round_trip, n, 0.9) * us, quantile(kind->round_trip, n, 0.99) * us,
       kind->round_trip[n - 1] * us, quantile(kind->acquire, n, 0.5) * us,
-      quantile(kind->release, n, 0.5) * us);
+      quantile(kind->release, n, 0.5) * us, median / (2 * quantile(floor, n, 0.5)));
+}
+
+static void bare_trip(const UnixRtt *rtt, double *t, long i) {
+  const double t0 = now();
+  if (unix_rtt_once(rtt) != 0) {
+    fprintf(stderr, "lease_bench: the echoing process of the floor is gone\n");
+    exit(1);
+  }
+  if (i >= 0) t[i] = now() - t0;
 }
 
 static void usage(const char *argv0) {
@@ -191,6 +200,12 @@ int main(int argc, char **argv) {
   }
   close(ready[1]);
   close(hold[0]);
+  /* After the idle clients (they must not hold its socket open) and before any thread. */
+  UnixRtt rtt;
+  if (unix_rtt_start(&rtt) != 0) {
+    perror("lease_bench: socketpair/fork");
+    return 1;
+  }
   if (!serve_bin) { /* after the forks: the idle clients retry until it listens */
     gf_pool_config pool = GF_POOL_CONFIG_INIT;
     pool.backend = GF_BACKEND_HOST;
@@ -221,16 +236,30 @@ int main(int argc, char **argv) {
     kinds[k].release = malloc((size_t)iters * sizeof(double));
     if (!kinds[k].round_trip || !kinds[k].acquire || !kinds[k].release) return 1;
   }
-  for (long i = 0; i < 200; i++) one_trip(pool, &kinds[i % 2], -1); /* warm-up */
+  double *floor = malloc((size_t)iters * sizeof(double));
+  if (!floor) return 1;
+  for (long i = 0; i < 200; i++) { /* warm-up */
+    one_trip(pool, &kinds[i % 2], -1);
+    bare_trip(&rtt, floor, -1);
+  }
   const long block = 100;
   for (long start = 0; start < iters; start += block) {
     const long end = start + block < iters ? start + block : iters;
     for (int k = 0; k < 2; k++)
       for (long i = start; i < end; i++) one_trip(pool, &kinds[k], i);
+    for (long i = start; i < end; i++) bare_trip(&rtt, floor, i);
   }
+  unix_rtt_stop(&rtt);
+  qsort(floor, (size_t)iters, sizeof(double), cmp);
   for (int k = 0; k < 2; k++)
-    report(&kinds[k], iters, clients, devices, serve_bin ? "process" : "in-process");
+    report(&kinds[k], iters, clients, devices, serve_bin ? "process" : "in-process", floor);
+  printf(
+      "{\"bench\": \"unix_rtt\", \"iters\": %ld, \"median_us\": %.1f, \"p90_us\": %.1f, "
+      "\"p99_us\": %.1f, \"two_median_us\": %.1f}\n",
+      iters, quantile(floor, iters, 0.5) * 1e6, quantile(floor, iters, 0.9) * 1e6,
+      quantile(floor, iters, 0.99) * 1e6, 2 * quantile(floor, iters, 0.5) * 1e6);
   fflush(stdout);
+  free(floor);
 
   gf_pool_destroy(pool);
   close(hold[1]); /* the idle clients disconnect and exit */

@@ -1326,7 +1326,9 @@ GF_API gf_status gf_lease_revoked(int32_t *out, const gf_lease *lease);
 GF_API gf_status gf_lease_bind_process_group(gf_lease *lease, int64_t process_group);
 
 /* Hands the lease back and frees it. NULL is ignored. Returns GF_OK, or GF_ERR_SYSTEM when the
- * service is gone (the lease ended with the connection anyway). Externally synchronized. */
+ * service is gone (the lease ended with the connection anyway). Externally synchronized. It
+ * waits for no answer from the service: the pool's next request is read after the release, so it
+ * finds the devices free; another client gets them once the service has read it. */
 GF_API gf_status gf_lease_release(gf_lease *lease);
 
 typedef enum gf_status_format {

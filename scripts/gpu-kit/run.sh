@@ -670,24 +670,28 @@ step_scaling() {
   local summary=()
   for g in wide chain tree; do
     line="| $g | ${size[$g]} |"
-    local best=""
-    for w in "${counts[@]}"; do
-      log=$LOGS/scaling-$g-$w.log
-      rc=0
-      GPUFLOW_CPU_WORKERS=$w tmo 10 "$B/bench/gpuflow_bench" "$g" "${size[$g]}" 3 > "$log" 2>&1 || rc=$?
-      local tps
-      tps=$(jget "$log" tasks_per_s '')
-      if [ $rc != 0 ] || [ -z "$tps" ]; then
+    local best="" tps=()
+    # One run per graph at every count (gpuflow_bench --workers): a line per count, then the
+    # summary line whose tasks_per_s lists them in the order asked.
+    log=$LOGS/scaling-$g.log
+    rc=0
+    tmo $((10 * ${#counts[@]})) "$B/bench/gpuflow_bench" "$g" "${size[$g]}" 3 \
+      --workers "$(IFS=,; echo "${counts[*]}")" > "$log" 2>&1 || rc=$?
+    if [ $rc = 0 ] && [ "$(jget "$log" bench '')" = scaling ]; then
+      read -ra tps <<< "$(jget "$log" tasks_per_s '' | tr -d '[],')"
+    fi
+    for i in "${!counts[@]}"; do
+      if [ -z "${tps[$i]:-}" ]; then
         fails=$((fails + 1)); line="$line FAIL ($rc) |"
       else
-        line="$line $(awk -v t="$tps" 'BEGIN { printf "%.0fk", t / 1000 }') |"
-        best="${best:+$best/}$(awk -v t="$tps" 'BEGIN { printf "%.0fk", t / 1000 }')"
+        line="$line $(awk -v t="${tps[$i]}" 'BEGIN { printf "%.0fk", t / 1000 }') |"
+        best="${best:+$best/}$(awk -v t="${tps[$i]}" 'BEGIN { printf "%.0fk", t / 1000 }')"
       fi
     done
     detail "$line"
     summary+=("$g $best")
   done
-  detail "" "tasks/s (thousands), gpuflow_bench GRAPH N 3 with GPUFLOW_CPU_WORKERS; raw JSON in the logs."
+  detail "" "tasks/s (thousands), gpuflow_bench GRAPH N 3 --workers $(IFS=,; echo "${counts[*]}"); raw JSON in the logs."
   local joined
   joined=$(IFS=';'; echo "${summary[*]}")
   figure="tasks/s at $(IFS=/; echo "${counts[*]}") workers: ${joined//;/; }"

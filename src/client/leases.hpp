@@ -35,6 +35,8 @@ class LeaseClient {
   using GrantDone =
       std::function<void(const Grant *grant, gf_status status, const std::string &why)>;
   void acquire_async(const LeaseAsk &ask, GrantDone done);
+  // Hands a lease back without waiting for an answer (a quiet LeaseRelease): returns once it is
+  // sent. Throws GF_ERR_SYSTEM when the connection is gone (the lease ended with it).
   void release(uint64_t lease_id);
   // Tells the service that `process_group` uses the lease (wire.fbs, LeaseBind): should this
   // process go without releasing it, the lease outlives it until the group is gone. Throws
@@ -51,7 +53,7 @@ class LeaseClient {
  private:
   // The answer to a lease request: the grant, or why not (refused).
   Refusal grant_of(const std::vector<uint8_t> &payload, Grant &grant) const;
-  // Session::ask with the answer deadline of release, bind and status.
+  // Session::ask with the answer deadline of bind and status.
   std::vector<uint8_t> ask(wire::Body expected, const char *what,
                            const Session::FrameBuilder &frame);
 

@@ -71,6 +71,14 @@ void Connection::send(std::vector<uint8_t> frame) {
          false);
     return;
   }
+  // Written at once when nothing is queued (uv_try_write keeps the order: it refuses while
+  // writes wait): an answer then costs one write, not a write request whose completion takes
+  // another loop turn and re-arms the socket in epoll (issue 29).
+  uv_buf_t whole =
+      uv_buf_init(reinterpret_cast<char *>(frame.data()), static_cast<unsigned>(frame.size()));
+  const int written = uv_try_write(stream(), &whole, 1);
+  if (written == static_cast<int>(frame.size())) return;
+  if (written > 0) frame.erase(frame.begin(), frame.begin() + written);
   auto *p = new Pending{{}, std::move(frame)};
   int rc = write_frame(stream(), p,
                        [](uv_write_t *req, int) { delete reinterpret_cast<Pending *>(req); });

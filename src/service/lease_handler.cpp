@@ -84,16 +84,21 @@ void LeaseHandler::on_lease_release(Client &c, const wire::LeaseRelease &m) {
   const Lease *lease = w_.book.lease(m.lease_id());
   const ClientId holder = lease ? lease->client : 0;
   if (!w_.book.release(c.id, m.lease_id(), c.peer.privileged, w_.now())) {
-    return c.send_error(m.request_id(), GF_ERR_NOT_FOUND,
-                        lease ? "lease " + std::to_string(m.lease_id()) + " is not yours"
-                              : "no lease " + std::to_string(m.lease_id()));
+    const std::string why = lease ? "lease " + std::to_string(m.lease_id()) + " is not yours"
+                                  : "no lease " + std::to_string(m.lease_id());
+    // A quiet holder reads no answer: its refusal would only come back as the connection's
+    // last word.
+    if (m.quiet()) return w_.log(c.who() + ": quiet release refused: " + why);
+    return c.send_error(m.request_id(), GF_ERR_NOT_FOUND, why);
   }
   w_.jobs.forget(m.lease_id());
   w_.saver.changed();
   w_.log(c.who() + " released lease " + std::to_string(m.lease_id()) +
          (holder != c.id ? " of client " + std::to_string(holder) : ""));
-  fb::FlatBufferBuilder b;
-  c.send(wire::frame_of(b, wire::CreateReleased(b, m.request_id(), m.lease_id())));
+  if (!m.quiet()) {
+    fb::FlatBufferBuilder b;
+    c.send(wire::frame_of(b, wire::CreateReleased(b, m.request_id(), m.lease_id())));
+  }
   schedule_due_ = true;
 }
 

@@ -223,8 +223,10 @@ TEST(Service, LeasesNameTheirDevicesAndComeBack) {
   EXPECT_NE(text.find("gpu:0x0.5"), std::string::npos) << text;
 
   GF_ASSERT_OK(gf_lease_release(lease.release()));
-  EXPECT_TRUE(log.has("released lease " + std::to_string(id))) << log.text;
+  // The release waits for no answer (issue 29); the status request after it on the same
+  // connection is read after it, so by its answer the service has released and logged the lease.
   GF_ASSERT_OK(gf_pool_service_status(&status, pool.get(), GF_STATUS_JSON));
+  EXPECT_TRUE(log.has("released lease " + std::to_string(id))) << log.text;
   json.assign(static_cast<const char *>(status.data), status.size);
   gf_bytes_free(&status);
   EXPECT_NE(json.find("\"leases\":[]"), std::string::npos) << json;

@@ -84,6 +84,20 @@ class LeaseHandlerTest : public ::testing::Test {
     leases.on_lease_request(c, *fb::GetRoot<wire::LeaseRequest>(b.GetBufferPointer()));
   }
 
+  // `c` asks for the one device and gets it: the lease's id.
+  LeaseId granted(RecordingClient &c) {
+    request(c, gpus(1, 1));
+    leases.schedule();
+    return c.last().body_as_LeaseGranted()->lease_id();
+  }
+
+  // `c` hands `lease` back with request id `id`; quiet: waiting for no answer (wire.fbs).
+  void release(Client &c, RequestId id, LeaseId lease, bool quiet = false) {
+    fb::FlatBufferBuilder m;
+    m.Finish(wire::CreateLeaseRelease(m, id, lease, quiet));
+    leases.on_lease_release(c, *fb::GetRoot<wire::LeaseRelease>(m.GetBufferPointer()));
+  }
+
   // `c` holds the one device and has as many requests for it waiting as one client may.
   void hold_and_fill_queue(RecordingClient &c) {
     request(c, gpus(1, 1));
@@ -184,12 +198,8 @@ TEST_F(LeaseHandlerTest, ARequestTimesOutAtItsDeadlineAndNotBefore) {
 TEST_F(LeaseHandlerTest, OnlyTheHolderReleasesALeaseAndItsDepartureFreesTheRest) {
   RecordingClient &a = connect(1000, "a");
   RecordingClient &b = connect(1001, "b");
-  request(a, gpus(1, 1));
-  leases.schedule();
-  const LeaseId lease = a.last().body_as_LeaseGranted()->lease_id();
-  fb::FlatBufferBuilder m;
-  m.Finish(wire::CreateLeaseRelease(m, 3, lease));
-  leases.on_lease_release(b, *fb::GetRoot<wire::LeaseRelease>(m.GetBufferPointer()));
+  const LeaseId lease = granted(a);
+  release(b, 3, lease);
   const wire::Error *error = b.last().body_as_Error();
   ASSERT_NE(error, nullptr);
   EXPECT_EQ(error->status(), GF_ERR_NOT_FOUND);
@@ -200,6 +210,51 @@ TEST_F(LeaseHandlerTest, OnlyTheHolderReleasesALeaseAndItsDepartureFreesTheRest)
   EXPECT_EQ(leases.client_gone(a), "; 1 lease(s) released, 0 request(s) dropped");
   leases.schedule_if_due();  // a departure is a reason for a pass
   ASSERT_NE(b.last().body_as_LeaseGranted(), nullptr);
+}
+
+// A release that asks for an answer (every client before issue 29's) is still answered.
+TEST_F(LeaseHandlerTest, AnAnsweredReleaseIsAnsweredWithItsRequestId) {
+  RecordingClient &a = connect(1000, "a");
+  const LeaseId lease = granted(a);
+  release(a, 2, lease);
+  const wire::Released *released = a.last().body_as_Released();
+  ASSERT_NE(released, nullptr);
+  EXPECT_EQ(released->request_id(), 2u);
+  EXPECT_EQ(released->lease_id(), lease);
+  EXPECT_EQ(book.lease(lease), nullptr);
+}
+
+// A quiet release (wire.fbs) frees the devices for whoever waits, and its holder hears nothing.
+TEST_F(LeaseHandlerTest, AQuietReleaseFreesTheDevicesWithoutAnAnswer) {
+  RecordingClient &a = connect(1000, "a");
+  RecordingClient &b = connect(1001, "b");
+  const LeaseId lease = granted(a);
+  request(b, gpus(1, 1));
+  leases.schedule_if_due();
+  ASSERT_EQ(b.frames.size(), 0u) << "b waits while a holds the device";
+  const size_t heard = a.frames.size();
+  release(a, 0, lease, true);
+  EXPECT_EQ(a.frames.size(), heard) << "a quiet release is not answered";
+  EXPECT_EQ(book.lease(lease), nullptr);
+  leases.schedule_if_due();  // a release is a reason for a pass
+  ASSERT_EQ(b.frames.size(), 1u);
+  EXPECT_NE(b.last().body_as_LeaseGranted(), nullptr);
+}
+
+// A quiet release the service refuses is logged, not answered: nobody reads the answer, and an
+// Error without a request id would read as the connection's last word.
+TEST_F(LeaseHandlerTest, ARefusedQuietReleaseIsLoggedNotAnswered) {
+  RecordingClient &a = connect(1000, "a");
+  RecordingClient &b = connect(1001, "b");
+  const LeaseId lease = granted(a);
+  release(b, 0, lease, true);
+  EXPECT_EQ(b.frames.size(), 0u);
+  EXPECT_NE(book.lease(lease), nullptr) << "only its holder releases it";
+  ASSERT_FALSE(lines.empty());
+  EXPECT_NE(
+      lines.back().find("quiet release refused: lease " + std::to_string(lease) + " is not yours"),
+      std::string::npos)
+      << lines.back();
 }
 
 }  // namespace

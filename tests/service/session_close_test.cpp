@@ -2,98 +2,23 @@
 // calls by request id and notices their protocol, and the way the connection ends is a typed
 // cause (client::Ended) whose words every failed call carries.
 #include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
-#include <atomic>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <functional>
 #include <string>
-#include <thread>
+#include <vector>
 
 #include "client/connection.hpp"
 #include "core/error.hpp"
+#include "stand_in_service.hpp"
 #include "wire/framing.hpp"
 
 namespace {
 
 namespace fb = flatbuffers;
 using gf::client::Ended;
-
-void write_all(int fd, const std::vector<uint8_t> &bytes) {
-  size_t sent = 0;
-  while (sent < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return;
-    sent += static_cast<size_t>(n);
-  }
-}
-
-// The next message the client sent, or an empty payload once it is gone.
-std::vector<uint8_t> read_message(int fd, gf::wire::FrameReader &reader) {
-  std::vector<uint8_t> payload;
-  std::string error;
-  char buffer[4096];
-  while (!reader.next(payload, error)) {
-    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-    if (n <= 0 || !error.empty()) return {};
-    reader.feed(buffer, static_cast<size_t>(n));
-  }
-  return payload;
-}
-
-// Takes one client, welcomes it, then plays `script` on the socket and closes it.
-class StandIn {
- public:
-  using Script = std::function<void(int fd, gf::wire::FrameReader &reader)>;
-  explicit StandIn(Script script) {
-    char dir[] = "/tmp/gf-session-XXXXXX";
-    dir_ = ::mkdtemp(dir);
-    path_ = dir_ + "/s.sock";
-    listener_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::snprintf(address.sun_path, sizeof address.sun_path, "%s", path_.c_str());
-    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr *>(&address), sizeof address), 0);
-    EXPECT_EQ(::listen(listener_, 1), 0);
-    thread_ = std::thread([this, script] {
-      const int fd = ::accept(listener_, nullptr, nullptr);
-      if (fd < 0) return;
-      gf::wire::FrameReader reader;
-      if (!read_message(fd, reader).empty()) {  // the Hello
-        fb::FlatBufferBuilder b;
-        write_all(fd,
-                  gf::wire::frame_of(b, gf::wire::CreateWelcome(b, gf::wire::kProtocolVersion, 7, 1,
-                                                                0, 1, b.CreateString("host"))));
-        script(fd, reader);
-      }
-      ::close(fd);
-    });
-  }
-  ~StandIn() {
-    thread_.join();
-    ::close(listener_);
-    ::unlink(path_.c_str());
-    ::rmdir(dir_.c_str());
-  }
-  std::string endpoint() const { return "unix://" + path_; }
-
- private:
-  std::string dir_, path_;
-  int listener_ = -1;
-  std::thread thread_;
-};
-
-bool wait_until(const std::function<bool()> &done) {
-  for (int i = 0; i < 500; ++i) {
-    if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return done();
-}
+using gft::read_message;
+using gft::StandIn;
+using gft::wait_until;  // test_support.hpp
+using gft::write_all;
 
 // The error a call on a gone connection throws.
 std::string gone_error(gf::client::Connection &c) {
