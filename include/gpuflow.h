@@ -52,7 +52,7 @@ extern "C" {
 /* The version this header describes. A library of another major version refuses to create a
  * pool for code built against this header (GF_ERR_VERSION_MISMATCH). */
 #define GF_VERSION_MAJOR 0
-#define GF_VERSION_MINOR 8
+#define GF_VERSION_MINOR 9
 #define GF_VERSION_PATCH 0
 #define GF_VERSION_ENCODE(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
 #define GF_VERSION GF_VERSION_ENCODE(GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH)
@@ -366,7 +366,7 @@ GF_API gf_status gf_pool_device_count(uint32_t *out, const gf_pool *pool);
 /* Describes device `device` (0 <= device < count). out->struct_size must be set. Thread-safe. */
 GF_API gf_status gf_pool_device_info(gf_device_info *out, const gf_pool *pool, uint32_t device);
 
-/* Where the pool's list of devices came from, in words: "CUDA_VISIBLE_DEVICES=1,3",
+/* Since 0.9: where the pool's list of devices came from, in words: "CUDA_VISIBLE_DEVICES=1,3",
  * "SLURM_STEP_GPUS=2", "NVIDIA_VISIBLE_DEVICES=all", "all the node shows", or "the service's"
  * (a connected pool). A pool drives exactly the devices handed down to it, the first of these set:
  * CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURM_JOB_GPUS, NVIDIA_VISIBLE_DEVICES; emulated
