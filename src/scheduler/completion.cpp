@@ -131,7 +131,7 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
     }
     data.phase = DataRun::Phase::kReady;
   }
-  run.errors.erase(done.task);
+  if (!run.errors.empty()) run.errors.erase(done.task);  // a failed attempt's, now retried
   run.tasks[done.task].state = GF_TASK_SUCCEEDED;
   run.succeeded++;
   settled_totals_.succeeded++;
