@@ -213,6 +213,9 @@ class Scheduler {
   bool try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out, Deferred &deferred,
                     bool first_in_line);
   bool steal(WorkerState &thief, Deferred &deferred);
+  // Moves the head of victim's queue to thief when that is worth it; returns the task's estimate
+  // there, or -1 when it stays.
+  double steal_one(WorkerState &thief, WorkerState *victim, Deferred &deferred);
   void fail_stuck_on_memory(Deferred &deferred);
 
   // Completion (scheduler/completion.cpp).
