@@ -33,7 +33,7 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   const ResolvedRequest &request = run.requests[task.request];
   worker.ledger.release(request.request);
   if (worker.space != kHostSpace) worker.memory.requested_bytes -= whole_bytes(request.gpu_memory);
-  if (!done.skipped) learn(run, done.task, worker.kind, done.seconds);
+  if (!done.skipped && done.timed) learn(run, done.task, worker.kind, done.seconds);
 
   if (done.ok) {
     const DataIndex *out = graph.outputs(task);

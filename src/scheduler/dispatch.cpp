@@ -174,6 +174,8 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
   out.ok = out.skipped = false;
   out.error.clear();
   out.seconds = 0;
+  out.timed = true;
+  out.tiny = tr.estimate_s < kTinyTask;
   out.ready_at = entry.ready_at;
   out.queue_wait_s = 0;
   out.inputs.resize(task.input_count);
