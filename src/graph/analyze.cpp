@@ -9,38 +9,24 @@
 namespace gf {
 namespace {
 
-void check_inputs_have_sources(const Graph &g) {
-  for (TaskIndex t = 0; t < g.task_count(); ++t) {
-    const TaskDesc &task = g.task(t);
-    const DataIndex *in = g.inputs(task);
-    for (uint32_t i = 0; i < task.input_count; ++i) {
-      const DataDesc &data = g.data(in[i]);
-      if (data.origin == DataOrigin::kProduced && data.producer == kNoIndex) {
-        fail(GF_ERR_INVALID_GRAPH, g.task_label(t) + " reads " + g.data_label(in[i]) +
-                                       ", which no task produces and is not a host input");
-      }
-    }
-  }
+[[noreturn]] void report_dangling(const Graph &g, TaskIndex t, DataIndex d) {
+  fail(GF_ERR_INVALID_GRAPH, g.task_label(t) + " reads " + g.data_label(d) +
+                                 ", which no task produces and is not a host input");
 }
+
+struct Named {
+  size_t hash;
+  TaskIndex task;
+};
 
 // Sorting beats a hash set here: no allocation per name, which matters for million-task graphs
 // read from documents. Reports the duplicate a scan in task order would meet first.
 // O(n log n) whatever the names: equal hashes are ordered by the names themselves, so equal names
 // end up adjacent and each run of them is looked at once (never pairwise).
-void check_unique_names(const Graph &g) {
-  // Sorting hashes first: names often share long prefixes ("chunk-000123"), and comparing those
-  // dominated submit time for million-task graphs. Names are compared only when hashes collide.
-  struct Named {
-    size_t hash;
-    TaskIndex task;
-  };
-  std::vector<Named> named;
-  named.reserve(g.task_count());
-  std::hash<std::string_view> hasher;
-  for (TaskIndex t = 0; t < g.task_count(); ++t) {
-    const std::string &name = g.task(t).name;
-    if (!name.empty()) named.push_back({hasher(name), t});
-  }
+// `named`: the named tasks in task order, with their names' hashes (freeze's first walk collects
+// them). Sorting hashes first: names often share long prefixes ("chunk-000123"), and comparing
+// those dominated submit time for million-task graphs. Names are compared only when hashes collide.
+void check_unique_names(const Graph &g, std::vector<Named> &named) {
   std::sort(named.begin(), named.end(), [&](const Named &a, const Named &b) {
     if (a.hash != b.hash) return a.hash < b.hash;
     int order = g.task(a.task).name.compare(g.task(b.task).name);
@@ -96,15 +82,36 @@ void check_unique_names(const Graph &g) {
 
 const GraphAnalysis &Graph::freeze() {
   if (analysis_) return *analysis_;
-  check_inputs_have_sources(*this);
-  check_unique_names(*this);
 
   const size_t n = tasks_.size();
   auto a = std::make_unique<GraphAnalysis>();
-  // Each walk of the edges reads every task's description and its inputs' producers, which is
-  // most of a large graph's freeze: three walks (count; successors; predecessors), no more.
+  // Each walk of the tasks reads every task's description and its inputs' producers, which is
+  // most of a large graph's freeze: three walks (checks and counts; successors; predecessors).
   a->predecessor_count.assign(n, 0);
   a->successor_begin.assign(n + 1, 0);
+  auto count = [&](TaskIndex from, TaskIndex to) {
+    a->successor_begin[from + 1]++;
+    a->predecessor_count[to]++;
+  };
+  // The first walk also finds inputs nobody produces (the first in task order is reported) and
+  // collects the names, whose duplicates are reported only when no input dangles.
+  std::vector<Named> named;
+  std::hash<std::string_view> hasher;
+  for (TaskIndex t = 0; t < n; ++t) {
+    const TaskDesc &task = tasks_[t];
+    if (!task.name.empty()) named.push_back({hasher(task.name), t});
+    const DataIndex *in = input_refs_.data() + task.inputs_begin;
+    for (uint32_t i = 0; i < task.input_count; ++i) {
+      const DataDesc &data = data_[in[i]];
+      if (data.producer != kNoIndex) {
+        count(data.producer, t);
+      } else if (data.origin == DataOrigin::kProduced) {
+        report_dangling(*this, t, in[i]);
+      }
+    }
+  }
+  for (auto [t, before] : edges_) count(before, t);
+  check_unique_names(*this, named);
   auto for_each_edge = [&](auto &&visit) {  // visit(from, to)
     for (TaskIndex t = 0; t < n; ++t) {
       const TaskDesc &task = tasks_[t];
@@ -116,10 +123,6 @@ const GraphAnalysis &Graph::freeze() {
     }
     for (auto [t, before] : edges_) visit(before, t);
   };
-  for_each_edge([&](TaskIndex from, TaskIndex to) {
-    a->successor_begin[from + 1]++;
-    a->predecessor_count[to]++;
-  });
   for (size_t t = 0; t < n; ++t) a->successor_begin[t + 1] += a->successor_begin[t];
   a->successors.resize(a->successor_begin[n]);
   std::vector<uint32_t> fill(a->successor_begin.begin(), a->successor_begin.end() - 1);
