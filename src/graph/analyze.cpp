@@ -9,38 +9,24 @@
 namespace gf {
 namespace {
 
-void check_inputs_have_sources(const Graph &g) {
-  for (TaskIndex t = 0; t < g.task_count(); ++t) {
-    const TaskDesc &task = g.task(t);
-    const DataIndex *in = g.inputs(task);
-    for (uint32_t i = 0; i < task.input_count; ++i) {
-      const DataDesc &data = g.data(in[i]);
-      if (data.origin == DataOrigin::kProduced && data.producer == kNoIndex) {
-        fail(GF_ERR_INVALID_GRAPH, g.task_label(t) + " reads " + g.data_label(in[i]) +
-                                       ", which no task produces and is not a host input");
-      }
-    }
-  }
+[[noreturn]] void report_dangling(const Graph &g, TaskIndex t, DataIndex d) {
+  fail(GF_ERR_INVALID_GRAPH, g.task_label(t) + " reads " + g.data_label(d) +
+                                 ", which no task produces and is not a host input");
 }
+
+struct Named {
+  size_t hash;
+  TaskIndex task;
+};
 
 // Sorting beats a hash set here: no allocation per name, which matters for million-task graphs
 // read from documents. Reports the duplicate a scan in task order would meet first.
 // O(n log n) whatever the names: equal hashes are ordered by the names themselves, so equal names
 // end up adjacent and each run of them is looked at once (never pairwise).
-void check_unique_names(const Graph &g) {
-  // Sorting hashes first: names often share long prefixes ("chunk-000123"), and comparing those
-  // dominated submit time for million-task graphs. Names are compared only when hashes collide.
-  struct Named {
-    size_t hash;
-    TaskIndex task;
-  };
-  std::vector<Named> named;
-  named.reserve(g.task_count());
-  std::hash<std::string_view> hasher;
-  for (TaskIndex t = 0; t < g.task_count(); ++t) {
-    const std::string &name = g.task(t).name;
-    if (!name.empty()) named.push_back({hasher(name), t});
-  }
+// `named`: the named tasks in task order, with their names' hashes (freeze's first walk collects
+// them). Sorting hashes first: names often share long prefixes ("chunk-000123"), and comparing
+// those dominated submit time for million-task graphs. Names are compared only when hashes collide.
+void check_unique_names(const Graph &g, std::vector<Named> &named) {
   std::sort(named.begin(), named.end(), [&](const Named &a, const Named &b) {
     if (a.hash != b.hash) return a.hash < b.hash;
     int order = g.task(a.task).name.compare(g.task(b.task).name);
@@ -96,32 +82,52 @@ void check_unique_names(const Graph &g) {
 
 const GraphAnalysis &Graph::freeze() {
   if (analysis_) return *analysis_;
-  check_inputs_have_sources(*this);
-  check_unique_names(*this);
 
   const size_t n = tasks_.size();
   auto a = std::make_unique<GraphAnalysis>();
+  // Each walk of the tasks reads every task's description and its inputs' producers, which is
+  // most of a large graph's freeze: three walks (checks and counts; successors; predecessors).
   a->predecessor_count.assign(n, 0);
-  std::vector<uint32_t> out_degree(n, 0);
+  a->successor_begin.assign(n + 1, 0);
+  auto count = [&](TaskIndex from, TaskIndex to) {
+    a->successor_begin[from + 1]++;
+    a->predecessor_count[to]++;
+  };
+  // The first walk also finds inputs nobody produces (the first in task order is reported) and
+  // collects the names, whose duplicates are reported only when no input dangles.
+  std::vector<Named> named;
+  std::hash<std::string_view> hasher;
+  for (TaskIndex t = 0; t < n; ++t) {
+    const TaskDesc &task = tasks_[t];
+    if (!task.name.empty()) named.push_back({hasher(task.name), t});
+    const DataIndex *in = input_refs_.data() + task.inputs_begin;
+    for (uint32_t i = 0; i < task.input_count; ++i) {
+      const DataDesc &data = data_[in[i]];
+      if (data.producer != kNoIndex) {
+        count(data.producer, t);
+      } else if (data.origin == DataOrigin::kProduced) {
+        report_dangling(*this, t, in[i]);
+      }
+    }
+  }
+  for (auto [t, before] : edges_) count(before, t);
+  check_unique_names(*this, named);
   auto for_each_edge = [&](auto &&visit) {  // visit(from, to)
     for (TaskIndex t = 0; t < n; ++t) {
       const TaskDesc &task = tasks_[t];
+      const DataIndex *in = input_refs_.data() + task.inputs_begin;
       for (uint32_t i = 0; i < task.input_count; ++i) {
-        TaskIndex p = data_[input_refs_[task.inputs_begin + i]].producer;
+        TaskIndex p = data_[in[i]].producer;
         if (p != kNoIndex) visit(p, t);
       }
     }
     for (auto [t, before] : edges_) visit(before, t);
   };
-  for_each_edge([&](TaskIndex from, TaskIndex to) {
-    out_degree[from]++;
-    a->predecessor_count[to]++;
-  });
-  a->successor_begin.assign(n + 1, 0);
-  for (size_t t = 0; t < n; ++t) a->successor_begin[t + 1] = a->successor_begin[t] + out_degree[t];
+  for (size_t t = 0; t < n; ++t) a->successor_begin[t + 1] += a->successor_begin[t];
   a->successors.resize(a->successor_begin[n]);
   std::vector<uint32_t> fill(a->successor_begin.begin(), a->successor_begin.end() - 1);
   for_each_edge([&](TaskIndex from, TaskIndex to) { a->successors[fill[from]++] = to; });
+  auto out_degree = [&](TaskIndex t) { return a->successor_begin[t + 1] - a->successor_begin[t]; };
 
   // Kahn's algorithm proves the graph acyclic.
   std::vector<uint32_t> pending = a->predecessor_count;
@@ -138,28 +144,29 @@ const GraphAnalysis &Graph::freeze() {
       if (--pending[a->successors[e]] == 0) stack.push_back(a->successors[e]);
     }
   }
+  // Predecessors in the order the walk meets them (ranks depend on it); their counts are known.
+  std::vector<uint32_t> pred_begin(n + 1, 0);
+  for (size_t t = 0; t < n; ++t) pred_begin[t + 1] = pred_begin[t] + a->predecessor_count[t];
+  std::vector<TaskIndex> preds(pred_begin[n]);
+  std::vector<uint32_t> pfill(pred_begin.begin(), pred_begin.end() - 1);
+  for_each_edge([&](TaskIndex from, TaskIndex to) { preds[pfill[to]++] = from; });
   if (ordered != n) {
-    std::vector<std::vector<TaskIndex>> preds(n);
-    for_each_edge([&](TaskIndex from, TaskIndex to) { preds[to].push_back(from); });
-    report_cycle(*this, pending, preds);
+    std::vector<std::vector<TaskIndex>> by_task(n);
+    for (TaskIndex t = 0; t < n; ++t) {
+      by_task[t].assign(preds.begin() + pred_begin[t], preds.begin() + pred_begin[t + 1]);
+    }
+    report_cycle(*this, pending, by_task);
   }
 
   // Rank: a depth-first post-order that walks from each sink through its predecessors, in task
   // order. Running ready tasks by rank completes one branch (and frees its data) before the next
   // branch starts, which bounds live memory the way dask.order does.
-  std::vector<uint32_t> pred_begin(n + 1, 0);
-  for_each_edge([&](TaskIndex, TaskIndex to) { pred_begin[to + 1]++; });
-  for (size_t t = 0; t < n; ++t) pred_begin[t + 1] += pred_begin[t];
-  std::vector<TaskIndex> preds(pred_begin[n]);
-  std::vector<uint32_t> pfill(pred_begin.begin(), pred_begin.end() - 1);
-  for_each_edge([&](TaskIndex from, TaskIndex to) { preds[pfill[to]++] = from; });
-
   a->order.assign(n, kNoIndex);
   uint32_t next_rank = 0;
   std::vector<std::pair<TaskIndex, uint32_t>> dfs;  // (task, next predecessor to visit)
   std::vector<bool> entered(n, false);
   for (TaskIndex sink = 0; sink < n; ++sink) {
-    if (out_degree[sink] != 0) continue;
+    if (out_degree(sink) != 0) continue;
     dfs.emplace_back(sink, pred_begin[sink]);
     entered[sink] = true;
     while (!dfs.empty()) {
@@ -176,11 +183,13 @@ const GraphAnalysis &Graph::freeze() {
       }
     }
   }
-  for (TaskIndex t = 0; t < n; ++t) {
+  // Roots in rank order: every task has a distinct rank below n, so inverting the ranks lists
+  // them in O(n) (sorting them was 2 % of a wide graph's run).
+  std::vector<TaskIndex> by_rank(n);
+  for (TaskIndex t = 0; t < n; ++t) by_rank[a->order[t]] = t;
+  for (TaskIndex t : by_rank) {
     if (a->predecessor_count[t] == 0) a->roots.push_back(t);
   }
-  std::sort(a->roots.begin(), a->roots.end(),
-            [&](TaskIndex x, TaskIndex y) { return a->order[x] < a->order[y]; });
   analysis_ = std::move(a);
   return *analysis_;
 }

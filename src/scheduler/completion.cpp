@@ -33,7 +33,7 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   const ResolvedRequest &request = run.requests[task.request];
   worker.ledger.release(request.request);
   if (worker.space != kHostSpace) worker.memory.requested_bytes -= whole_bytes(request.gpu_memory);
-  if (!done.skipped) learn(run, done.task, worker.kind, done.seconds);
+  if (!done.skipped && done.timed) learn(run, done.task, worker.kind, done.seconds);
 
   if (done.ok) {
     const DataIndex *out = graph.outputs(task);
@@ -131,7 +131,7 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
     }
     data.phase = DataRun::Phase::kReady;
   }
-  run.errors.erase(done.task);
+  if (!run.errors.empty()) run.errors.erase(done.task);  // a failed attempt's, now retried
   run.tasks[done.task].state = GF_TASK_SUCCEEDED;
   run.succeeded++;
   settled_totals_.succeeded++;

@@ -29,26 +29,53 @@ inline bool runs_later(const QueuedTask &a, const QueuedTask &b) {
   return a.rank > b.rank;
 }
 
+// Tasks mostly arrive in the order they are to run (a run's roots in rank order, a chain's next
+// link, siblings of one finished task): those append to a sorted run, popped from its front in
+// O(1) with one comparison. Only an entry that would run before the sorted run's last one goes
+// to a heap; the queue yields whichever front runs first, so the order is the heap's alone would
+// be (profiled: the heap's comparator was 10 % of a wide graph's time, and O(log n) per task).
 class ReadyQueue {
  public:
   void push(const QueuedTask &entry) {
-    heap_.push_back(entry);
-    std::push_heap(heap_.begin(), heap_.end(), runs_later);
+    if (head_ == sorted_.size() || !runs_later(sorted_.back(), entry)) {
+      sorted_.push_back(entry);
+    } else {
+      heap_.push_back(entry);
+      std::push_heap(heap_.begin(), heap_.end(), runs_later);
+    }
   }
-  const QueuedTask &top() const { return heap_.front(); }
+  const QueuedTask &top() const { return from_heap() ? heap_.front() : sorted_[head_]; }
   QueuedTask pop() {
-    std::pop_heap(heap_.begin(), heap_.end(), runs_later);
-    QueuedTask entry = heap_.back();
-    heap_.pop_back();
+    if (from_heap()) {
+      std::pop_heap(heap_.begin(), heap_.end(), runs_later);
+      QueuedTask entry = heap_.back();
+      heap_.pop_back();
+      return entry;
+    }
+    QueuedTask entry = sorted_[head_++];
+    if (head_ == sorted_.size()) {
+      sorted_.clear();
+      head_ = 0;
+    } else if (head_ >= 4096 && head_ * 2 >= sorted_.size()) {
+      // Popped entries are dropped in bulk, so the memory of a long queue shrinks as it drains.
+      sorted_.erase(sorted_.begin(), sorted_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
     return entry;
   }
-  bool empty() const { return heap_.empty(); }
-  size_t size() const { return heap_.size(); }
+  bool empty() const { return head_ == sorted_.size() && heap_.empty(); }
+  size_t size() const { return sorted_.size() - head_ + heap_.size(); }
   // Drops every entry of one run (cancellation), calling removed(task) for each; O(size).
   template <class Removed>
   void remove_run(const RunState *run, Removed removed) {
-    auto end = std::partition(heap_.begin(), heap_.end(),
-                              [run](const QueuedTask &e) { return e.run != run; });
+    auto other = [run](const QueuedTask &e) { return e.run != run; };
+    sorted_.erase(sorted_.begin(), sorted_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
+    // Stable: the sorted run stays sorted.
+    auto end = std::stable_partition(sorted_.begin(), sorted_.end(), other);
+    for (auto it = end; it != sorted_.end(); ++it) removed(it->task);
+    sorted_.erase(end, sorted_.end());
+    end = std::partition(heap_.begin(), heap_.end(), other);
     if (end == heap_.end()) return;
     for (auto it = end; it != heap_.end(); ++it) removed(it->task);
     heap_.erase(end, heap_.end());
@@ -59,6 +86,12 @@ class ReadyQueue {
   }
 
  private:
+  bool from_heap() const {
+    return !heap_.empty() && (head_ == sorted_.size() || runs_later(sorted_[head_], heap_.front()));
+  }
+
+  std::vector<QueuedTask> sorted_;  // [head_, end) in running order
+  size_t head_ = 0;
   std::vector<QueuedTask> heap_;
 };
 

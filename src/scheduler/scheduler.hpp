@@ -44,6 +44,8 @@ struct Dispatch {
   bool skipped = false;  // cancelled before the body started
   std::string error;
   double seconds = 0;
+  bool timed = true;  // seconds measured (tiny tasks are timed one batch in kTimedEvery)
+  bool tiny = false;  // learnt to take under kTinyTask: two clock readings are much of that
   Clock::time_point ready_at{};  // entered the ready queue (zero: not measured)
   double queue_wait_s = 0;       // ready_at to the body's start (set by the worker)
   Clock::time_point ended_at{};  // when the body returned (CPU bodies; set by the worker)
@@ -54,10 +56,15 @@ struct Dispatch {
 struct Batch {
   std::vector<Dispatch> items;
   size_t count = 0;
+  uint32_t untimed = 0;  // batches of tiny tasks run untimed since the last timed one
 };
 
 // Placement's guess for a body never seen finishing.
 inline constexpr double kUnknownDuration = 1e-4;
+// Tasks learnt to take less than this are timed one batch in kTimedEvery: a clock reading costs
+// 20-60 ns here, and the estimates of tiny tasks need no more samples than that.
+inline constexpr double kTinyTask = 5e-6;
+inline constexpr uint32_t kTimedEvery = 16;
 
 class Scheduler {
  public:
@@ -213,6 +220,9 @@ class Scheduler {
   bool try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out, Deferred &deferred,
                     bool first_in_line);
   bool steal(WorkerState &thief, Deferred &deferred);
+  // Moves the head of victim's queue to thief when that is worth it; returns the task's estimate
+  // there, or -1 when it stays.
+  double steal_one(WorkerState &thief, WorkerState *victim, Deferred &deferred);
   void fail_stuck_on_memory(Deferred &deferred);
 
   // Completion (scheduler/completion.cpp).
