@@ -51,11 +51,21 @@ PoolOptions connected_options(PoolOptions options, const client::Welcome &welcom
   // The service's devices by UUID, whatever this process was handed: they are what it leases.
   std::vector<std::string> uuids;
   int emulated_node = 0;
+  bool all_emulated_names = true;
   for (const client::DeviceSlot &d : welcome.devices) {
     uuids.push_back(d.uuid);
-    emulated_node = std::max(emulated_node, emulated_ordinal(d.uuid) + 1);
+    const int ordinal = emulated_ordinal(d.uuid);
+    all_emulated_names = all_emulated_names && ordinal >= 0;
+    emulated_node = std::max(emulated_node, ordinal + 1);
   }
   options.host.handed_down = options.cuda.handed_down = named_devices("the service's", uuids);
+  if (welcome.backend != "cuda" && !all_emulated_names) {
+    // Emulated devices named otherwise than this library names them (a service of another
+    // version, a stand-in): mirrored one for one, in the service's order.
+    emulated_node = static_cast<int>(welcome.devices.size());
+    options.host.handed_down.all = true;
+    options.host.handed_down.entries.clear();
+  }
   if (welcome.backend == "cuda") {
     options.backend = GF_BACKEND_CUDA;
     options.cuda.devices.clear();
