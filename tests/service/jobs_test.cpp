@@ -137,9 +137,17 @@ TEST_F(JobsTest, CtrlCReachesTheWholeJob) {
   // COMMAND runs a foreground child, as at a prompt: SIGINT ends it, and then COMMAND.
   auto first = start_first(service, "sleep 300; echo after");
   auto second = queue_second(service);
-  first->signal(SIGINT);
+  // dash catches SIGINT while it forks its foreground command, and a child it forked loses one
+  // that comes before its exec: then the shell waits on, as at a prompt, and the user presses
+  // Ctrl-C again. Each one reaches the whole job, and the second job checks that the lease went
+  // only once all of it was gone.
+  std::optional<int> status;
+  for (int press = 0; press < 5 && !status; ++press) {
+    first->signal(SIGINT);
+    status = first->wait(3000 * kTimeFactor);
+  }
   expect_second_alone(*second);
-  const int code = exit_code(first->wait(10000 * kTimeFactor));
+  const int code = exit_code(status);
   EXPECT_TRUE(code == 128 + SIGINT || code == 0) << code << first->story();
 }
 
