@@ -470,7 +470,7 @@ step_overhead() {
   detail "gpu_overhead 10000 1024 (exit $rc):" '```' "$(tail -n 3 "$log")" '```'
   detail "gpu_probe bandwidth 1024 (plain cudaMemcpy):" '```' "$(tail -n 3 "$bw")" '```'
   if [ $rc != 0 ]; then result="FAIL (gpu_overhead exit $rc)"; return 1; fi
-  figure="empty task $(jget "$log" runtime_us_per_task) us (plain launch $(jget "$log" plain_us_per_launch) us); D2H 1 GiB: runtime $(jget "$log" runtime_d2h_gb_s) GB/s, cudaMemcpy pageable $(jget "$log" cudamemcpy_d2h_gb_s) GB/s; pinned H2D $(jget "$bw" h2d_pinned_gb_s), D2H $(jget "$bw" d2h_pinned_gb_s) GB/s"
+  figure="empty task $(jget "$log" runtime_us_per_task) us (plain launch $(jget "$log" plain_us_per_launch) us); D2H 1 GiB: runtime $(jget "$log" runtime_d2h_gb_s) GB/s, cudaMemcpy pageable $(jget "$log" cudamemcpy_d2h_gb_s) GB/s (fresh memory $(jget "$log" cudamemcpy_fresh_d2h_gb_s)); pinned H2D $(jget "$bw" h2d_pinned_gb_s), D2H $(jget "$bw" d2h_pinned_gb_s) GB/s"
   result="PASS"
 }
 
