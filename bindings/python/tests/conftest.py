@@ -1,6 +1,12 @@
+import signal
+
 import pytest
 
 import gpuflow
+
+# A run started in the background of a script inherits SIGINT ignored, and Python then raises no
+# KeyboardInterrupt (nor do the children it starts): the Ctrl-C tests need the default.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")
