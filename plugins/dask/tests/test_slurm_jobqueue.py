@@ -13,10 +13,16 @@ import subprocess
 import sys
 import time
 
+import signal
+
 import pytest
 
 pytest.importorskip("distributed")
+# dask_jobqueue's runner module sets its own SIGINT handler (sys.exit) when imported, which
+# would turn every later test's Ctrl-C into SystemExit: the session's handler is put back.
+_session_sigint = signal.getsignal(signal.SIGINT)
 jobqueue = pytest.importorskip("dask_jobqueue")
+signal.signal(signal.SIGINT, _session_sigint)
 
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
