@@ -123,31 +123,34 @@ TEST(Cuda, ManyKernelsInFlightOnOneDevice) {
   EXPECT_EQ(run_stats(run.get()).succeeded, 64u);
 }
 
+// One GPU task named `name` running `body` on `pool`: the run must fail naming the task. Returns
+// the reason the task failed with.
+std::string failing_gpu_task(gf_pool *pool, const char *name, Body body) {
+  Graph g = make_graph();
+  TaskSpec s;
+  s.name = name;
+  s.gpu = std::move(body);
+  gf_task t = must_add_task(g.get(), s);
+  RunPtr run(submit(pool, g.get()));
+  std::string m = GF_EXPECT_STATUS(GF_ERR_TASK_FAILED, gf_run_wait(run.get(), 60000));
+  EXPECT_NE(m.find(name), std::string::npos) << m;
+  return task_error(run.get(), t);
+}
+
 TEST(Cuda, DeviceFaultFailsTheTaskWithCudasMessage) {
   Pool pool = cuda_pool();
   REQUIRE_GPU(pool);
-  Graph g = make_graph();
-  TaskSpec s;
-  s.name = "faulting_kernel";
-  s.gpu = [](gf_task_ctx *ctx) { return gft_launch_fault(task_env(ctx).stream); };
-  gf_task t = must_add_task(g.get(), s);
-  RunPtr run(submit(pool.get(), g.get()));
-  std::string m = GF_EXPECT_STATUS(GF_ERR_TASK_FAILED, gf_run_wait(run.get(), 60000));
-  EXPECT_NE(m.find("faulting_kernel"), std::string::npos) << m;
-  EXPECT_NE(task_error(run.get(), t).find("cuda"), std::string::npos) << task_error(run.get(), t);
+  const std::string why = failing_gpu_task(pool.get(), "faulting_kernel", [](gf_task_ctx *ctx) {
+    return gft_launch_fault(task_env(ctx).stream);
+  });
+  EXPECT_NE(why.find("cuda"), std::string::npos) << why;
 }
 
 TEST(Cuda, ARefusedLaunchTheBodyReturnsFailsTheTask) {
   Pool pool = cuda_pool();
   REQUIRE_GPU(pool);
-  Graph g = make_graph();
-  TaskSpec s;
-  s.name = "bad_launch";
-  s.gpu = [](gf_task_ctx *ctx) { return gft_launch_invalid(task_env(ctx).stream); };
-  must_add_task(g.get(), s);
-  RunPtr run(submit(pool.get(), g.get()));
-  std::string m = GF_EXPECT_STATUS(GF_ERR_TASK_FAILED, gf_run_wait(run.get(), 60000));
-  EXPECT_NE(m.find("bad_launch"), std::string::npos) << m;
+  failing_gpu_task(pool.get(), "bad_launch",
+                   [](gf_task_ctx *ctx) { return gft_launch_invalid(task_env(ctx).stream); });
 }
 
 TEST(Cuda, SpillingUnderRealMemoryPressure) {
