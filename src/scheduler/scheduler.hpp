@@ -5,6 +5,9 @@
 // take it once per batch of tasks (finish the last batch, pick the next), so its cost is amortised
 // and no lock is taken inside a task body. Work that must not run under the mutex (freeing memory,
 // destructors, completion callbacks, dropping runs) is collected in a Deferred and done after.
+// One exception: a worker thread may run its finished task's only successor before the scheduler
+// has seen it ready (waiting -> running when the batch is reported; scheduler/continuation.cpp),
+// deciding from immutable state and a per-task claim flag.
 #pragma once
 
 #include <atomic>
