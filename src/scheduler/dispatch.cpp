@@ -41,9 +41,10 @@ void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &defe
       continue;
     }
     if (item.continued) {
-      // Its predecessor's completion did not make it ready (the run was cancelled, or the
-      // predecessor failed after all): the task stays with the scheduler as it is, waiting or
-      // settled, and what its body did is discarded (it has no outputs).
+      // Its predecessor's completion did not make it ready. The worker's checks and the claim
+      // rule that out (a cancel leaves a claimed task waiting, to be adopted); should it happen,
+      // the task stays with the scheduler as it is and what its body did is discarded (it has
+      // no outputs).
       item.continued = false;
       if (dropping) continue;
     }
