@@ -101,6 +101,7 @@ void Worker::run_batch(Batch &batch, void *stream) {
     for (size_t i = 0; i < batch.count; ++i) {
       execute(batch.items[i], stream, Clock::time_point{}, false);
       batch.items[i].timed = false;
+      if (i + 1 == batch.count) continue_with_successor(batch);
     }
     return;
   }
@@ -109,6 +110,7 @@ void Worker::run_batch(Batch &batch, void *stream) {
   size_t row = 0;
   for (size_t i = 0; i < batch.count; ++i) {
     at = execute(batch.items[i], stream, at, per_task);
+    if (!per_task && i + 1 == batch.count) continue_with_successor(batch);
     if (per_task || (i + 1 < batch.count && same_cost(batch.items[i], batch.items[i + 1]))) {
       continue;
     }
@@ -121,6 +123,11 @@ void Worker::run_batch(Batch &batch, void *stream) {
     row = i + 1;
   }
   if (state_.kind == GF_WORKER_CPU && events_.active()) emit_finished(batch);
+}
+
+void Worker::continue_with_successor(Batch &batch) {
+  if (batch.count == batch.items.size()) batch.items.emplace_back();
+  if (Scheduler::continuation(state_, batch, batch.items[batch.count])) batch.count++;
 }
 
 bool Worker::same_cost(const Dispatch &a, const Dispatch &b) {

@@ -142,7 +142,11 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
     TaskIndex s = a.successors[e];
     TaskRun &next = run.tasks[s];
     if (--next.remaining_deps == 0 && next.state == GF_TASK_WAITING) {
-      make_ready(run, s, worker.index, deferred);
+      if (s == continued_task_ && &run == continued_run_) {
+        continued_ready_ = true;  // it ran already, on this thread: complete_batch adopts it
+      } else {
+        make_ready(run, s, worker.index, deferred);
+      }
     }
   }
   // New results may lift the device over its threshold after every check made at placement.
@@ -258,6 +262,10 @@ void Scheduler::cancel_locked(RunState &run, const char *reason, Deferred &defer
   for (TaskIndex t = 0; t < run.tasks.size(); ++t) {
     TaskRun &tr = run.tasks[t];
     if (tr.state != GF_TASK_WAITING && tr.state != GF_TASK_QUEUED) continue;
+    // A waiting task a worker has claimed runs already, right after its only predecessor
+    // (scheduler/continuation.cpp): it settles when that worker reports its batch, as any task
+    // dispatched before the cancel does.
+    if (tr.state == GF_TASK_WAITING && !tr.claim.take()) continue;
     if (tr.state == GF_TASK_QUEUED) workers_[tr.worker]->backlog_s -= tr.estimate_s;
     set_error(run, t, reason);
     settle(run, t, GF_TASK_CANCELLED, deferred);

@@ -33,12 +33,38 @@ uint64_t declared_output_bytes(const Graph &graph, const TaskDesc &task) {
 void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &deferred) {
   // This thread picks again right after: work it makes ready for itself wakes nobody else.
   completing_worker_ = worker.index;
+  bool dropping = false;  // successors run directly after one that did not make them ready
   for (size_t i = 0; i < batch.count; ++i) {
     Dispatch &item = batch.items[i];
     if (item.handed_off) {
       item.handed_off = false;
-    } else {
-      finish(worker, item, deferred);
+      continue;
+    }
+    if (item.continued) {
+      // Its predecessor's completion did not make it ready. The worker's checks and the claim
+      // rule that out (a cancel leaves a claimed task waiting, to be adopted); should it happen,
+      // the task stays with the scheduler as it is and what its body did is discarded (it has
+      // no outputs).
+      item.continued = false;
+      if (dropping) continue;
+    }
+    dropping = false;
+    Dispatch *next =
+        i + 1 < batch.count && batch.items[i + 1].continued ? &batch.items[i + 1] : nullptr;
+    if (next) {
+      continued_run_ = next->run;
+      continued_task_ = next->task;
+      continued_ready_ = false;
+    }
+    finish(worker, item, deferred);
+    if (next) {
+      if (continued_ready_) {
+        adopt(worker, *next);
+      } else {
+        dropping = true;
+      }
+      continued_run_ = nullptr;
+      continued_task_ = kNoIndex;
     }
   }
   completing_worker_ = kNoIndex;
@@ -125,7 +151,9 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
     }
   }
   for (const QueuedTask &entry : passed_over) worker.ready.push(entry);
-  return batch.count > 0;
+  if (batch.count == 0) return false;
+  allow_continuation(worker, batch);
+  return true;
 }
 
 bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out,

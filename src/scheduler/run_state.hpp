@@ -20,6 +20,22 @@
 
 namespace gf {
 
+// Taken once, by whichever thread gets there first: a worker about to run a waiting task right
+// after its only predecessor (scheduler/continuation.cpp), or a cancel settling it. Copies (the
+// vector of a run's tasks, built before the run starts) copy the value.
+struct ClaimFlag {
+  ClaimFlag() = default;
+  ClaimFlag(const ClaimFlag &other) : taken(other.taken.load(std::memory_order_relaxed)) {}
+  ClaimFlag &operator=(const ClaimFlag &other) {
+    taken.store(other.taken.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    return *this;
+  }
+  bool take() { return !taken.exchange(true, std::memory_order_acq_rel); }
+
+ private:
+  std::atomic<bool> taken{false};
+};
+
 struct TaskRun {
   gf_task_state state = GF_TASK_WAITING;
   uint32_t remaining_deps = 0;
@@ -28,6 +44,7 @@ struct TaskRun {
   uint32_t missing_inputs = 0;   // inputs still moving to the worker's memory space
   uint32_t placement_epoch = 0;  // bumped on every placement; stale transfer waiters ignored
   bool memory_blocked = false;   // an input transfer waits for device memory
+  ClaimFlag claim;               // the one field read without the scheduler's mutex
   float estimate_s = 0;          // counted in its worker's backlog while queued or running
 };
 
