@@ -97,11 +97,12 @@ void Worker::run_batch(Batch &batch, void *stream) {
   // third of its time reading the clock); their estimates learn from those batches alone.
   bool tiny = !per_task;
   for (size_t i = 0; tiny && i < batch.count; ++i) tiny = batch.items[i].tiny;
+  batch.joins.clear();
   if (tiny && ++batch.untimed < kTimedEvery) {
-    for (size_t i = 0; i < batch.count; ++i) {
+    for (size_t i = 0; i < batch.count; ++i) {  // count grows as successors are run directly
       execute(batch.items[i], stream, Clock::time_point{}, false);
       batch.items[i].timed = false;
-      if (i + 1 == batch.count) continue_with_successor(batch);
+      Scheduler::continuation(state_, batch, i);
     }
     return;
   }
@@ -110,7 +111,7 @@ void Worker::run_batch(Batch &batch, void *stream) {
   size_t row = 0;
   for (size_t i = 0; i < batch.count; ++i) {
     at = execute(batch.items[i], stream, at, per_task);
-    if (!per_task && i + 1 == batch.count) continue_with_successor(batch);
+    if (!per_task) Scheduler::continuation(state_, batch, i);
     if (per_task || (i + 1 < batch.count && same_cost(batch.items[i], batch.items[i + 1]))) {
       continue;
     }
@@ -123,11 +124,6 @@ void Worker::run_batch(Batch &batch, void *stream) {
     row = i + 1;
   }
   if (state_.kind == GF_WORKER_CPU && events_.active()) emit_finished(batch);
-}
-
-void Worker::continue_with_successor(Batch &batch) {
-  if (batch.count == batch.items.size()) batch.items.emplace_back();
-  if (Scheduler::continuation(state_, batch, batch.items[batch.count])) batch.count++;
 }
 
 bool Worker::same_cost(const Dispatch &a, const Dispatch &b) {

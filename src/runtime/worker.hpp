@@ -45,9 +45,6 @@ class Worker {
   void run_batch(Batch &batch, void *stream);
   // Whether two tasks learn into the same duration estimate.
   static bool same_cost(const Dispatch &a, const Dispatch &b);
-  // Appends the only successor of the batch's last task when the scheduler lets this thread run
-  // it directly (Scheduler::continuation), so the loop running the batch goes on with it.
-  void continue_with_successor(Batch &batch);
   // Runs one body, which starts at `start` (the previous body's end, or the batch's start), and
   // returns when it ended; untimed (a CPU body only), returns `start` and leaves its time to the
   // caller. A GPU body's dispatch is handed off: it finishes when its stream has.

@@ -87,6 +87,7 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   } else if (retries_left && !stopping_) {
     set_error(run, done.task, done.error);  // kept in case the last attempt fails too
     tr.state = GF_TASK_WAITING;
+    tr.claim.give_back();  // if it ran directly after its predecessors, a cancel may settle it
     make_ready(run, done.task, worker.index, deferred);
   } else {
     fail_task(run, done.task, std::move(done.error), deferred);
@@ -141,12 +142,9 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
   for (uint32_t e = a.successor_begin[done.task]; e < a.successor_begin[done.task + 1]; ++e) {
     TaskIndex s = a.successors[e];
     TaskRun &next = run.tasks[s];
-    if (--next.remaining_deps == 0 && next.state == GF_TASK_WAITING) {
-      if (s == continued_task_ && &run == continued_run_) {
-        continued_ready_ = true;  // it ran already, on this thread: complete_batch adopts it
-      } else {
-        make_ready(run, s, worker.index, deferred);
-      }
+    // A claimed waiting task ran already, in this thread's batch: complete_batch adopts it.
+    if (--next.remaining_deps == 0 && next.state == GF_TASK_WAITING && !next.claim.is_taken()) {
+      make_ready(run, s, worker.index, deferred);
     }
   }
   // New results may lift the device over its threshold after every check made at placement.

@@ -1,12 +1,13 @@
-// A finishing worker runs its task's only successor directly (issue 29, item 2): a chain of
-// plain tasks costs one taking of the scheduler's mutex per batch of links instead of one per
-// link. The worker thread decides without the mutex, from what is immutable once a run started
-// (the frozen graph, the run's resolved requests and bodies, its sequence); the scheduler adopts
-// the successor as dispatched when it completes the batch, in the same taking of the mutex as the
-// predecessor's completion; a cancel meanwhile leaves it to that report (TaskRun::claim), so a
-// task whose body ran is never reported cancelled. Only successors that need nothing beyond a CPU
-// slot and touch no data qualify, so the ledger, device memory, transfers and spilling never see
-// the difference.
+// A worker runs successors of its batch's tasks directly (issue 29, item 2): a chain link, or a
+// tree's sum whose two inputs were made in the batch, costs no placement, queueing or picking,
+// and no taking of the scheduler's mutex of its own. The worker thread decides without the mutex,
+// from what is immutable once a run started (the frozen graph, the run's resolved requests and
+// bodies, its sequence) and from what the batch itself made; the scheduler adopts each successor
+// as dispatched when it completes the batch, right after the predecessors that made it ready. A
+// cancel meanwhile leaves a claimed task to that report (TaskRun::claim), so a task whose body
+// ran is never reported cancelled. Only successors that need nothing beyond a CPU slot and read
+// host buffers qualify, so the ledger, device memory, transfers and spilling never see the
+// difference.
 #include <algorithm>
 
 #include "scheduler/scheduler.hpp"
@@ -14,9 +15,50 @@
 namespace gf {
 namespace {
 
-// How many successors a batch may run directly before its thread reports back: what a batch of
-// tiny tasks may hold (dispatch.cpp's kLongBatch), so progress and estimates stay as fresh.
-constexpr size_t kMaxContinued = 64;
+// How many tasks a batch may hold with the successors its thread adds before it reports back:
+// a batch of 64 tiny tasks and the 63 sums of a binary tree over them, so progress and
+// estimates stay about as fresh as a long batch's (dispatch.cpp's kLongBatch).
+constexpr size_t kMaxBatchWithContinued = 128;
+
+// Where input `k` of task `s` is, when the caller gave it or a task of the batch made it: the
+// batch's items before `end` (up to the task just finished) hold its predecessors' outputs.
+bool find_input(const Batch &batch, size_t end, const RunState &run, TaskIndex s, uint32_t k,
+                std::pair<const void *, uint64_t> &out) {
+  // Searched from the task just finished back: a successor's inputs are mostly made by the
+  // tasks that ran last.
+  const Graph &graph = run.graph();
+  const DataIndex d = graph.inputs(graph.task(s))[k];
+  const DataDesc &desc = graph.data(d);
+  if (desc.kind != DataKind::kBuffer) return false;  // values are counted as in use at dispatch
+  if (desc.origin == DataOrigin::kHostBuffer) {
+    out = {desc.host_bytes, desc.size};
+    return true;
+  }
+  for (size_t i = end; i-- > 0;) {
+    const Dispatch &item = batch.items[i];
+    if (item.run != &run || item.task != desc.producer) continue;
+    const TaskDesc &producer = graph.task(desc.producer);
+    const DataIndex *made = graph.outputs(producer);
+    for (uint32_t o = 0; o < producer.output_count; ++o) {
+      if (made[o] != d) continue;
+      out = {item.outputs[o].ptr, item.outputs[o].size};
+      return true;
+    }
+    return false;
+  }
+  return false;
+}
+
+// Whether task `s` may run on this CPU worker with nothing but a CPU slot.
+bool runs_plainly_here(const WorkerState &worker, const RunState &run, TaskIndex s) {
+  const TaskDesc &task = run.graph().task(s);
+  if (task.request != kEmptyRequest) return false;
+  const TaskBody &body = run.body(s);
+  // A task that could also run on a device is left to placement, which weighs both.
+  if (!body.cpu_fn || body.gpu_fn) return false;
+  const std::vector<uint32_t> &eligible = run.requests[task.request].cpu_workers;
+  return std::find(eligible.begin(), eligible.end(), worker.index) != eligible.end();
+}
 
 }  // namespace
 
@@ -29,64 +71,84 @@ void Scheduler::allow_continuation(WorkerState &worker, Batch &batch) {
   if (batch.has_bar) batch.bar = worker.ready.top();
 }
 
-bool Scheduler::continuation(const WorkerState &worker, const Batch &batch, Dispatch &next) {
-  if (!batch.may_continue || batch.count == 0 || batch.count >= kMaxContinued) return false;
-  const Dispatch &done = batch.items[batch.count - 1];
-  if (!done.ok || done.skipped || done.handed_off) return false;
+void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t done_index) {
+  if (!batch.may_continue || batch.count >= kMaxBatchWithContinued) return;
+  const Dispatch &done = batch.items[done_index];
+  if (!done.ok || done.skipped || done.handed_off) return;
   // An output it did not set fails it at completion (after which it may be retried): its
-  // successor must then not have run.
+  // successors must then not have run.
   for (const Dispatch::Output &o : done.outputs) {
-    if (!o.set) return false;
+    if (!o.set) return;
   }
-  const RunState &run = *done.run;
-  if (run.cancel_requested.load(std::memory_order_relaxed)) return false;
-  const Graph &graph = run.graph();
-  const GraphAnalysis &a = graph.analysis();
-  // Its only successor, which waits for nothing else: it becomes ready exactly when `done`'s
-  // completion is processed, unless that completion fails it or the run is cancelled first
-  // (complete_batch then drops it).
-  if (a.successor_begin[done.task + 1] - a.successor_begin[done.task] != 1) return false;
-  const TaskIndex s = a.successors[a.successor_begin[done.task]];
-  if (a.predecessor_count[s] != 1) return false;
-  const TaskDesc &task = graph.task(s);
-  if (task.request != kEmptyRequest || task.input_count || task.output_count) return false;
-  const TaskBody &body = run.body(s);
-  // A task that could also run on a device is left to placement, which weighs both.
-  if (!body.cpu_fn || body.gpu_fn) return false;
-  const std::vector<uint32_t> &eligible = run.requests[task.request].cpu_workers;
-  if (std::find(eligible.begin(), eligible.end(), worker.index) == eligible.end()) return false;
-  // Priorities and graph order: it must not overtake what was first in this worker's queue when
-  // the batch was picked (tasks queued later wait for the batch, as they would anyway).
-  if (batch.has_bar &&
-      runs_later(QueuedTask{task.priority, a.order[s], run.sequence, nullptr, s, {}}, batch.bar)) {
-    return false;
+  RunState &run = *done.run;
+  if (run.cancel_requested.load(std::memory_order_relaxed)) return;
+  const GraphAnalysis &a = run.graph().analysis();
+  const TaskIndex finished = done.task;
+  const uint32_t first = a.successor_begin[finished], last = a.successor_begin[finished + 1];
+  // A sole successor of a sole predecessor is a chain's next link, run whatever it costs: it
+  // could only start after this task anyway. Others are run here only when known to be tiny, so
+  // that a fan-out of long tasks still spreads over the workers.
+  const bool chain_link = last - first == 1 && a.predecessor_count[a.successors[first]] == 1;
+  for (uint32_t e = first; e < last && batch.count < kMaxBatchWithContinued; ++e) {
+    const TaskIndex s = a.successors[e];
+    const TaskDesc &task = run.graph().task(s);
+    if (!chain_link && !run.tiny_costs[task.cost_key].load(std::memory_order_relaxed)) continue;
+    if (!runs_plainly_here(worker, run, s)) continue;
+    if (a.predecessor_count[s] > 1) {
+      // Ready once all its predecessors have succeeded in this batch (edges counted as often
+      // as the graph lists them, the same on both sides).
+      auto join = std::find_if(batch.joins.begin(), batch.joins.end(),
+                               [&](const Batch::Join &j) { return j.task == s && j.run == &run; });
+      if (join == batch.joins.end()) {
+        batch.joins.push_back(Batch::Join{&run, s, 1});
+        continue;
+      }
+      if (++join->succeeded < a.predecessor_count[s]) continue;
+      batch.joins.erase(join);
+    }
+    // Priorities and graph order: it must not overtake what was first in this worker's queue
+    // when the batch was picked (tasks queued later wait for the batch, as they would anyway).
+    if (batch.has_bar &&
+        runs_later(QueuedTask{task.priority, a.order[s], run.sequence, nullptr, s, {}},
+                   batch.bar)) {
+      continue;
+    }
+    if (batch.count == batch.items.size()) batch.items.emplace_back();
+    Dispatch &next = batch.items[batch.count];  // `done` may have moved: not read below
+    next.inputs.resize(task.input_count);
+    bool inputs_here = true;
+    for (uint32_t k = 0; k < task.input_count && inputs_here; ++k) {
+      inputs_here = find_input(batch, done_index + 1, run, s, k, next.inputs[k]);
+    }
+    // Last: a cancel settling the run's waiting tasks takes the same claim, so either the cancel
+    // leaves this task to the batch's report, or this thread does not run it.
+    if (!inputs_here || !run.tasks[s].claim.take()) continue;
+    next.run = &run;
+    next.task = s;
+    next.attempt = 1;  // it has never run: its last predecessor finishes just now
+    next.outputs.assign(task.output_count, Dispatch::Output{});
+    next.ok = next.skipped = false;
+    next.error.clear();
+    next.seconds = 0;
+    next.timed = true;
+    next.tiny = run.tiny_costs[task.cost_key].load(std::memory_order_relaxed);
+    next.ready_at = {};
+    next.queue_wait_s = 0;
+    next.ended_at = {};
+    next.handed_off = false;
+    next.continued = true;
+    batch.count++;
   }
-  // Last: a cancel settling the run's waiting tasks takes the same claim, so either the cancel
-  // leaves this task to the batch's report, or this thread does not run it.
-  if (!done.run->tasks[s].claim.take()) return false;
-  next.run = done.run;
-  next.task = s;
-  next.attempt = 1;  // it has never run: its only predecessor finishes just now
-  next.inputs.clear();
-  next.outputs.clear();
-  next.ok = next.skipped = false;
-  next.error.clear();
-  next.seconds = 0;
-  next.timed = true;
-  next.tiny = done.tiny;  // the batch's timing was chosen for its first tasks
-  next.ready_at = {};
-  next.queue_wait_s = 0;
-  next.ended_at = {};
-  next.handed_off = false;
-  next.continued = true;
-  return true;
 }
 
-void Scheduler::adopt(WorkerState &worker, Dispatch &item) {
-  // What try_dispatch does for a task without resources or inputs; it never sat in a queue, so
-  // it was never counted in the worker's backlog.
+bool Scheduler::adopt(WorkerState &worker, Dispatch &item) {
   RunState &run = *item.run;
   TaskRun &tr = run.tasks[item.task];
+  // Its predecessors, completed just before it in this batch, succeeded and left it waiting for
+  // this (the worker's checks and the claim see to that); anything else is not adopted.
+  if (tr.state != GF_TASK_WAITING || tr.remaining_deps != 0) return false;
+  // What try_dispatch does for a task without resources on a CPU worker; it never sat in a
+  // queue, so it was never counted in the worker's backlog.
   tr.state = GF_TASK_RUNNING;
   tr.worker = worker.index;
   tr.placement_epoch++;
@@ -96,7 +158,28 @@ void Scheduler::adopt(WorkerState &worker, Dispatch &item) {
   run.attempts++;
   worker.running++;
   running_total_++;
-  item.continued = false;
+  return true;
+}
+
+void Scheduler::drop_continued(WorkerState &worker, Dispatch &item, Deferred &deferred) {
+  RunState &run = *item.run;
+  const Graph &graph = run.graph();
+  const TaskDesc &task = graph.task(item.task);
+  const DataIndex *out = graph.outputs(task);
+  for (uint32_t i = 0; i < task.output_count; ++i) {
+    const Dispatch::Output &o = item.outputs[i];
+    if (!o.set) continue;
+    if (graph.data(out[i]).kind == DataKind::kValue) {
+      if (o.value_destroy) deferred.destroys.emplace_back(o.ptr, o.value_destroy);
+    } else {
+      deferred.frees.push_back({worker.space, o.ptr, o.size});
+    }
+  }
+  // Still waiting: its predecessors' completions make it ready (or fail it) as for any task.
+  TaskRun &tr = run.tasks[item.task];
+  if (tr.state != GF_TASK_WAITING) return;
+  tr.claim.give_back();
+  if (tr.remaining_deps == 0) make_ready(run, item.task, worker.index, deferred);
 }
 
 }  // namespace gf

@@ -33,39 +33,24 @@ uint64_t declared_output_bytes(const Graph &graph, const TaskDesc &task) {
 void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &deferred) {
   // This thread picks again right after: work it makes ready for itself wakes nobody else.
   completing_worker_ = worker.index;
-  bool dropping = false;  // successors run directly after one that did not make them ready
+  bool dropping = false;  // after a successor run directly that could not be adopted
   for (size_t i = 0; i < batch.count; ++i) {
     Dispatch &item = batch.items[i];
     if (item.handed_off) {
       item.handed_off = false;
       continue;
     }
+    // A successor run directly: its predecessors were completed above, in this batch, and left
+    // it to be adopted here (succeed() skips claimed tasks).
     if (item.continued) {
-      // Its predecessor's completion did not make it ready. The worker's checks and the claim
-      // rule that out (a cancel leaves a claimed task waiting, to be adopted); should it happen,
-      // the task stays with the scheduler as it is and what its body did is discarded (it has
-      // no outputs).
       item.continued = false;
-      if (dropping) continue;
-    }
-    dropping = false;
-    Dispatch *next =
-        i + 1 < batch.count && batch.items[i + 1].continued ? &batch.items[i + 1] : nullptr;
-    if (next) {
-      continued_run_ = next->run;
-      continued_task_ = next->task;
-      continued_ready_ = false;
+      if (dropping || !adopt(worker, item)) {
+        drop_continued(worker, item, deferred);
+        dropping = true;  // what ran after it may have read what it made: drop that too
+        continue;
+      }
     }
     finish(worker, item, deferred);
-    if (next) {
-      if (continued_ready_) {
-        adopt(worker, *next);
-      } else {
-        dropping = true;
-      }
-      continued_run_ = nullptr;
-      continued_task_ = kNoIndex;
-    }
   }
   completing_worker_ = kNoIndex;
   batch.count = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -12,10 +13,13 @@
 namespace gf {
 
 struct Replica {
-  SpaceId space;
-  bool owned;  // false for caller-owned host input bytes
-  void *ptr;
+  Replica() = default;
+  Replica(SpaceId in_space, bool is_owned, void *at, uint64_t tick = 0, bool is_value = false)
+      : ptr(at), lru_tick(tick), space(in_space), owned(is_owned), value(is_value) {}
+  void *ptr = nullptr;
   uint64_t lru_tick = 0;  // device replicas: key in the device's spill order (0: not listed)
+  SpaceId space = 0;
+  bool owned = false;  // false for caller-owned host input bytes
   // A form of an opaque value set with gf_task_ctx_set_device_value (its device form, or the
   // host form its spill function returned): released by the value's destroy function, never
   // deallocated by the backend.
@@ -27,9 +31,9 @@ class ReplicaSet {
   bool empty() const { return size_ == 0; }
   size_t size() const { return size_; }
   const Replica &front() const { return *begin(); }
-  const Replica *begin() const { return spilled() ? overflow_.data() : inline_.data(); }
+  const Replica *begin() const { return spilled() ? overflow_->data() : inline_.data(); }
   const Replica *end() const { return begin() + size_; }
-  Replica *begin() { return spilled() ? overflow_.data() : inline_.data(); }
+  Replica *begin() { return spilled() ? overflow_->data() : inline_.data(); }
   Replica *end() { return begin() + size_; }
   Replica *find(SpaceId space) {
     for (Replica &r : *this) {
@@ -42,7 +46,7 @@ class ReplicaSet {
     for (const Replica &r : std::as_const(*this)) {
       if (r.space != space) kept.push_back(r);
     }
-    overflow_.clear();
+    overflow_.reset();
     size_ = 0;
     for (const Replica &r : kept) push_back(r);
   }
@@ -52,8 +56,9 @@ class ReplicaSet {
       inline_[size_++] = r;
       return;
     }
-    if (!spilled()) overflow_.assign(inline_.begin(), inline_.end());
-    overflow_.push_back(r);
+    if (!spilled())
+      overflow_ = std::make_unique<std::vector<Replica>>(inline_.begin(), inline_.end());
+    overflow_->push_back(r);
     ++size_;
   }
 
@@ -62,7 +67,7 @@ class ReplicaSet {
     for (const Replica &r : std::as_const(*this)) {
       if (!r.owned) kept.push_back(r);
     }
-    overflow_.clear();
+    overflow_.reset();
     size_ = 0;
     for (const Replica &r : kept) push_back(r);
   }
@@ -70,8 +75,10 @@ class ReplicaSet {
  private:
   bool spilled() const { return size_ > inline_.size(); }
   std::array<Replica, 2> inline_{};
-  std::vector<Replica> overflow_;
-  size_t size_ = 0;
+  // Rare (data on three memory spaces at once): allocated only then, so that every data object
+  // of a run does not carry an empty vector.
+  std::unique_ptr<std::vector<Replica>> overflow_;
+  uint32_t size_ = 0;
 };
 
 }  // namespace gf

@@ -21,8 +21,9 @@
 namespace gf {
 
 // Taken once, by whichever thread gets there first: a worker about to run a waiting task right
-// after its only predecessor (scheduler/continuation.cpp), or a cancel settling it. Copies (the
-// vector of a run's tasks, built before the run starts) copy the value.
+// after its last predecessor (scheduler/continuation.cpp), or a cancel settling it. Given back
+// (under the scheduler's mutex) when a task that ran that way waits again, for a retry. Copies
+// (the vector of a run's tasks, built before the run starts) copy the value.
 struct ClaimFlag {
   ClaimFlag() = default;
   ClaimFlag(const ClaimFlag &other) : taken(other.taken.load(std::memory_order_relaxed)) {}
@@ -31,6 +32,8 @@ struct ClaimFlag {
     return *this;
   }
   bool take() { return !taken.exchange(true, std::memory_order_acq_rel); }
+  bool is_taken() const { return taken.load(std::memory_order_acquire); }
+  void give_back() { taken.store(false, std::memory_order_release); }
 
  private:
   std::atomic<bool> taken{false};
@@ -58,15 +61,17 @@ struct ValueOps {
 
 struct DataRun {
   enum class Phase : uint8_t { kPending, kReady, kFreed, kNeverProduced };
+  // Ordered so that a run's data objects, one per task's output, pack tightly (issue 29's
+  // memory per task).
   Phase phase = Phase::kPending;
   bool keep = false;
+  bool free_when_unpinned = false;
   uint32_t consumers_left = 0;
   uint64_t size = 0;
   uint64_t arriving = 0;  // bit per memory space with a copy of this data in flight
   uint32_t pins = 0;      // copies (and caller reads) reading this data right now
   uint32_t uses = 0;      // tasks running on a device that read it: never spilled
   uint32_t holds = 0;     // tasks placed on a device to read it: spilled only as a last resort
-  bool free_when_unpinned = false;
   SpaceId spilled_from = kNoSpace;  // the device it was spilled from, while only on host
   ReplicaSet replicas;
   void *value = nullptr;
@@ -134,6 +139,10 @@ class RunState : public std::enable_shared_from_this<RunState> {
   std::vector<TaskBody> resolved_bodies;  // by task, only when the graph names kernels/commands
   std::shared_ptr<CommandResolver> command_bodies;  // what resolved command bodies point into
   std::vector<uint32_t> cost_ids;                   // by graph cost key: the scheduler's cost id
+  // By graph cost key: whether its CPU estimate is under kTinyTask. Written under the scheduler's
+  // mutex as estimates are learnt, read by worker threads deciding what to run directly
+  // (scheduler/continuation.cpp); sized once, before the run starts.
+  std::unique_ptr<std::atomic<bool>[]> tiny_costs;
   std::unordered_map<TaskIndex, std::string> errors;
   struct Waiter {
     TaskIndex task;

@@ -161,6 +161,7 @@ std::shared_ptr<RunState> Scheduler::prepare(std::shared_ptr<Graph> graph,
   auto run = std::make_shared<RunState>(graph);
   run->requests = resolve_requests(*graph);
   run->cost_ids = map_cost_keys(*graph);
+  run->tiny_costs = std::make_unique<std::atomic<bool>[]>(run->cost_ids.size());
   if (graph->has_named_kernels() || graph->has_commands()) resolve_bodies(*run, bodies);
   check_feasible(*run);
   run->tasks.resize(graph->task_count());
@@ -205,6 +206,12 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   const bool observe = observers_.load(std::memory_order_relaxed) != 0;
   if (observe) enqueue_stamp_ = Clock::now();
   run->sequence = next_run_sequence_++;
+  for (size_t key = 0; key < run->cost_ids.size(); ++key) {  // what earlier runs learnt
+    const size_t slot = size_t{run->cost_ids[key]} * 2;
+    const bool tiny =
+        slot < estimates_.size() && estimates_[slot] >= 0 && estimates_[slot] < kTinyTask;
+    run->tiny_costs[key].store(tiny, std::memory_order_relaxed);
+  }
   runs_.emplace(run.get(), run);
   maybe_finish_run(*run, deferred);
   // Roots are placed in slices, releasing the mutex between them, so that workers start on a
@@ -263,6 +270,9 @@ void Scheduler::learn(const RunState &run, TaskIndex t, gf_worker_kind kind, dou
   if (slot >= estimates_.size()) estimates_.resize(slot + 1, -1.0);
   double &e = estimates_[slot];
   e = e < 0 ? seconds : 0.8 * e + 0.2 * seconds;
+  if (kind == GF_WORKER_CPU) {
+    run.tiny_costs[run.graph().task(t).cost_key].store(e < kTinyTask, std::memory_order_relaxed);
+  }
 }
 
 uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_worker,

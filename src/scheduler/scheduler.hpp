@@ -5,9 +5,9 @@
 // take it once per batch of tasks (finish the last batch, pick the next), so its cost is amortised
 // and no lock is taken inside a task body. Work that must not run under the mutex (freeing memory,
 // destructors, completion callbacks, dropping runs) is collected in a Deferred and done after.
-// One exception: a worker thread may run its finished task's only successor before the scheduler
-// has seen it ready (waiting -> running when the batch is reported; scheduler/continuation.cpp),
-// deciding from immutable state and a per-task claim flag.
+// One exception: a worker thread may run a successor of its batch's tasks before the scheduler has
+// seen it ready, when every predecessor of it ran in that batch (waiting -> running when the batch
+// is reported; scheduler/continuation.cpp), deciding from immutable state and a per-task claim.
 #pragma once
 
 #include <atomic>
@@ -53,10 +53,9 @@ struct Dispatch {
   double queue_wait_s = 0;       // ready_at to the body's start (set by the worker)
   Clock::time_point ended_at{};  // when the body returned (CPU bodies; set by the worker)
   bool handed_off = false;       // a GPU body's completion comes later, through finish_async
-  // Run by the worker thread right after the item before it, without the mutex: the only
-  // successor of that item (scheduler/continuation.cpp). The scheduler adopts it as dispatched
-  // when it completes the batch, or drops it if the predecessor's completion did not make it
-  // ready (the run was cancelled or the predecessor failed meanwhile).
+  // Added to the batch by its worker thread, without the mutex, once every predecessor of it
+  // had succeeded earlier in the batch (scheduler/continuation.cpp). The scheduler adopts it as
+  // dispatched when it completes the batch, after those predecessors.
   bool continued = false;
 };
 
@@ -65,12 +64,19 @@ struct Batch {
   std::vector<Dispatch> items;
   size_t count = 0;
   uint32_t untimed = 0;  // batches of tiny tasks run untimed since the last timed one
-  // Set when the batch is picked: whether its thread may run a finished task's only successor
-  // directly (Scheduler::continuation), and the task first in the worker's queue then, which a
-  // successor run directly must not overtake.
+  // Set when the batch is picked: whether its thread may run successors of its tasks directly
+  // (Scheduler::continuation), and the task first in the worker's queue then, which a successor
+  // run directly must not overtake.
   bool may_continue = false;
   bool has_bar = false;
   QueuedTask bar{};
+  // Successors some of whose predecessors succeeded in this batch, with how many did.
+  struct Join {
+    const RunState *run;
+    TaskIndex task;
+    uint32_t succeeded;
+  };
+  std::vector<Join> joins;
 };
 
 // Placement's guess for a body never seen finishing.
@@ -161,11 +167,12 @@ class Scheduler {
   // Completes `batch` for a thread that exits instead of picking again (a spare thread is no
   // longer needed), waking another thread for whatever became ready.
   void retire_thread(WorkerState &worker, Batch &batch, Deferred &deferred);
-  // After the last item of `batch` ran: fills `next` with the only successor of that item when
-  // this thread may run it at once, without the mutex (no request beyond a CPU slot, no data,
-  // nothing queued that should run first); false otherwise. Reads only what is immutable once
-  // the run started. The caller appends `next` to the batch and runs it.
-  static bool continuation(const WorkerState &worker, const Batch &batch, Dispatch &next);
+  // After item `done` of `batch` ran: appends to the batch the successors of that item this
+  // thread may run at once, without the mutex: every predecessor succeeded in this batch, they
+  // need nothing beyond a CPU slot and host buffers made in the batch or given by the caller, and
+  // nothing queued should run first. Reads only what is immutable once the run started (and
+  // atomics). The caller runs what was appended after the rest of the batch.
+  static void continuation(const WorkerState &worker, Batch &batch, size_t done);
   // A GPU task whose device work has finished (device_error empty on success). Takes the lock.
   void finish_async(WorkerState &worker, Dispatch &done, const std::string &device_error);
   // A body asks for a dynamic-size output: charge device memory now (takes the lock).
@@ -235,10 +242,12 @@ class Scheduler {
 
   // Dispatch (scheduler/dispatch.cpp).
   void complete_batch(WorkerState &worker, Batch &batch, Deferred &deferred);
-  // Continuations (scheduler/continuation.cpp): what a picked batch allows its thread, and the
-  // bookkeeping of dispatch for a successor that already ran.
+  // Continuations (scheduler/continuation.cpp): what a picked batch allows its thread; the
+  // bookkeeping of dispatch for a successor that already ran (false: it is not the scheduler's
+  // to adopt); and giving back one that is not, with what its body made.
   void allow_continuation(WorkerState &worker, Batch &batch);
-  void adopt(WorkerState &worker, Dispatch &item);
+  bool adopt(WorkerState &worker, Dispatch &item);
+  void drop_continued(WorkerState &worker, Dispatch &item, Deferred &deferred);
   bool pick(WorkerState &worker, Batch &batch, Deferred &deferred);
   bool try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out, Deferred &deferred,
                     bool first_in_line);
@@ -342,12 +351,7 @@ class Scheduler {
   Clock::time_point enqueue_stamp_{};
   uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
-  // The successor a completing batch ran directly: succeed() leaves it to complete_batch
-  // instead of placing it, and says so in continued_ready_. Under mu_.
-  const RunState *continued_run_ = nullptr;
-  TaskIndex continued_task_ = kNoIndex;
-  bool continued_ready_ = false;
-  std::vector<double> estimates_;  // by cost slot; negative: never learnt
+  std::vector<double> estimates_;          // by cost slot; negative: never learnt
   double spill_threshold_;
   std::function<void()> demand_listener_;
   uint64_t lru_clock_ = 0;
