@@ -104,7 +104,7 @@ void Scheduler::finish_async(WorkerState &worker, Dispatch &done, const std::str
     }
     finish(worker, done, deferred);
     // Its resources are free again: a sleeping thread of this worker may start the next task.
-    if (worker.idle_threads > 0) worker.wake.notify_one();
+    worker.wake_one();
   }
   deferred.flush(backend_);
 }
@@ -349,7 +349,7 @@ void Scheduler::discharge_space(SpaceId space, uint64_t bytes) {
   // Tasks waiting for memory there retry from the worker's own loop, not from inside whatever
   // freed the memory (which may be walking the same queues).
   owner->memory.release(bytes);
-  if (owner->idle_threads > 0) owner->wake.notify_one();
+  owner->wake_one();
 }
 
 }  // namespace gf

@@ -76,6 +76,7 @@ bool Scheduler::next_batch(WorkerState &worker, Batch &batch, Deferred &deferred
     worker.idle_threads++;
     idle_threads_total_++;
     worker.wake.wait(lock);
+    worker.woke();
     worker.idle_threads--;
     idle_threads_total_--;
   }

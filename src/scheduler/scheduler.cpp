@@ -279,7 +279,7 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
                                Deferred &deferred, double tolerance_s) {
   const TaskDesc &task = run.graph().task(t);
   const ResolvedRequest &r = run.requests[task.request];
-  thread_local std::vector<PlacementOption> options;
+  std::vector<PlacementOption> &options = placement_options_;
   options.clear();
   const TaskBody &body = run.body(t);
   // On a device, the inputs, declared outputs and gpu_memory must fit together, or the task
@@ -393,7 +393,7 @@ void Scheduler::unqueue(WorkerState &worker, RunState &run, TaskIndex t) {
 }
 
 void Scheduler::wake_for(WorkerState &worker, RunState &run, TaskIndex t) {
-  if (worker.idle_threads > 0) worker.wake.notify_one();
+  worker.wake_one();
   if (worker.index == completing_worker_ && worker.ready.size() <= 1) return;
   // More queued there than it has idle threads (none count while it lacks its grant): wake an
   // idle worker that may run the task, so it can steal it.
@@ -404,8 +404,9 @@ void Scheduler::wake_for(WorkerState &worker, RunState &run, TaskIndex t) {
   auto wake_one = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn) {
     if (!fn) return false;
     for (uint32_t w : eligible) {
-      if (w != worker.index && workers_[w]->idle_threads > 0) {
-        workers_[w]->wake.notify_one();
+      WorkerState &other = *workers_[w];
+      if (w != worker.index && other.idle_threads > other.wakes_pending) {
+        other.wake_one();
         return true;
       }
     }

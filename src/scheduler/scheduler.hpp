@@ -21,6 +21,7 @@
 #include "devices/backend.hpp"
 #include "scheduler/deferred.hpp"
 #include "scheduler/observer.hpp"
+#include "scheduler/placement.hpp"
 #include "scheduler/resource_registry.hpp"
 #include "scheduler/run_state.hpp"
 #include "scheduler/worker_state.hpp"
@@ -351,7 +352,9 @@ class Scheduler {
   Clock::time_point enqueue_stamp_{};
   uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
-  std::vector<double> estimates_;          // by cost slot; negative: never learnt
+  // make_ready's scratch (a member, not thread_local: TLS in a shared library costs a call).
+  std::vector<PlacementOption> placement_options_;
+  std::vector<double> estimates_;  // by cost slot; negative: never learnt
   double spill_threshold_;
   std::function<void()> demand_listener_;
   uint64_t lru_clock_ = 0;

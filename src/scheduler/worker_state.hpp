@@ -35,11 +35,25 @@ struct WorkerState {
   double backlog_s = 0;           // estimated seconds of queued and running work, all threads
   uint32_t running = 0;           // tasks dispatched to its threads and not yet finished
   uint32_t idle_threads = 0;      // threads asleep on `wake`
+  uint32_t wakes_pending = 0;     // wake_one() calls no thread has left its wait for yet
   // A connected pool's device worker starts tasks only while the service has granted it the
   // device (scheduler/grants.cpp); embedded pools own their devices and are always granted.
   bool granted = true;
   DeviceMemory memory;  // device workers: their device's memory
   std::condition_variable wake;
+
+  // Wakes a sleeping thread unless every sleeping one has been woken already and not yet got
+  // the mutex back (placing a slice of a wide graph's roots signalled the same sleeper for each
+  // root: 2 % of its submit). The caller holds the scheduler's mutex.
+  void wake_one() {
+    if (idle_threads <= wakes_pending) return;
+    ++wakes_pending;
+    wake.notify_one();
+  }
+  // A thread left its wait (woken, spuriously or not): one wake fewer is on its way.
+  void woke() {
+    if (wakes_pending > 0) --wakes_pending;
+  }
 };
 
 }  // namespace gf
