@@ -1,6 +1,7 @@
 #include "client/session.hpp"
 
 #include <errno.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -160,6 +161,20 @@ void Session::expect(uint64_t id) {
 std::vector<uint8_t> Session::await(uint64_t id, int64_t deadline_ms, Answered late) {
   std::unique_lock lock(mu_);
   auto ready = [&] { return waiting_[id].done || closed_; };
+  if (!ready()) {
+    // Most answers (a lease that is free, a status) come within tens of microseconds. Waiting
+    // for them awake a little while spares the reader thread waking this one: on an idle machine
+    // a sleeping thread takes longer to wake than the round trip itself (measured on a 2-vCPU VM:
+    // a lease's acquire 57 us asleep, 28 us awake, against 9.5 us for a bare round trip).
+    const uint64_t seen = replies_.load(std::memory_order_acquire);
+    lock.unlock();
+    const auto awake_until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+    while (replies_.load(std::memory_order_acquire) == seen &&
+           std::chrono::steady_clock::now() < awake_until) {
+      sched_yield();  // the reader thread may need this CPU to deliver the answer
+    }
+    lock.lock();
+  }
   if (deadline_ms < 0) {
     replied_.wait(lock, ready);
   } else if (!replied_.wait_until(
@@ -247,6 +262,7 @@ void Session::close_with(Closing end) {
       }
     }
   }
+  replies_.fetch_add(1, std::memory_order_release);
   replied_.notify_all();
   const std::string why = gone();
   for (auto &closed : closed_listeners_) closed(why);
@@ -318,6 +334,7 @@ void Session::answer(uint64_t id, const wire::Message &m, const std::vector<uint
       it->second.payload = payload;
     }
   }
+  replies_.fetch_add(1, std::memory_order_release);
   replied_.notify_all();
   if (watcher) watcher(wire::str(m.body_as_Error()->message()));
   if (callback) callback(&payload, {});

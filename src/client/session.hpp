@@ -144,6 +144,9 @@ class Session {
   std::mutex write_mu_;
   mutable std::mutex mu_;
   std::condition_variable replied_;
+  // Bumped (after mu_ is released) whenever an answer is stored or the session closes: what a
+  // caller waiting awake watches (await).
+  std::atomic<uint64_t> replies_{0};
   std::map<uint64_t, Reply> waiting_;
   std::map<uint64_t, std::function<void(const std::string &)>> watchers_;
   std::atomic<bool> closed_{false};
