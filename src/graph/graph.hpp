@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/fixed_point.hpp"
+#include "core/large_array.hpp"
 #include "gpuflow.h"
 #include "graph/command_spec.hpp"
 #include "graph/resource_request.hpp"
@@ -166,8 +167,10 @@ class Graph {
   uint32_t intern_cost_key(std::string_view name, gf_task_fn fn);
 
   uint64_t serial_;
-  std::vector<TaskDesc> tasks_;
-  std::vector<DataDesc> data_;
+  // Large graphs' descriptions on huge pages (core/large_array.hpp): freeze and the scheduler
+  // read them scattered.
+  std::vector<TaskDesc, LargeArrayAllocator<TaskDesc>> tasks_;
+  std::vector<DataDesc, LargeArrayAllocator<DataDesc>> data_;
   std::vector<DataIndex> input_refs_;
   std::vector<DataIndex> output_refs_;
   std::vector<std::pair<TaskIndex, TaskIndex>> edges_;  // (task, before)

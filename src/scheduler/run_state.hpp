@@ -13,6 +13,7 @@
 
 #include "core/clock.hpp"
 #include "core/completion.hpp"
+#include "core/large_array.hpp"
 #include "devices/backend.hpp"
 #include "graph/graph.hpp"
 #include "scheduler/replica_set.hpp"
@@ -133,8 +134,8 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // the run's own log directory, so runs of one graph never share log files.
   std::string name;
 
-  std::vector<TaskRun> tasks;
-  std::vector<DataRun> data;
+  std::vector<TaskRun, LargeArrayAllocator<TaskRun>> tasks;
+  std::vector<DataRun, LargeArrayAllocator<DataRun>> data;
   std::vector<ResolvedRequest> requests;  // by graph RequestId
   std::vector<TaskBody> resolved_bodies;  // by task, only when the graph names kernels/commands
   std::shared_ptr<CommandResolver> command_bodies;  // what resolved command bodies point into
