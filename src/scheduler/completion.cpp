@@ -50,24 +50,7 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
     succeed(worker, done, deferred);
     return;
   }
-  // The attempt produced nothing usable: give back its outputs and their memory.
-  const DataIndex *out = graph.outputs(task);
-  uint64_t charged = 0;
-  for (uint32_t i = 0; i < task.output_count; ++i) {
-    const Dispatch::Output &o = done.outputs[i];
-    const DataDesc &desc = graph.data(out[i]);
-    if (desc.kind == DataKind::kBuffer && worker.space != kHostSpace) {
-      charged += o.charged_at_run ? o.size : desc.size;
-    }
-    if (desc.kind == DataKind::kValue && o.set && o.charged_at_run) charged += o.size;
-    if (!o.set) continue;
-    if (desc.kind == DataKind::kValue) {
-      if (o.value_destroy) deferred.destroys.emplace_back(o.ptr, o.value_destroy);
-    } else {
-      deferred.frees.push_back({worker.space, o.ptr, o.size});
-    }
-  }
-  if (charged) discharge_space(worker.space, charged);
+  release_outputs(worker, done, deferred);  // the attempt produced nothing usable
 
   const bool retries_left = tr.attempts <= task.retries;
   if (done.skipped || run.cancel_requested.load(std::memory_order_relaxed)) {
@@ -92,6 +75,28 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   } else {
     fail_task(run, done.task, std::move(done.error), deferred);
   }
+}
+
+void Scheduler::release_outputs(WorkerState &worker, const Dispatch &done, Deferred &deferred) {
+  const Graph &graph = done.run->graph();
+  const TaskDesc &task = graph.task(done.task);
+  const DataIndex *out = graph.outputs(task);
+  uint64_t charged = 0;
+  for (uint32_t i = 0; i < task.output_count; ++i) {
+    const Dispatch::Output &o = done.outputs[i];
+    const DataDesc &desc = graph.data(out[i]);
+    if (desc.kind == DataKind::kBuffer && worker.space != kHostSpace) {
+      charged += o.charged_at_run ? o.size : desc.size;
+    }
+    if (desc.kind == DataKind::kValue && o.set && o.charged_at_run) charged += o.size;
+    if (!o.set) continue;
+    if (desc.kind == DataKind::kValue) {
+      if (o.value_destroy) deferred.destroys.emplace_back(o.ptr, o.value_destroy);
+    } else {
+      deferred.frees.push_back({worker.space, o.ptr, o.size});
+    }
+  }
+  if (charged) discharge_space(worker.space, charged);
 }
 
 void Scheduler::finish_async(WorkerState &worker, Dispatch &done, const std::string &device_error) {

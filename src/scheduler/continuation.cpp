@@ -163,18 +163,7 @@ bool Scheduler::adopt(WorkerState &worker, Dispatch &item) {
 
 void Scheduler::drop_continued(WorkerState &worker, Dispatch &item, Deferred &deferred) {
   RunState &run = *item.run;
-  const Graph &graph = run.graph();
-  const TaskDesc &task = graph.task(item.task);
-  const DataIndex *out = graph.outputs(task);
-  for (uint32_t i = 0; i < task.output_count; ++i) {
-    const Dispatch::Output &o = item.outputs[i];
-    if (!o.set) continue;
-    if (graph.data(out[i]).kind == DataKind::kValue) {
-      if (o.value_destroy) deferred.destroys.emplace_back(o.ptr, o.value_destroy);
-    } else {
-      deferred.frees.push_back({worker.space, o.ptr, o.size});
-    }
-  }
+  release_outputs(worker, item, deferred);
   // Still waiting: its predecessors' completions make it ready (or fail it) as for any task.
   TaskRun &tr = run.tasks[item.task];
   if (tr.state != GF_TASK_WAITING) return;

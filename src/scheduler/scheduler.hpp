@@ -260,6 +260,8 @@ class Scheduler {
 
   // Completion (scheduler/completion.cpp).
   void finish(WorkerState &worker, Dispatch &done, Deferred &deferred);
+  // Gives back what an attempt that will not count made: its outputs and their device memory.
+  void release_outputs(WorkerState &worker, const Dispatch &done, Deferred &deferred);
   void succeed(WorkerState &worker, Dispatch &done, Deferred &deferred);
   void fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred);
   void settle(RunState &run, TaskIndex t, gf_task_state state, Deferred &deferred);
