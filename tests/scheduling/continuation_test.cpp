@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "cancel_midway.hpp"
 #include "test_support.hpp"
 
 using namespace gft;
@@ -100,13 +101,8 @@ TEST(Continuation, ChainsCancelledMidFlight) {
     Chains c = make_chains(6, 3000);
     RunPtr run(submit(pool.get(), c.graph.get()));
     ASSERT_NE(run, nullptr);
-    const auto delay = std::chrono::microseconds(rng() % 3000);
-    std::thread canceller([&] {
-      std::this_thread::sleep_for(delay);
-      gf_run_cancel(run.get());
-    });
-    const gf_status s = gf_run_wait(run.get(), kWaitMs);
-    canceller.join();
+    const gf_status s =
+        wait_cancelled_after(run.get(), std::chrono::microseconds(rng() % 3000), kWaitMs);
     ASSERT_TRUE(s == GF_OK || s == GF_ERR_CANCELLED) << describe(s);
     expect_ran_means_succeeded(run.get(), c);
   }

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "cancel_midway.hpp"
 #include "test_support.hpp"
 
 using namespace gft;
@@ -177,13 +178,8 @@ TEST(HotPathStress, CancellationWhileBatchesRun) {
     Dag dag = random_dag(kTasks, 1000 + static_cast<uint32_t>(i), false);
     RunPtr run(submit(pool.get(), dag.graph.get()));
     ASSERT_NE(run, nullptr);
-    const auto delay = std::chrono::microseconds(below(rng, 800));
-    std::thread canceller([&] {
-      std::this_thread::sleep_for(delay);
-      gf_run_cancel(run.get());
-    });
-    const gf_status s = gf_run_wait(run.get(), kWaitMs);
-    canceller.join();
+    const gf_status s =
+        wait_cancelled_after(run.get(), std::chrono::microseconds(below(rng, 800)), kWaitMs);
     ASSERT_TRUE(s == GF_OK || s == GF_ERR_CANCELLED) << describe(s);
     const gf_run_stats st = run_stats(run.get());
     EXPECT_EQ(st.succeeded + st.cancelled, kTasks);

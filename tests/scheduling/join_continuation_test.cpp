@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "cancel_midway.hpp"
 #include "test_support.hpp"
 
 using namespace gft;
@@ -152,13 +153,8 @@ TEST(JoinContinuation, TreeCancelledMidFlight) {
     auto t = make_tree(16384);
     RunPtr run(submit(pool.get(), t->graph.get()));
     ASSERT_NE(run, nullptr);
-    const auto delay = std::chrono::microseconds(rng() % 4000);
-    std::thread canceller([&] {
-      std::this_thread::sleep_for(delay);
-      gf_run_cancel(run.get());
-    });
-    const gf_status s = gf_run_wait(run.get(), kWaitMs);
-    canceller.join();
+    const gf_status s =
+        wait_cancelled_after(run.get(), std::chrono::microseconds(rng() % 4000), kWaitMs);
     ASSERT_TRUE(s == GF_OK || s == GF_ERR_CANCELLED) << describe(s);
     const gf_run_stats st = run_stats(run.get());
     EXPECT_EQ(st.succeeded + st.cancelled, t->tasks.size());
