@@ -85,36 +85,56 @@ const GraphAnalysis &Graph::freeze() {
 
   const size_t n = tasks_.size();
   auto a = std::make_unique<GraphAnalysis>();
-  // A walk of the tasks reads every task's description and its inputs' producers, which is most
-  // of a large graph's freeze: one walk checks, counts and lists the data edges; the successor
-  // and predecessor lists are then built from that list (profiled: three walks were 12 % of a
-  // wide graph's submit and run, most of it cache misses on the descriptions).
+  // A walk of the tasks reads every task's description and its inputs' producers, cache misses
+  // that were most of a large graph's freeze (issue 29): the successor and predecessor lists are
+  // built from a list of the data edges, which add_task keeps while the graph is built in order.
   a->predecessor_count.assign(n, 0);
   a->successor_begin.assign(n + 1, 0);
   auto count = [&](TaskIndex from, TaskIndex to) {
     a->successor_begin[from + 1]++;
     a->predecessor_count[to]++;
   };
-  // The first walk also finds inputs nobody produces (the first in task order is reported) and
-  // collects the names, whose duplicates are reported only when no input dangles.
   std::vector<Named> named;
   std::hash<std::string_view> hasher;
-  std::vector<std::pair<TaskIndex, TaskIndex>> data_edges;  // (producer, consumer), task order
-  data_edges.reserve(input_refs_.size());
-  for (TaskIndex t = 0; t < n; ++t) {
-    const TaskDesc &task = tasks_[t];
-    if (!task.name.empty()) named.push_back({hasher(task.name), t});
-    const DataIndex *in = input_refs_.data() + task.inputs_begin;
-    for (uint32_t i = 0; i < task.input_count; ++i) {
-      const DataDesc &data = data_[in[i]];
-      if (data.producer != kNoIndex) {
-        count(data.producer, t);
-        data_edges.emplace_back(data.producer, t);
-      } else if (data.origin == DataOrigin::kProduced) {
-        report_dangling(*this, t, in[i]);
+  // Data edges (producer, consumer) in task order: add_task's list when it has them all, else
+  // one walk of the tasks, which also finds inputs nobody produces (the first in task order is
+  // reported). Names are collected either way; their duplicates are reported only when no input
+  // dangles.
+  std::vector<std::pair<TaskIndex, TaskIndex>> data_edges;
+  const bool listed = edges_listed_ == n;
+  // Borrowed from add_task's list, and given back if freezing fails (the graph stays as built).
+  struct GiveBack {
+    std::vector<std::pair<TaskIndex, TaskIndex>> &owner, &borrowed;
+    bool keep = false;
+    ~GiveBack() {
+      if (!keep) owner.swap(borrowed);
+    }
+  } give_back{data_edges_, data_edges, !listed};
+  if (listed) {
+    data_edges.swap(data_edges_);
+    if (named_tasks_ > 0) {
+      named.reserve(named_tasks_);
+      for (TaskIndex t = 0; t < n; ++t) {
+        if (!tasks_[t].name.empty()) named.push_back({hasher(tasks_[t].name), t});
+      }
+    }
+  } else {
+    data_edges.reserve(input_refs_.size());
+    for (TaskIndex t = 0; t < n; ++t) {
+      const TaskDesc &task = tasks_[t];
+      if (!task.name.empty()) named.push_back({hasher(task.name), t});
+      const DataIndex *in = input_refs_.data() + task.inputs_begin;
+      for (uint32_t i = 0; i < task.input_count; ++i) {
+        const DataDesc &data = data_[in[i]];
+        if (data.producer != kNoIndex) {
+          data_edges.emplace_back(data.producer, t);
+        } else if (data.origin == DataOrigin::kProduced) {
+          report_dangling(*this, t, in[i]);
+        }
       }
     }
   }
+  for (auto [from, to] : data_edges) count(from, to);
   for (auto [t, before] : edges_) count(before, t);
   check_unique_names(*this, named);
   auto for_each_edge = [&](auto &&visit) {  // visit(from, to), in the order of the walk above
@@ -127,13 +147,16 @@ const GraphAnalysis &Graph::freeze() {
   for_each_edge([&](TaskIndex from, TaskIndex to) { a->successors[fill[from]++] = to; });
   auto out_degree = [&](TaskIndex t) { return a->successor_begin[t + 1] - a->successor_begin[t]; };
 
-  // Kahn's algorithm proves the graph acyclic.
-  std::vector<uint32_t> pending = a->predecessor_count;
+  // Kahn's algorithm proves the graph acyclic, unless every edge is known to run from an earlier
+  // task to a later one (add_task's data and `after` edges always do).
+  const bool forward_only = listed && !backward_edge_;
+  std::vector<uint32_t> pending;
+  if (!forward_only) pending = a->predecessor_count;
   std::vector<TaskIndex> stack;
-  for (TaskIndex t = 0; t < n; ++t) {
+  for (TaskIndex t = 0; t < n && !forward_only; ++t) {
     if (pending[t] == 0) stack.push_back(t);
   }
-  size_t ordered = 0;
+  size_t ordered = forward_only ? n : 0;
   while (!stack.empty()) {
     TaskIndex t = stack.back();
     stack.pop_back();
@@ -189,6 +212,7 @@ const GraphAnalysis &Graph::freeze() {
     if (a->predecessor_count[t] == 0) a->roots.push_back(t);
   }
   analysis_ = std::move(a);
+  give_back.keep = true;  // frozen: the list is not needed again
   return *analysis_;
 }
 

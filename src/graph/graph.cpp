@@ -370,6 +370,22 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   task.input_count = desc.input_count;
   task.outputs_begin = static_cast<uint32_t>(output_refs_.size());
   task.output_count = desc.output_count;
+  const bool named = !task.name.empty();
+  bool edges_known = edges_listed_ == t;
+  const size_t edges_before = data_edges_.size();
+  try {
+    for (DataIndex d : inputs) {
+      const DataDesc &data = data_[d];
+      if (data.producer != kNoIndex) {
+        if (edges_known) data_edges_.emplace_back(data.producer, t);
+      } else if (data.origin == DataOrigin::kProduced) {
+        edges_known = false;  // its producer comes later, or never: freeze walks the tasks
+      }
+    }
+  } catch (...) {  // out of memory listing them: the graph is left as it was
+    data_edges_.resize(edges_before);
+    throw;
+  }
   for (DataIndex d : inputs) {
     input_refs_.push_back(d);
     data_[d].consumer_slots++;
@@ -380,6 +396,13 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   }
   for (TaskIndex b : after) edges_.emplace_back(t, b);
   tasks_.push_back(std::move(task));
+  if (edges_known) {
+    edges_listed_ = tasks_.size();
+  } else {
+    data_edges_.clear();
+    data_edges_.shrink_to_fit();
+  }
+  if (named) named_tasks_++;
   return task_ref(t);
 }
 
@@ -433,6 +456,7 @@ void Graph::add_dependency(gf_task task, gf_task before) {
   TaskIndex b = task_index(before, "before");
   if (t == b) fail(GF_ERR_INVALID_GRAPH, task_label(t) + " cannot run after itself (cycle)");
   edges_.emplace_back(t, b);
+  if (b > t) backward_edge_ = true;
 }
 
 }  // namespace gf

@@ -174,6 +174,17 @@ class Graph {
   std::vector<DataIndex> input_refs_;
   std::vector<DataIndex> output_refs_;
   std::vector<std::pair<TaskIndex, TaskIndex>> edges_;  // (task, before)
+  // What freeze would otherwise find by walking every task's description (issue 29: that walk
+  // was most of a large graph's freeze, cache misses all, while add_task has the same facts at
+  // hand): the data edges (producer, consumer) in task order, while every task added so far
+  // read only data whose producer it already knew (edges_listed_ == tasks_.size()); the number
+  // of named tasks; and whether an edge points from a later task to an earlier one, the only
+  // way a cycle can form. Freeze falls back to its walk when the list is not complete (parts,
+  // consumers added before their producers) and drops the list once it is used.
+  std::vector<std::pair<TaskIndex, TaskIndex>> data_edges_;
+  size_t edges_listed_ = 0;
+  size_t named_tasks_ = 0;
+  bool backward_edge_ = false;
   std::vector<std::unique_ptr<unsigned char[]>> owned_host_bytes_;
   RequestTable requests_;
   size_t named_kernels_ = 0;

@@ -164,14 +164,17 @@ std::shared_ptr<RunState> Scheduler::prepare(std::shared_ptr<Graph> graph,
   run->tiny_costs = std::make_unique<std::atomic<bool>[]>(run->cost_ids.size());
   if (graph->has_named_kernels() || graph->has_commands()) resolve_bodies(*run, bodies);
   check_feasible(*run);
-  run->tasks.resize(graph->task_count());
+  // Each element is set up right after it is made, while its cache lines are still at hand: a
+  // large graph's arrays are far bigger than the caches, and a second pass over them (resize,
+  // then a loop) cost a tree of 262,143 tasks a tenth of its submit (issue 29).
+  run->tasks.reserve(graph->task_count());
   for (TaskIndex t = 0; t < graph->task_count(); ++t) {
-    run->tasks[t].remaining_deps = analysis.predecessor_count[t];
+    run->tasks.emplace_back().remaining_deps = analysis.predecessor_count[t];
   }
-  run->data.resize(graph->data_count());
+  run->data.reserve(graph->data_count());
   for (DataIndex d = 0; d < graph->data_count(); ++d) {
     const DataDesc &desc = graph->data(d);
-    DataRun &data = run->data[d];
+    DataRun &data = run->data.emplace_back();
     data.consumers_left = desc.consumer_slots;
     data.keep = (desc.flags & GF_DATA_KEEP) || desc.consumer_slots == 0;
     data.size = desc.size;

@@ -161,3 +161,77 @@ TEST(GraphAnalysis, CycleIsPrintedInRunningOrder) {
 }
 
 }  // namespace gf
+
+namespace gf {
+
+// Freeze takes the data edges from add_task's list when every task was added after the producers
+// of what it reads, and walks the tasks otherwise: both must give the same analysis.
+TEST(GraphAnalysis, EdgesListedAtAdditionMatchTheWalk) {
+  Graph g;
+  std::vector<gf_data> made;
+  std::vector<gf_task> tasks;
+  uint32_t seed = 7;
+  auto next = [&] { return seed = seed * 1103515245u + 12345u, (seed >> 8) % 1000; };
+  for (int t = 0; t < 300; ++t) {
+    std::vector<size_t> picked;
+    std::vector<gf_data> in;
+    for (int k = 0; k < 3 && !made.empty(); ++k) {
+      const size_t i = next() % made.size();
+      if (std::find(picked.begin(), picked.end(), i) != picked.end()) continue;
+      picked.push_back(i);
+      in.push_back(made[i]);
+    }
+    gf_data out = g.add_buffer(nullptr, 8, 0);
+    tasks.push_back(add(g, nullptr, in, {out}));
+    made.push_back(out);
+    if (t > 10 && next() % 4 == 0) g.add_dependency(tasks.back(), tasks[next() % (t - 1)]);
+  }
+  // The same tasks as a part of the graph: built without add_task, so freeze walks them.
+  std::vector<TaskIndex> all(g.task_count());
+  for (TaskIndex t = 0; t < all.size(); ++t) all[t] = t;
+  Graph::Part part = g.part(
+      all,
+      [](DataIndex) {
+        return std::pair<const void *, uint64_t>{nullptr, 0};
+      },
+      [](DataIndex) { return false; });
+  const GraphAnalysis &listed = g.freeze();
+  const GraphAnalysis &walked = part.graph->freeze();
+  EXPECT_EQ(listed.successor_begin, walked.successor_begin);
+  EXPECT_EQ(listed.successors, walked.successors);
+  EXPECT_EQ(listed.predecessor_count, walked.predecessor_count);
+  EXPECT_EQ(listed.order, walked.order);
+  EXPECT_EQ(listed.roots, walked.roots);
+  EXPECT_GT(listed.successors.size(), 300u);
+}
+
+// A consumer added before its producer: the edge is found all the same.
+TEST(GraphAnalysis, ConsumerAddedBeforeItsProducer) {
+  Graph g;
+  gf_data x = g.add_buffer("x", 8, 0);
+  gf_task reader = add(g, "reader", {x});
+  gf_task maker = add(g, "maker", {}, {x});
+  const GraphAnalysis &an = g.freeze();
+  const TaskIndex r = g.task_index(reader, "reader"), m = g.task_index(maker, "maker");
+  ASSERT_EQ(an.roots, std::vector<TaskIndex>{m});
+  ASSERT_EQ(an.successor_begin[m + 1] - an.successor_begin[m], 1u);
+  EXPECT_EQ(an.successors[an.successor_begin[m]], r);
+  EXPECT_EQ(an.predecessor_count[r], 1u);
+}
+
+// A failed freeze leaves the graph as built: freezing again finds the same cycle, which runs
+// through an edge only add_task's list knows about.
+TEST(GraphAnalysis, FailedFreezeKeepsTheEdgesItWasGiven) {
+  Graph g;
+  gf_data x = g.add_buffer("x", 8, 0);
+  gf_task a = add(g, "a", {}, {x});
+  gf_task b = add(g, "b", {x});
+  g.add_dependency(a, b);  // a after b, and b reads what a makes
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::string error = error_of(g);
+    EXPECT_NE(error.find("cycle"), std::string::npos) << "attempt " << attempt << ": " << error;
+    EXPECT_FALSE(g.frozen());
+  }
+}
+
+}  // namespace gf
