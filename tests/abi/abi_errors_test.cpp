@@ -446,6 +446,42 @@ TEST(AbiErrors, LastErrorIsPerThreadAndNeverNull) {
   gf_graph_destroy(g);
 }
 
+// Success clears the calling thread's message whatever other threads hold, and however many
+// threads have come and gone holding one.
+TEST(AbiErrors, SuccessClearsOnlyItsOwnThreadsMessage) {
+  uint32_t n = 0;
+  for (int i = 0; i < 3; ++i) {  // threads that end while holding a message
+    std::thread([&] { EXPECT_EQ(gf_pool_worker_count(&n, nullptr), GF_ERR_INVALID_HANDLE); })
+        .join();
+  }
+  ASSERT_EQ(gf_pool_worker_count(&n, nullptr), GF_ERR_INVALID_HANDLE);
+  const std::string mine = gf_last_error();
+  ASSERT_FALSE(mine.empty());
+  std::string failed_there, then_there = "unset";
+  std::thread([&] {
+    EXPECT_EQ(gf_pool_worker_count(&n, nullptr), GF_ERR_INVALID_HANDLE);
+    failed_there = gf_last_error();
+    gf_graph *g = nullptr;
+    EXPECT_EQ(gf_graph_create(&g), GF_OK);
+    then_there = gf_last_error();
+    gf_graph_destroy(g);
+  }).join();
+  EXPECT_FALSE(failed_there.empty());
+  EXPECT_EQ(then_there, "");
+  EXPECT_EQ(gf_last_error(), mine);  // untouched by the other thread's calls
+  gf_graph *g = nullptr;
+  ASSERT_EQ(gf_graph_create(&g), GF_OK);
+  EXPECT_STREQ(gf_last_error(), "");
+  gf_graph_destroy(g);
+  for (int i = 0; i < 2; ++i) {  // and again once no thread holds one
+    ASSERT_EQ(gf_pool_worker_count(&n, nullptr), GF_ERR_INVALID_HANDLE);
+    EXPECT_FALSE(std::string(gf_last_error()).empty());
+    ASSERT_EQ(gf_graph_create(&g), GF_OK);
+    EXPECT_STREQ(gf_last_error(), "");
+    gf_graph_destroy(g);
+  }
+}
+
 TEST(AbiErrors, ReferencesFromAnotherGraphAreRejected) {
   // Two graphs of identical shape, so that per-graph ids would collide.
   OneTask a = one_task_graph("task_a");
