@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/spin_lock.hpp"
 #include "scheduler/scheduler.hpp"
 
 namespace gf {
@@ -63,7 +64,7 @@ void Scheduler::retire_thread(WorkerState &worker, Batch &batch, Deferred &defer
 }
 
 bool Scheduler::next_batch(WorkerState &worker, Batch &batch, Deferred &deferred) {
-  Lock lock(mu_);
+  Lock lock = lock_spinning(mu_);
   complete_batch(worker, batch, deferred);
   for (;;) {
     if (stopping_) return false;
