@@ -451,8 +451,9 @@ TEST(AbiErrors, LastErrorIsPerThreadAndNeverNull) {
 TEST(AbiErrors, SuccessClearsOnlyItsOwnThreadsMessage) {
   uint32_t n = 0;
   for (int i = 0; i < 3; ++i) {  // threads that end while holding a message
-    std::thread([&] { EXPECT_EQ(gf_pool_worker_count(&n, nullptr), GF_ERR_INVALID_HANDLE); })
-        .join();
+    std::thread([&] {
+      EXPECT_EQ(gf_pool_worker_count(&n, nullptr), GF_ERR_INVALID_HANDLE);
+    }).join();
   }
   ASSERT_EQ(gf_pool_worker_count(&n, nullptr), GF_ERR_INVALID_HANDLE);
   const std::string mine = gf_last_error();
