@@ -100,11 +100,11 @@ const GraphAnalysis &Graph::freeze() {
   // one walk of the tasks, which also finds inputs nobody produces (the first in task order is
   // reported). Names are collected either way; their duplicates are reported only when no input
   // dangles.
-  std::vector<std::pair<TaskIndex, TaskIndex>> data_edges;
+  EdgeList data_edges;
   const bool listed = edges_listed_ == n;
   // Borrowed from add_task's list, and given back if freezing fails (the graph stays as built).
   struct GiveBack {
-    std::vector<std::pair<TaskIndex, TaskIndex>> &owner, &borrowed;
+    EdgeList &owner, &borrowed;
     bool keep = false;
     ~GiveBack() {
       if (!keep) owner.swap(borrowed);

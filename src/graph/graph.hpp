@@ -181,7 +181,10 @@ class Graph {
   // of named tasks; and whether an edge points from a later task to an earlier one, the only
   // way a cycle can form. Freeze falls back to its walk when the list is not complete (parts,
   // consumers added before their producers) and drops the list once it is used.
-  std::vector<std::pair<TaskIndex, TaskIndex>> data_edges_;
+  using EdgeList =  // its own memory when large: given back whole once freeze is done with it
+      std::vector<std::pair<TaskIndex, TaskIndex>,
+                  LargeArrayAllocator<std::pair<TaskIndex, TaskIndex>>>;
+  EdgeList data_edges_;
   size_t edges_listed_ = 0;
   size_t named_tasks_ = 0;
   bool backward_edge_ = false;
