@@ -371,6 +371,10 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   task.outputs_begin = static_cast<uint32_t>(output_refs_.size());
   task.output_count = desc.output_count;
   const bool named = !task.name.empty();
+  const bool bodies_known = bodies_listed_ == t;
+  if (bodies_known && bodies_by_request_.size() <= task.request) {
+    bodies_by_request_.resize(task.request + 1, 0);  // may throw: nothing is changed yet
+  }
   bool edges_known = edges_listed_ == t;
   const size_t edges_before = data_edges_.size();
   try {
@@ -395,6 +399,7 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
     data_[d].producer = t;
   }
   for (TaskIndex b : after) edges_.emplace_back(t, b);
+  const RequestId task_request = task.request;
   tasks_.push_back(std::move(task));
   if (edges_known) {
     edges_listed_ = tasks_.size();
@@ -403,6 +408,14 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
     data_edges_.shrink_to_fit();
   }
   if (named) named_tasks_++;
+  if (bodies_known) {
+    const bool cpu = desc.cpu_fn != nullptr, gpu = desc.gpu_fn != nullptr;
+    bodies_by_request_[task_request] |= cpu && gpu ? kBothBodies
+                                        : cpu      ? kCpuBodyOnly
+                                        : gpu      ? kGpuBodyOnly
+                                                   : 0;  // kernels and commands: resolved at submit
+    bodies_listed_ = tasks_.size();
+  }
   return task_ref(t);
 }
 

@@ -116,6 +116,14 @@ class Graph {
   const GraphAnalysis &freeze();
   bool frozen() const { return analysis_ != nullptr; }
   bool has_named_kernels() const { return named_kernels_ > 0; }
+  // Which kinds of C callback body the tasks of each request have, as bits (kCpuBodyOnly,
+  // kGpuBodyOnly, kBothBodies) by RequestId; empty unless add_task recorded every task (a part
+  // of another graph does not). Lets submit check that every task can run somewhere without
+  // walking every task (issue 29).
+  static constexpr uint8_t kCpuBodyOnly = 1, kGpuBodyOnly = 2, kBothBodies = 4;
+  const std::vector<uint8_t> *bodies_by_request() const {
+    return bodies_listed_ == tasks_.size() ? &bodies_by_request_ : nullptr;
+  }
   bool has_commands() const { return !commands_.empty(); }
   // Commands start in `dir`, or relative to it, and log to `log_dir` (when not empty) unless they
   // name their own log directory (relative to `dir`): a graph the service runs for a client
@@ -186,6 +194,8 @@ class Graph {
                   LargeArrayAllocator<std::pair<TaskIndex, TaskIndex>>>;
   EdgeList data_edges_;
   size_t edges_listed_ = 0;
+  std::vector<uint8_t> bodies_by_request_;
+  size_t bodies_listed_ = 0;
   size_t named_tasks_ = 0;
   bool backward_edge_ = false;
   std::vector<std::unique_ptr<unsigned char[]>> owned_host_bytes_;

@@ -61,6 +61,23 @@ std::vector<ResolvedRequest> Scheduler::resolve_requests(const Graph &graph) {
 
 void Scheduler::check_feasible(const RunState &run) {
   const Graph &graph = run.graph();
+  // What kinds of body each request's tasks have, when the graph kept that and every body is a
+  // C callback: the tasks are walked (a cache miss each, on large graphs) only to name the first
+  // one that cannot run.
+  const std::vector<uint8_t> *bodies = graph.bodies_by_request();
+  if (bodies && run.resolved_bodies.empty()) {
+    bool feasible = true;
+    for (RequestId id = 0; id < bodies->size() && feasible; ++id) {
+      const uint8_t kinds = (*bodies)[id];
+      const ResolvedRequest &r = run.requests[id];
+      if ((kinds & Graph::kCpuBodyOnly) && r.cpu_workers.empty()) feasible = false;
+      if ((kinds & Graph::kGpuBodyOnly) && r.gpu_workers.empty()) feasible = false;
+      if ((kinds & Graph::kBothBodies) && r.cpu_workers.empty() && r.gpu_workers.empty()) {
+        feasible = false;
+      }
+    }
+    if (feasible) return;
+  }
   for (TaskIndex t = 0; t < graph.task_count(); ++t) {
     const TaskDesc &task = graph.task(t);
     const TaskBody &body = run.body(t);

@@ -318,6 +318,25 @@ TEST_F(Validation, InfeasibleInEveryKindWithBothBodies) {
   expect_rejected(host_config(2, -1), g.get(), GF_ERR_INFEASIBLE, {"both_bodies_no_gpu"});
 }
 
+// Submit checks each request once for the kinds of body its tasks have, and walks the tasks only
+// to name the culprit: the first in task order, among many that share its request.
+TEST_F(Validation, FirstTaskThatCannotRunIsNamedAmongMany) {
+  Graph g = make_graph();
+  for (int i = 0; i < 100; ++i) must_add_task(g.get(), cpu_task("fine_" + std::to_string(i)));
+  TaskSpec first;
+  first.name = "gpu_only_first";
+  first.gpu = body();
+  must_add_task(g.get(), first);
+  for (int i = 100; i < 200; ++i) must_add_task(g.get(), cpu_task("fine_" + std::to_string(i)));
+  TaskSpec second = first;
+  second.name = "gpu_only_second";
+  must_add_task(g.get(), second);
+  const std::string msg = submit_rejected(host_config(2, -1), g.get(), GF_ERR_INFEASIBLE);
+  EXPECT_NE(msg.find("gpu_only_first"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("gpu_only_second"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("fine_"), std::string::npos) << msg;
+}
+
 // The positive counterparts: feasible on one kind of worker is feasible.
 TEST_F(Validation, LabelOnOneKindIsFeasibleWithBothBodies) {
   const gf_resource labels[] = {{"bigmem", 1.0}};
