@@ -1,6 +1,7 @@
 // Graph::freeze: the submit-time checks that need the whole graph (dangling inputs, duplicate
 // names, cycles) and the analysis every run of the graph shares.
 #include <algorithm>
+#include <numeric>
 #include <unordered_map>
 
 #include "core/error.hpp"
@@ -182,6 +183,14 @@ const GraphAnalysis &Graph::freeze() {
   // Rank: a depth-first post-order that walks from each sink through its predecessors, in task
   // order. Running ready tasks by rank completes one branch (and frees its data) before the next
   // branch starts, which bounds live memory the way dask.order does.
+  if (a->successors.empty()) {  // no edges (a wide graph): every task its own branch, in order
+    a->order.resize(n);
+    std::iota(a->order.begin(), a->order.end(), 0u);
+    a->roots = a->order;
+    analysis_ = std::move(a);
+    give_back.keep = true;
+    return *analysis_;
+  }
   a->order.assign(n, kNoIndex);
   uint32_t next_rank = 0;
   std::vector<std::pair<TaskIndex, uint32_t>> dfs;  // (task, next predecessor to visit)

@@ -235,3 +235,18 @@ TEST(GraphAnalysis, FailedFreezeKeepsTheEdgesItWasGiven) {
 }
 
 }  // namespace gf
+
+namespace gf {
+
+// Without edges every task is a root and its own branch: ranked, and listed, in task order.
+TEST(GraphAnalysis, IndependentTasksRankInTaskOrder) {
+  Graph g;
+  for (int i = 0; i < 5; ++i) add(g, nullptr);
+  const GraphAnalysis &an = g.freeze();
+  EXPECT_EQ(an.order, (std::vector<uint32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(an.roots, (std::vector<TaskIndex>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(an.successor_begin, (std::vector<uint32_t>(6, 0)));
+  EXPECT_EQ(an.predecessor_count, (std::vector<uint32_t>(5, 0)));
+}
+
+}  // namespace gf
