@@ -17,7 +17,7 @@ inline void cpu_relax() {
 #endif
 }
 
-// About 5-20 µs of PAUSE (its latency is 10 to 140 cycles, depending on the processor).
+// About 1 to 15 µs: PAUSE takes 10 to 140 cycles, depending on the processor.
 inline constexpr int kLockSpins = 300;
 
 template <class Mutex>

@@ -79,6 +79,71 @@ void check_unique_names(const Graph &g, std::vector<Named> &named) {
   fail(GF_ERR_INVALID_GRAPH, "cycle: " + cycle);
 }
 
+// Kahn's algorithm: whether every task can be ordered (the graph is acyclic). `pending` is left
+// with each task's predecessors not ordered, what report_cycle starts from.
+bool orders_every_task(const GraphAnalysis &a, std::vector<uint32_t> &pending) {
+  const size_t n = a.predecessor_count.size();
+  pending = a.predecessor_count;
+  std::vector<TaskIndex> stack;
+  for (TaskIndex t = 0; t < n; ++t) {
+    if (pending[t] == 0) stack.push_back(t);
+  }
+  size_t ordered = 0;
+  while (!stack.empty()) {
+    TaskIndex t = stack.back();
+    stack.pop_back();
+    ++ordered;
+    for (uint32_t e = a.successor_begin[t]; e < a.successor_begin[t + 1]; ++e) {
+      if (--pending[a.successors[e]] == 0) stack.push_back(a.successors[e]);
+    }
+  }
+  return ordered == n;
+}
+
+// Rank: a depth-first post-order that walks from each sink through its predecessors, in task
+// order. Running ready tasks by rank completes one branch (and frees its data) before the next
+// branch starts, which bounds live memory the way dask.order does. Sets a.order and a.roots (in
+// rank order).
+void rank(GraphAnalysis &a, const std::vector<uint32_t> &pred_begin,
+          const std::vector<TaskIndex> &preds) {
+  const size_t n = a.predecessor_count.size();
+  if (a.successors.empty()) {  // no edges (a wide graph): every task its own branch, in order
+    a.order.resize(n);
+    std::iota(a.order.begin(), a.order.end(), 0u);
+    a.roots = a.order;
+    return;
+  }
+  a.order.assign(n, kNoIndex);
+  uint32_t next_rank = 0;
+  std::vector<std::pair<TaskIndex, uint32_t>> dfs;  // (task, next predecessor to visit)
+  std::vector<bool> entered(n, false);
+  for (TaskIndex sink = 0; sink < n; ++sink) {
+    if (a.successor_begin[sink + 1] != a.successor_begin[sink]) continue;
+    dfs.emplace_back(sink, pred_begin[sink]);
+    entered[sink] = true;
+    while (!dfs.empty()) {
+      auto &[t, next] = dfs.back();
+      if (next < pred_begin[t + 1]) {
+        TaskIndex p = preds[next++];
+        if (!entered[p]) {
+          entered[p] = true;
+          dfs.emplace_back(p, pred_begin[p]);
+        }
+      } else {
+        a.order[t] = next_rank++;
+        dfs.pop_back();
+      }
+    }
+  }
+  // Roots in rank order: every task has a distinct rank below n, so inverting the ranks lists
+  // them in O(n) (sorting them was 2 % of a wide graph's run).
+  std::vector<TaskIndex> by_rank(n);
+  for (TaskIndex t = 0; t < n; ++t) by_rank[a.order[t]] = t;
+  for (TaskIndex t : by_rank) {
+    if (a.predecessor_count[t] == 0) a.roots.push_back(t);
+  }
+}
+
 }  // namespace
 
 const GraphAnalysis &Graph::freeze() {
@@ -135,44 +200,28 @@ const GraphAnalysis &Graph::freeze() {
       }
     }
   }
-  for (auto [from, to] : data_edges) count(from, to);
-  for (auto [t, before] : edges_) count(before, t);
-  check_unique_names(*this, named);
-  auto for_each_edge = [&](auto &&visit) {  // visit(from, to), in the order of the walk above
+  auto for_each_edge = [&](auto &&visit) {  // visit(from, to): data edges, then `after` edges
     for (auto [from, to] : data_edges) visit(from, to);
     for (auto [t, before] : edges_) visit(before, t);
   };
+  for_each_edge(count);
+  check_unique_names(*this, named);
   for (size_t t = 0; t < n; ++t) a->successor_begin[t + 1] += a->successor_begin[t];
   a->successors.resize(a->successor_begin[n]);
   std::vector<uint32_t> fill(a->successor_begin.begin(), a->successor_begin.end() - 1);
   for_each_edge([&](TaskIndex from, TaskIndex to) { a->successors[fill[from]++] = to; });
-  auto out_degree = [&](TaskIndex t) { return a->successor_begin[t + 1] - a->successor_begin[t]; };
 
-  // Kahn's algorithm proves the graph acyclic, unless every edge is known to run from an earlier
-  // task to a later one (add_task's data and `after` edges always do).
-  const bool forward_only = listed && !backward_edge_;
+  // Acyclic for certain when every edge runs from an earlier task to a later one (add_task's data
+  // and `after` edges always do); otherwise Kahn's algorithm proves it.
   std::vector<uint32_t> pending;
-  if (!forward_only) pending = a->predecessor_count;
-  std::vector<TaskIndex> stack;
-  for (TaskIndex t = 0; t < n && !forward_only; ++t) {
-    if (pending[t] == 0) stack.push_back(t);
-  }
-  size_t ordered = forward_only ? n : 0;
-  while (!stack.empty()) {
-    TaskIndex t = stack.back();
-    stack.pop_back();
-    ++ordered;
-    for (uint32_t e = a->successor_begin[t]; e < a->successor_begin[t + 1]; ++e) {
-      if (--pending[a->successors[e]] == 0) stack.push_back(a->successors[e]);
-    }
-  }
+  const bool acyclic = (listed && !backward_edge_) || orders_every_task(*a, pending);
   // Predecessors in the order the walk meets them (ranks depend on it); their counts are known.
   std::vector<uint32_t> pred_begin(n + 1, 0);
   for (size_t t = 0; t < n; ++t) pred_begin[t + 1] = pred_begin[t] + a->predecessor_count[t];
   std::vector<TaskIndex> preds(pred_begin[n]);
   std::vector<uint32_t> pfill(pred_begin.begin(), pred_begin.end() - 1);
   for_each_edge([&](TaskIndex from, TaskIndex to) { preds[pfill[to]++] = from; });
-  if (ordered != n) {
+  if (!acyclic) {
     std::vector<std::vector<TaskIndex>> by_task(n);
     for (TaskIndex t = 0; t < n; ++t) {
       by_task[t].assign(preds.begin() + pred_begin[t], preds.begin() + pred_begin[t + 1]);
@@ -180,46 +229,7 @@ const GraphAnalysis &Graph::freeze() {
     report_cycle(*this, pending, by_task);
   }
 
-  // Rank: a depth-first post-order that walks from each sink through its predecessors, in task
-  // order. Running ready tasks by rank completes one branch (and frees its data) before the next
-  // branch starts, which bounds live memory the way dask.order does.
-  if (a->successors.empty()) {  // no edges (a wide graph): every task its own branch, in order
-    a->order.resize(n);
-    std::iota(a->order.begin(), a->order.end(), 0u);
-    a->roots = a->order;
-    analysis_ = std::move(a);
-    give_back.keep = true;
-    return *analysis_;
-  }
-  a->order.assign(n, kNoIndex);
-  uint32_t next_rank = 0;
-  std::vector<std::pair<TaskIndex, uint32_t>> dfs;  // (task, next predecessor to visit)
-  std::vector<bool> entered(n, false);
-  for (TaskIndex sink = 0; sink < n; ++sink) {
-    if (out_degree(sink) != 0) continue;
-    dfs.emplace_back(sink, pred_begin[sink]);
-    entered[sink] = true;
-    while (!dfs.empty()) {
-      auto &[t, next] = dfs.back();
-      if (next < pred_begin[t + 1]) {
-        TaskIndex p = preds[next++];
-        if (!entered[p]) {
-          entered[p] = true;
-          dfs.emplace_back(p, pred_begin[p]);
-        }
-      } else {
-        a->order[t] = next_rank++;
-        dfs.pop_back();
-      }
-    }
-  }
-  // Roots in rank order: every task has a distinct rank below n, so inverting the ranks lists
-  // them in O(n) (sorting them was 2 % of a wide graph's run).
-  std::vector<TaskIndex> by_rank(n);
-  for (TaskIndex t = 0; t < n; ++t) by_rank[a->order[t]] = t;
-  for (TaskIndex t : by_rank) {
-    if (a->predecessor_count[t] == 0) a->roots.push_back(t);
-  }
+  rank(*a, pred_begin, preds);
   analysis_ = std::move(a);
   give_back.keep = true;  // frozen: the list is not needed again
   return *analysis_;

@@ -145,10 +145,6 @@ TEST(GraphAnalysis, ReferencesFromAnotherGraphAreRejected) {
   }
 }
 
-}  // namespace gf
-
-namespace gf {
-
 TEST(GraphAnalysis, CycleIsPrintedInRunningOrder) {
   Graph g;
   gf_task a = add(g, "a"), b = add(g, "b");
@@ -159,10 +155,6 @@ TEST(GraphAnalysis, CycleIsPrintedInRunningOrder) {
   bool b_first = error.find("cycle: task 'b' -> task 'a' -> task 'b'") != std::string::npos;
   EXPECT_TRUE(a_first || b_first) << error;
 }
-
-}  // namespace gf
-
-namespace gf {
 
 // Freeze takes the data edges from add_task's list when every task was added after the producers
 // of what it reads, and walks the tasks otherwise: both must give the same analysis.
@@ -233,10 +225,6 @@ TEST(GraphAnalysis, FailedFreezeKeepsTheEdgesItWasGiven) {
     EXPECT_FALSE(g.frozen());
   }
 }
-
-}  // namespace gf
-
-namespace gf {
 
 // Without edges every task is a root and its own branch: ranked, and listed, in task order.
 TEST(GraphAnalysis, IndependentTasksRankInTaskOrder) {
