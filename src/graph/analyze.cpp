@@ -113,20 +113,22 @@ void rank(GraphAnalysis &a, const std::vector<uint32_t> &pred_begin,
     a.roots = a.order;
     return;
   }
+  // A task's order is kNoIndex until the walk enters it, kEntered while it is on the walk's
+  // stack (add_task keeps task counts below both).
+  constexpr uint32_t kEntered = kNoIndex - 1;
   a.order.assign(n, kNoIndex);
   uint32_t next_rank = 0;
   std::vector<std::pair<TaskIndex, uint32_t>> dfs;  // (task, next predecessor to visit)
-  std::vector<bool> entered(n, false);
   for (TaskIndex sink = 0; sink < n; ++sink) {
     if (a.successor_begin[sink + 1] != a.successor_begin[sink]) continue;
     dfs.emplace_back(sink, pred_begin[sink]);
-    entered[sink] = true;
+    a.order[sink] = kEntered;
     while (!dfs.empty()) {
       auto &[t, next] = dfs.back();
       if (next < pred_begin[t + 1]) {
         TaskIndex p = preds[next++];
-        if (!entered[p]) {
-          entered[p] = true;
+        if (a.order[p] == kNoIndex) {
+          a.order[p] = kEntered;
           dfs.emplace_back(p, pred_begin[p]);
         }
       } else {

@@ -10,7 +10,9 @@ namespace {
 
 thread_local Worker *current_worker = nullptr;
 thread_local const Scheduler *current_scheduler = nullptr;
-thread_local const RunState *current_run = nullptr;
+// The thread's context, read when a body waits (running_run); execute() writes its `running`
+// without reaching the thread-local (from a shared library, a call per access).
+thread_local const Worker::ThreadContext *current_context = nullptr;
 
 }  // namespace
 
@@ -19,7 +21,7 @@ bool Worker::on_thread_of(const Scheduler &scheduler) {
 }
 
 const RunState *Worker::running_run() {
-  return current_run;
+  return current_context ? current_context->running : nullptr;
 }
 
 Worker::Worker(Scheduler &scheduler, WorkerState &state, EventHub &events)
@@ -63,9 +65,11 @@ void Worker::thread_main(uint32_t thread) {
   current_worker = this;
   current_scheduler = &scheduler_;
   // Spare threads share the streams of the worker's regular ones.
-  void *stream = state_.kind == GF_WORKER_GPU
-                     ? scheduler_.backend().bind_thread(state_.device, thread % state_.threads)
-                     : nullptr;
+  ThreadContext context;
+  context.stream = state_.kind == GF_WORKER_GPU
+                       ? scheduler_.backend().bind_thread(state_.device, thread % state_.threads)
+                       : nullptr;
+  current_context = &context;
   Batch batch;
   Deferred deferred;
   for (;;) {
@@ -76,16 +80,17 @@ void Worker::thread_main(uint32_t thread) {
     bool more = scheduler_.next_batch(state_, batch, deferred);
     deferred.flush(scheduler_.backend());
     if (!more) break;
-    run_batch(batch, stream);
+    run_batch(batch, context);
   }
   deferred.flush(scheduler_.backend());
+  current_context = nullptr;
   std::lock_guard threads_lock(threads_mu_);
   for (Thread &t : threads_) {
     if (t.thread.get_id() == std::this_thread::get_id()) t.exited = true;
   }
 }
 
-void Worker::run_batch(Batch &batch, void *stream) {
+void Worker::run_batch(Batch &batch, ThreadContext &thread) {
   if (batch.count == 0) return;
   // The clock is read at task boundaries only (a body's end is the next one's start) where each
   // task's own times are reported: GPU bodies, listeners, measured queue waits. Otherwise once
@@ -100,7 +105,7 @@ void Worker::run_batch(Batch &batch, void *stream) {
   batch.joins.clear();
   if (tiny && ++batch.untimed < kTimedEvery) {
     for (size_t i = 0; i < batch.count; ++i) {  // count grows as successors are run directly
-      execute(batch.items[i], stream, Clock::time_point{}, false);
+      execute(batch.items[i], thread, Clock::time_point{}, false);
       batch.items[i].timed = false;
       Scheduler::continuation(state_, batch, i);
     }
@@ -110,7 +115,7 @@ void Worker::run_batch(Batch &batch, void *stream) {
   Clock::time_point at = Clock::now();
   size_t row = 0;
   for (size_t i = 0; i < batch.count; ++i) {
-    at = execute(batch.items[i], stream, at, per_task);
+    at = execute(batch.items[i], thread, at, per_task);
     if (!per_task) Scheduler::continuation(state_, batch, i);
     if (per_task || (i + 1 < batch.count && same_cost(batch.items[i], batch.items[i + 1]))) {
       continue;
@@ -153,14 +158,14 @@ StepAside::~StepAside() {
   if (worker_) worker_->retire_.fetch_add(1, std::memory_order_relaxed);
 }
 
-Clock::time_point Worker::execute(Dispatch &dispatch, void *stream, Clock::time_point start,
-                                  bool timed) {
+Clock::time_point Worker::execute(Dispatch &dispatch, ThreadContext &thread,
+                                  Clock::time_point start, bool timed) {
   if (dispatch.run->cancel_requested.load(std::memory_order_relaxed)) {
     dispatch.skipped = true;
     return start;
   }
-  gf_task_ctx ctx{&scheduler_, &state_, &dispatch, {}, false, stream};
-  current_run = dispatch.run;
+  gf_task_ctx ctx{&scheduler_, &state_, &dispatch, {}, false, thread.stream};
+  thread.running = dispatch.run;
   const TaskBody &body = dispatch.run->body(dispatch.task);
   EventHub &events = events_;
   if (dispatch.ready_at != Clock::time_point{})
@@ -193,7 +198,7 @@ Clock::time_point Worker::execute(Dispatch &dispatch, void *stream, Clock::time_
     ctx.failed = true;
     ctx.error = "the body threw a C++ exception (bodies must not throw)";
   }
-  current_run = nullptr;
+  thread.running = nullptr;
   dispatch.ok = rc == 0 && !ctx.failed;
   if (!dispatch.ok) {
     dispatch.error = ctx.failed ? std::move(ctx.error)
@@ -218,7 +223,8 @@ Clock::time_point Worker::execute(Dispatch &dispatch, void *stream, Clock::time_
   dispatch = Dispatch{};
   dispatch.handed_off = true;
   scheduler_.backend().after_stream(
-      state_.device, stream, [this, handed, start, &events](const std::string &device_error) {
+      state_.device, thread.stream,
+      [this, handed, start, &events](const std::string &device_error) {
         const auto done = Clock::now();
         handed->seconds = seconds_between(start, done);
         if (EventTap *tap = events.tap()) {

@@ -33,6 +33,12 @@ class Worker {
   // The run whose body is executing on this thread, or null.
   static const RunState *running_run();
 
+  // What one of the worker's threads runs bodies with.
+  struct ThreadContext {
+    void *stream = nullptr;             // a GPU worker's stream for this thread
+    const RunState *running = nullptr;  // the run of the body executing (running_run())
+  };
+
  private:
   friend class StepAside;
   struct Thread {
@@ -42,13 +48,13 @@ class Worker {
   void spawn_locked();  // threads_mu_ held
   void thread_main(uint32_t thread);
   // Runs the bodies of a batch, timing them (Dispatch::seconds), then reports their finishes.
-  void run_batch(Batch &batch, void *stream);
+  void run_batch(Batch &batch, ThreadContext &thread);
   // Whether two tasks learn into the same duration estimate.
   static bool same_cost(const Dispatch &a, const Dispatch &b);
   // Runs one body, which starts at `start` (the previous body's end, or the batch's start), and
   // returns when it ended; untimed (a CPU body only), returns `start` and leaves its time to the
   // caller. A GPU body's dispatch is handed off: it finishes when its stream has.
-  Clock::time_point execute(Dispatch &dispatch, void *stream, Clock::time_point start,
+  Clock::time_point execute(Dispatch &dispatch, ThreadContext &thread, Clock::time_point start,
                             bool timed = true);
   // `at`: when it happened (a clock reading the worker took anyway).
   void emit_task_event(const Dispatch &dispatch, gf_event_kind kind, EventHub &events,

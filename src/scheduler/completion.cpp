@@ -30,9 +30,13 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
     count_inputs(run, done.task, &DataRun::uses, -1, /*values_only=*/worker.space == kHostSpace);
   }
   worker.backlog_s -= tr.estimate_s;
-  const ResolvedRequest &request = run.requests[task.request];
-  worker.ledger.release(request.request);
-  if (worker.space != kHostSpace) worker.memory.requested_bytes -= whole_bytes(request.gpu_memory);
+  if (task.request != kEmptyRequest) {
+    const ResolvedRequest &request = run.requests[task.request];
+    worker.ledger.release(request.request);
+    if (worker.space != kHostSpace) {
+      worker.memory.requested_bytes -= whole_bytes(request.gpu_memory);
+    }
+  }
   if (!done.skipped && done.timed) learn(run, done.task, worker.kind, done.seconds);
 
   if (done.ok) {

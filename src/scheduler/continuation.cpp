@@ -49,15 +49,20 @@ bool find_input(const Batch &batch, size_t end, const RunState &run, TaskIndex s
   return false;
 }
 
-// Whether task `s` may run on this CPU worker with nothing but a CPU slot.
-bool runs_plainly_here(const WorkerState &worker, const RunState &run, TaskIndex s) {
-  const TaskDesc &task = run.graph().task(s);
+// Whether task `s` may run on this CPU worker with nothing but a CPU slot. Ordered cheapest
+// first: it is asked for every successor of every task the batch runs.
+bool runs_plainly_here(const WorkerState &worker, Batch &batch, const RunState &run,
+                       const TaskDesc &task, TaskIndex s) {
   if (task.request != kEmptyRequest) return false;
   const TaskBody &body = run.body(s);
   // A task that could also run on a device is left to placement, which weighs both.
   if (!body.cpu_fn || body.gpu_fn) return false;
-  const std::vector<uint32_t> &eligible = run.requests[task.request].cpu_workers;
-  return std::find(eligible.begin(), eligible.end(), worker.index) != eligible.end();
+  if (batch.plain_run != &run) {
+    const std::vector<uint32_t> &eligible = run.requests[kEmptyRequest].cpu_workers;
+    batch.plain_run = &run;
+    batch.plain_here = std::find(eligible.begin(), eligible.end(), worker.index) != eligible.end();
+  }
+  return batch.plain_here;
 }
 
 }  // namespace
@@ -69,6 +74,7 @@ void Scheduler::allow_continuation(WorkerState &worker, Batch &batch) {
                        observers_.load(std::memory_order_relaxed) == 0;
   batch.has_bar = batch.may_continue && !worker.ready.empty();
   if (batch.has_bar) batch.bar = worker.ready.top();
+  batch.plain_run = nullptr;  // a run of an earlier batch may have ended since
 }
 
 void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t done_index) {
@@ -92,9 +98,10 @@ void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t don
   for (uint32_t e = first; e < last && batch.count < kMaxBatchWithContinued; ++e) {
     const TaskIndex s = a.successors[e];
     const TaskDesc &task = run.graph().task(s);
-    if (!chain_link && !run.tiny_costs[task.cost_key].load(std::memory_order_relaxed)) continue;
-    if (!runs_plainly_here(worker, run, s)) continue;
-    if (a.predecessor_count[s] > 1) {
+    const bool tiny = run.tiny_costs[task.cost_key].load(std::memory_order_relaxed);
+    if (!chain_link && !tiny) continue;
+    if (!runs_plainly_here(worker, batch, run, task, s)) continue;
+    if (!chain_link && a.predecessor_count[s] > 1) {
       // Ready once all its predecessors have succeeded in this batch (edges counted as often
       // as the graph lists them, the same on both sides).
       auto join = std::find_if(batch.joins.begin(), batch.joins.end(),
@@ -123,19 +130,10 @@ void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t don
     // Last: a cancel settling the run's waiting tasks takes the same claim, so either the cancel
     // leaves this task to the batch's report, or this thread does not run it.
     if (!inputs_here || !run.tasks[s].claim.take()) continue;
-    next.run = &run;
-    next.task = s;
-    next.attempt = 1;  // it has never run: its last predecessor finishes just now
-    next.outputs.assign(task.output_count, Dispatch::Output{});
-    next.ok = next.skipped = false;
-    next.error.clear();
-    next.seconds = 0;
-    next.timed = true;
-    next.tiny = run.tiny_costs[task.cost_key].load(std::memory_order_relaxed);
-    next.ready_at = {};
-    next.queue_wait_s = 0;
-    next.ended_at = {};
-    next.handed_off = false;
+    // Attempt 1: it has never run, its last predecessor finishes just now (start() keeps the
+    // inputs found above, their count unchanged).
+    next.start(&run, s, 1, task.input_count, task.output_count);
+    next.tiny = tiny;
     next.continued = true;
     batch.count++;
   }

@@ -187,17 +187,9 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
   worker.running++;
   running_total_++;
 
-  out.run = &run;
-  out.task = entry.task;
-  out.attempt = tr.attempts;
-  out.ok = out.skipped = false;
-  out.error.clear();
-  out.seconds = 0;
-  out.timed = true;
+  out.start(&run, entry.task, tr.attempts, task.input_count, task.output_count);
   out.tiny = tr.estimate_s < kTinyTask;
   out.ready_at = entry.ready_at;
-  out.queue_wait_s = 0;
-  out.inputs.resize(task.input_count);
   const DataIndex *in = graph.inputs(task);
   for (uint32_t i = 0; i < task.input_count; ++i) {
     DataRun &data = run.data[in[i]];
@@ -223,7 +215,6 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
       note_resident(run, in[i], worker.space);
     }
   }
-  out.outputs.assign(task.output_count, Dispatch::Output{});
   return true;
 }
 

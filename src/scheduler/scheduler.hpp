@@ -58,6 +58,27 @@ struct Dispatch {
   // had succeeded earlier in the batch (scheduler/continuation.cpp). The scheduler adopts it as
   // dispatched when it completes the batch, after those predecessors.
   bool continued = false;
+
+  // Made ready for `task`'s attempt: what the worker thread fills and the previous task left is
+  // cleared, and room made for its inputs and outputs (the vectors keep their capacity).
+  void start(RunState *of, TaskIndex t, uint32_t attempt_number, uint32_t input_count,
+             uint32_t output_count) {
+    run = of;
+    task = t;
+    attempt = attempt_number;
+    inputs.resize(input_count);
+    outputs.clear();
+    if (output_count) outputs.resize(output_count);
+    ok = skipped = false;
+    if (!error.empty()) error.clear();
+    seconds = 0;
+    timed = true;
+    ready_at = {};
+    queue_wait_s = 0;
+    ended_at = {};
+    handed_off = false;
+    continued = false;
+  }
 };
 
 // A worker thread's batch; its Dispatch entries (and their vectors) are reused between batches.
@@ -71,6 +92,10 @@ struct Batch {
   bool may_continue = false;
   bool has_bar = false;
   QueuedTask bar{};
+  // Whether this worker may run tasks without a request (kEmptyRequest) of `plain_run`, as
+  // looked up for the last successor considered (reset when the batch is picked).
+  const RunState *plain_run = nullptr;
+  bool plain_here = false;
   // Successors some of whose predecessors succeeded in this batch, with how many did.
   struct Join {
     const RunState *run;
