@@ -113,7 +113,7 @@ void Scheduler::finish_async(WorkerState &worker, Dispatch &done, const std::str
     }
     finish(worker, done, deferred);
     // Its resources are free again: a sleeping thread of this worker may start the next task.
-    worker.wake_one();
+    wake_one(worker);
   }
   deferred.flush(backend_);
 }
@@ -358,7 +358,7 @@ void Scheduler::discharge_space(SpaceId space, uint64_t bytes) {
   // Tasks waiting for memory there retry from the worker's own loop, not from inside whatever
   // freed the memory (which may be walking the same queues).
   owner->memory.release(bytes);
-  owner->wake_one();
+  wake_one(*owner);
 }
 
 }  // namespace gf

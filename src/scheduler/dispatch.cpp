@@ -81,7 +81,7 @@ bool Scheduler::next_batch(WorkerState &worker, Batch &batch, Deferred &deferred
     worker.idle_threads++;
     idle_threads_total_++;
     worker.wake.wait(lock);
-    worker.woke();
+    if (worker.woke()) wakes_pending_total_--;
     worker.idle_threads--;
     idle_threads_total_--;
   }

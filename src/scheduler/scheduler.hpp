@@ -247,6 +247,10 @@ class Scheduler {
   void place(RunState &run, TaskIndex t, uint32_t worker, double estimate_s, Deferred &deferred);
   void enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t);
   void wake_for(WorkerState &worker, RunState &run, TaskIndex t);
+  // WorkerState::wake_one, counted in wakes_pending_total_.
+  void wake_one(WorkerState &worker) {
+    if (worker.wake_one()) wakes_pending_total_++;
+  }
   // A task placed on a device holds its inputs there (spilled only as a last resort, for the
   // task first in line) from placement until it starts (its inputs are then in use) or leaves
   // the worker without running (unqueue): inputs that arrived early are not pushed out again
@@ -378,6 +382,7 @@ class Scheduler {
   // first queueing), so that they share one clock reading; zero otherwise. Under mu_.
   Clock::time_point enqueue_stamp_{};
   uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
+  uint64_t wakes_pending_total_ = 0;       // WorkerState::wakes_pending, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
   // make_ready's scratch (a member, not thread_local: TLS in a shared library costs a call).
   std::vector<PlacementOption> placement_options_;

@@ -45,14 +45,19 @@ struct WorkerState {
   // Wakes a sleeping thread unless every sleeping one has been woken already and not yet got
   // the mutex back (placing a slice of a wide graph's roots signalled the same sleeper for each
   // root: 2 % of its submit). The caller holds the scheduler's mutex.
-  void wake_one() {
-    if (idle_threads <= wakes_pending) return;
+  // Returns whether it signalled.
+  bool wake_one() {
+    if (idle_threads <= wakes_pending) return false;
     ++wakes_pending;
     wake.notify_one();
+    return true;
   }
-  // A thread left its wait (woken, spuriously or not): one wake fewer is on its way.
-  void woke() {
-    if (wakes_pending > 0) --wakes_pending;
+  // A thread left its wait (woken, spuriously or not): one wake fewer is on its way. Returns
+  // whether one was.
+  bool woke() {
+    if (wakes_pending == 0) return false;
+    --wakes_pending;
+    return true;
   }
 };
 
