@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/emulated_uuid.hpp"
 #include "exit_codes.hpp"
 #include "job_tree.hpp"
 #include "options.hpp"
@@ -35,14 +36,14 @@ std::string join(const std::vector<std::string> &items) {
   return out;
 }
 
-// For leased emulated devices ("GPU-00000000-gpuf-emul-0000-" and the node ordinal): how many
-// devices a pool in the job must emulate for CUDA_VISIBLE_DEVICES to name them, else 0.
+// For leased emulated devices: how many devices a pool in the job must emulate for
+// CUDA_VISIBLE_DEVICES to name them (their UUIDs number the node's devices), else 0.
 int emulated_node_size(const std::vector<std::string> &uuids) {
-  static const std::string prefix = "GPU-00000000-gpuf-emul-0000-";
   int size = 0;
   for (const std::string &uuid : uuids) {
-    if (uuid.rfind(prefix, 0) != 0) return 0;
-    size = std::max(size, std::atoi(uuid.c_str() + prefix.size()) + 1);
+    const int ordinal = gf::emulated_ordinal(uuid);
+    if (ordinal < 0) return 0;
+    size = std::max(size, ordinal + 1);
   }
   return size;
 }

@@ -73,7 +73,8 @@ def lease_environment(lease, device_memory_limit=None, spill_threshold=None) -> 
     if lease.devices and all(d.uuid.startswith("GPU-00000000-gpuf-emul") for d in lease.devices):
         # Emulated devices (no GPU on the node): the worker's own pools emulate the node's, of
         # the leased size, up to the highest leased one (an emulated UUID ends in its number
-        # there); CUDA_VISIBLE_DEVICES then hands them exactly the leased ones, UUIDs and all.
+        # there, src/core/emulated_uuid.hpp); CUDA_VISIBLE_DEVICES then hands them exactly the
+        # leased ones, UUIDs and all.
         node = 1 + max(int(d.uuid.rsplit("-", 1)[1]) for d in lease.devices)
         env["GPUFLOW_EMULATED_DEVICES"] = str(node)
         env["GPUFLOW_EMULATED_DEVICE_MEMORY"] = str(min(d.memory for d in lease.devices))

@@ -8,27 +8,12 @@ namespace gf {
 namespace {
 
 constexpr uint64_t kAlignment = 64;
-constexpr char kEmulatedPrefix[] = "GPU-00000000-gpuf-emul-0000-";
 
 uint64_t aligned_size(uint64_t bytes) {
   return bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
 }
 
 }  // namespace
-
-std::string emulated_uuid(int node_ordinal) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%s%012d", kEmulatedPrefix, node_ordinal);
-  return text;
-}
-
-int emulated_ordinal(const std::string &uuid) {
-  const size_t prefix = sizeof kEmulatedPrefix - 1;
-  if (uuid.size() != prefix + 12 || uuid.compare(0, prefix, kEmulatedPrefix) != 0) return -1;
-  const std::string digits = uuid.substr(prefix);
-  if (digits.find_first_not_of("0123456789") != std::string::npos) return -1;
-  return static_cast<int>(std::strtol(digits.c_str(), nullptr, 10));
-}
 
 HostBackend::HostBackend(const HostBackendConfig &config) : config_(config) {
   std::vector<std::string> node;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/emulated_uuid.hpp"
 #include "devices/backend.hpp"
 #include "devices/host/copy_engine.hpp"
 #include "devices/visible_devices.hpp"
@@ -23,12 +24,6 @@ struct HostBackendConfig {
   uint64_t memory_limit = 0;  // the pool's share of each device; 0: all of it
   double bandwidth = 10e9;    // bytes per second; 0: copies take only the memcpy
 };
-
-// The UUID of the emulated device `node_ordinal`, "GPU-00000000-gpuf-emul-0000-00000000000N":
-// stable across restarts, so scripts and saved grants that name emulated devices keep working.
-std::string emulated_uuid(int node_ordinal);
-// The node ordinal in an emulated UUID, or -1 when `uuid` is not one.
-int emulated_ordinal(const std::string &uuid);
 
 class HostBackend final : public DeviceBackend {
  public:
