@@ -97,9 +97,12 @@ static void released(pthread_mutex_t *m) {
     struct stats *s = slot_of(m);
     if (s) atomic_fetch_add_explicit(&s->held_ticks, now - held[i].since, memory_order_relaxed);
     for (int k = i; k + 1 < held_count && k + 1 < kHeldDepth; ++k) held[k] = held[k + 1];
-    break;
+    held_count--;
+    return;
   }
-  if (held_count > 0) held_count--;
+  /* Not among the timed ones: one held past kHeldDepth, or one taken by a call this library
+   * does not see (pthread_mutex_timedlock), which must not unbalance the count. */
+  if (held_count > kHeldDepth) held_count--;
 }
 
 int pthread_mutex_lock(pthread_mutex_t *m) {
