@@ -49,14 +49,11 @@ bool find_input(const Batch &batch, size_t end, const RunState &run, TaskIndex s
   return false;
 }
 
-// Whether task `s` may run on this CPU worker with nothing but a CPU slot. Ordered cheapest
-// first: it is asked for every successor of every task the batch runs.
-bool runs_plainly_here(const WorkerState &worker, Batch &batch, const RunState &run,
-                       const TaskDesc &task, TaskIndex s) {
-  if (task.request != kEmptyRequest) return false;
-  const TaskBody &body = run.body(s);
-  // A task that could also run on a device is left to placement, which weighs both.
-  if (!body.cpu_fn || body.gpu_fn) return false;
+// Whether task `s` may run on this CPU worker with nothing but a CPU slot. Asked for every
+// successor of every task the batch runs: whether this worker takes tasks without a request is
+// looked up once per batch and run.
+bool runs_plainly_here(const WorkerState &worker, Batch &batch, const RunState &run, TaskIndex s) {
+  if (!run.needs_only_cpu(s)) return false;
   if (batch.plain_run != &run) {
     const std::vector<uint32_t> &eligible = run.requests[kEmptyRequest].cpu_workers;
     batch.plain_run = &run;
@@ -100,7 +97,7 @@ void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t don
     const TaskDesc &task = run.graph().task(s);
     const bool tiny = run.tiny_costs[task.cost_key].load(std::memory_order_relaxed);
     if (!chain_link && !tiny) continue;
-    if (!runs_plainly_here(worker, batch, run, task, s)) continue;
+    if (!runs_plainly_here(worker, batch, run, s)) continue;
     if (!chain_link && a.predecessor_count[s] > 1) {
       // Ready once all its predecessors have succeeded in this batch (edges counted as often
       // as the graph lists them, the same on both sides).

@@ -128,6 +128,13 @@ class RunState : public std::enable_shared_from_this<RunState> {
   const TaskBody &body(TaskIndex t) const {
     return resolved_bodies.empty() ? graph_->task(t).body : resolved_bodies[t];
   }
+  // Whether task `t` needs nothing but a CPU slot: no resource request and a CPU body only (a
+  // task that could also run on a device is left to placement, which weighs both).
+  bool needs_only_cpu(TaskIndex t) const {
+    if (graph_->task(t).request != kEmptyRequest) return false;
+    const TaskBody &b = body(t);
+    return b.cpu_fn && !b.gpu_fn;
+  }
   uint64_t sequence = 0;
   gf_run *handle = nullptr;  // the caller's handle, for events; set before the run starts
   // Unique among every run of every pool and process ("run-<UTC time>-<pid>-<pool>.<n>"): names

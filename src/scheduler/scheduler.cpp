@@ -250,9 +250,7 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   // a wide graph's roots was a third of the time the mutex was held (bench/lock_profile.c).
   // Placement weighs the workers afresh for each group and after each slice.
   auto plain_root = [&](TaskIndex t) {
-    const TaskDesc &task = graph->task(t);
-    const TaskBody &body = run->body(t);
-    return task.input_count == 0 && task.request == kEmptyRequest && body.cpu_fn && !body.gpu_fn;
+    return graph->task(t).input_count == 0 && run->needs_only_cpu(t);
   };
   bool follow = false;  // the last root placed was plain: the next plain one may follow it
   uint32_t follow_key = 0;

@@ -1,7 +1,5 @@
 #include "devices/host/host_backend.hpp"
 
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 
 namespace gf {
