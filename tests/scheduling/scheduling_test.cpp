@@ -394,4 +394,31 @@ TEST(Scheduling, IdleDevicesTakeWork) {
   EXPECT_EQ(distinct_workers(host_config(1, 2, 64 * MiB, 1e10, 1), true, 20, 2), 2);
 }
 
+// A wide graph's roots are placed in groups, and a root that needs only a CPU slot follows the
+// one placed before it to its worker without weighing the workers again. A root with only a GPU
+// body, sharing the cost key of the CPU root before it, must not follow it: every root runs on
+// a worker of the kind its body is for.
+TEST(Scheduling, InterleavedRootsOfEachKindRunWhereTheirBodyCan) {
+  Pool pool = make_pool(host_config(2, 1));
+  constexpr int kRoots = 300;
+  Graph g = make_graph();
+  std::vector<gf_task> tasks;
+  for (int i = 0; i < kRoots; ++i) {
+    TaskSpec s;
+    const Body body = [](gf_task_ctx *) { return 0; };
+    (i % 3 == 2 ? s.gpu : s.cpu) = body;
+    s.cost_key = i % 3 == 0 ? "first" : "second";  // a GPU root shares the key of the root before
+    tasks.push_back(must_add_task(g.get(), s));
+  }
+  RunPtr run(submit(pool.get(), g.get()));
+  ASSERT_TRUE(run);
+  GF_ASSERT_OK(gf_run_wait(run.get(), kWaitMs));
+  for (int i = 0; i < kRoots; ++i) {
+    const uint32_t w = task_worker(run.get(), tasks[i]);
+    gf_worker_info info = GF_WORKER_INFO_INIT;
+    GF_ASSERT_OK(gf_pool_worker_info(&info, pool.get(), w));
+    EXPECT_EQ(info.kind, i % 3 == 2 ? GF_WORKER_GPU : GF_WORKER_CPU) << "root " << i;
+  }
+}
+
 }  // namespace
