@@ -52,7 +52,7 @@ extern "C" {
 /* The version this header describes. A library of another major version refuses to create a
  * pool for code built against this header (GF_ERR_VERSION_MISMATCH). */
 #define GF_VERSION_MAJOR 0
-#define GF_VERSION_MINOR 9
+#define GF_VERSION_MINOR 10
 #define GF_VERSION_PATCH 0
 #define GF_VERSION_ENCODE(major, minor, patch) (((major) << 16) | ((minor) << 8) | (patch))
 #define GF_VERSION GF_VERSION_ENCODE(GF_VERSION_MAJOR, GF_VERSION_MINOR, GF_VERSION_PATCH)
@@ -1309,6 +1309,23 @@ GF_API gf_status gf_lease_info(uint64_t *id, uint32_t *device_count, double *cpu
 
 /* Describes device `index` (0 <= index < device_count) of the lease. Thread-safe. */
 GF_API gf_status gf_lease_device_info(gf_lease_device *out, const gf_lease *lease, uint32_t index);
+
+/* Since 0.10: what a process running on the lease needs in its environment, as "NAME=value"
+ * lines, each ended by '\n', in this order:
+ *   CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES  the devices by UUID ("void" for the second
+ *                                                 when the lease has none), so that CUDA and
+ *                                                 container runtimes show the job those alone;
+ *   GPUFLOW_DEVICES, GPUFLOW_LEASE_ID             the ordinals as the service numbers them, and
+ *                                                 the lease's id;
+ *   GPUFLOW_EMULATED_DEVICES,                     emulated devices only: a pool the job starts
+ *   GPUFLOW_EMULATED_DEVICE_MEMORY                emulates the node up to the highest leased
+ *                                                 device, at the leased memory, so that the
+ *                                                 UUIDs above name exactly the leased ones;
+ *   CUDA_MPS_ACTIVE_THREAD_PERCENTAGE,            a share of one device only: the limits NVIDIA
+ *   CUDA_MPS_PINNED_DEVICE_MEM_LIMIT              MPS enforces where it runs.
+ * `gpuflow lease` runs its command with exactly these, and Python's LocalGPUCluster its workers.
+ * *out is owned by the lease and valid until it is released. Thread-safe. */
+GF_API gf_status gf_lease_environment(const char **out, const gf_lease *lease);
 
 /* 1 in *out once the service has asked for the lease back (fair share or shutdown), or the
  * connection to it is gone; the holder should finish what runs on it and release it. */

@@ -5,6 +5,7 @@
 #include "capi/guard.hpp"
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
+#include "client/lease_environment.hpp"
 #include "core/request_bounds.hpp"
 
 using namespace gf;
@@ -56,6 +57,7 @@ GF_API gf_status gf_lease_acquire(gf_lease **out, gf_pool *pool, const gf_lease_
     std::shared_ptr<client::Connection> connection = connection_of(pool);
     auto lease = std::make_shared<LeaseObject>();
     lease->grant = connection->leases().acquire(ask, timeout_ms);
+    lease->environment = client::environment_lines(client::lease_environment(lease->grant));
     lease->connection = std::move(connection);
     *out = handle_from_bits<gf_lease>(leases().insert(std::move(lease)));
     return GF_OK;
@@ -90,6 +92,14 @@ GF_API gf_status gf_lease_device_info(gf_lease_device *out, const gf_lease *leas
     info.share = d.share;
     info.memory = d.memory;
     write_struct(out, info, "gf_lease_device");
+    return GF_OK;
+  });
+}
+
+GF_API gf_status gf_lease_environment(const char **out, const gf_lease *lease) {
+  return guard([&] {
+    require_out(out, "out");
+    *out = lease_of(lease).environment.c_str();
     return GF_OK;
   });
 }

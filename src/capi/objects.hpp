@@ -20,6 +20,7 @@ using RunTable = HandleTable<Run, 3>;
 struct LeaseObject {
   std::shared_ptr<client::Connection> connection;
   client::Grant grant;
+  std::string environment;  // gf_lease_environment's lines, made once at acquire
 };
 using LeaseTable = HandleTable<LeaseObject, 4>;
 using ServiceTable = HandleTable<service::Server, 5>;

@@ -232,6 +232,70 @@ TEST(Service, LeasesNameTheirDevicesAndComeBack) {
   EXPECT_NE(json.find("\"leases\":[]"), std::string::npos) << json;
 }
 
+// gf_lease_environment: what `gpuflow lease` runs its command with, and Dask workers run with.
+TEST(Service, ALeasesEnvironmentNamesExactlyItsDevices) {
+  TempDir dir;
+  Service service = start_service(dir.path + "/gf.sock", 3);
+  Pool pool = connect(gf_service_endpoint(service.get()));
+  auto environment_of = [&](gf_lease_request r, std::string *uuid) {
+    gf_lease *raw = nullptr;
+    GF_EXPECT_OK(gf_lease_acquire(&raw, pool.get(), &r, 1000));
+    Lease lease(raw);
+    uint64_t id = 0;
+    uint32_t count = 0;
+    GF_EXPECT_OK(gf_lease_info(&id, &count, nullptr, lease.get()));
+    gf_lease_device d = GF_LEASE_DEVICE_INIT;
+    if (count) GF_EXPECT_OK(gf_lease_device_info(&d, lease.get(), 0));
+    if (uuid) *uuid = count ? d.uuid : "";
+    const char *lines = nullptr;
+    GF_EXPECT_OK(gf_lease_environment(&lines, lease.get()));
+    const std::string env = lines ? lines : "(null)";
+    // Past the id, which differs per lease.
+    const std::string id_line = "GPUFLOW_LEASE_ID=" + std::to_string(id) + "\n";
+    const size_t at = env.find(id_line);
+    EXPECT_NE(at, std::string::npos) << env;
+    return at == std::string::npos
+               ? env
+               : env.substr(0, at) + "GPUFLOW_LEASE_ID=ID\n" + env.substr(at + id_line.size());
+  };
+
+  // The service's second device, whole: a pool in the job emulates two devices, so that the
+  // UUID it is handed names the second, at the device's memory.
+  gf_lease_request r = whole(1);
+  int32_t second = 1;
+  r.devices = &second;
+  r.device_count = 1;
+  std::string uuid;
+  std::string env = environment_of(r, &uuid);
+  EXPECT_EQ(env, "CUDA_VISIBLE_DEVICES=" + uuid + "\nNVIDIA_VISIBLE_DEVICES=" + uuid +
+                     "\nGPUFLOW_DEVICES=1\nGPUFLOW_LEASE_ID=ID\nGPUFLOW_EMULATED_DEVICES=2\n"
+                     "GPUFLOW_EMULATED_DEVICE_MEMORY=" +
+                     std::to_string(64 * MiB) + "\n");
+
+  // A share of one device: NVIDIA MPS's limits, and the emulated device at the share's memory.
+  env = environment_of(whole(0.25), &uuid);
+  EXPECT_EQ(env, "CUDA_VISIBLE_DEVICES=" + uuid + "\nNVIDIA_VISIBLE_DEVICES=" + uuid +
+                     "\nGPUFLOW_DEVICES=0\nGPUFLOW_LEASE_ID=ID\nGPUFLOW_EMULATED_DEVICES=1\n"
+                     "GPUFLOW_EMULATED_DEVICE_MEMORY=" +
+                     std::to_string(16 * MiB) +
+                     "\nCUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25\n"
+                     "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=16M\n");
+
+  // CPUs alone: no device for CUDA, and none for container runtimes either.
+  gf_lease_request cpus = GF_LEASE_REQUEST_INIT;
+  cpus.cpus = 1;
+  EXPECT_EQ(environment_of(cpus, nullptr),
+            "CUDA_VISIBLE_DEVICES=\nNVIDIA_VISIBLE_DEVICES=void\nGPUFLOW_DEVICES=\n"
+            "GPUFLOW_LEASE_ID=ID\n");
+
+  gf_lease *held = nullptr;
+  GF_ASSERT_OK(gf_lease_acquire(&held, pool.get(), &r, 1000));
+  GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_lease_environment(nullptr, held));
+  GF_ASSERT_OK(gf_lease_release(held));
+  const char *lines = nullptr;
+  GF_EXPECT_STATUS(GF_ERR_INVALID_HANDLE, gf_lease_environment(&lines, held));
+}
+
 TEST(Service, LeaseMisuseIsAClearError) {
   TempDir dir;
   Service service = start_service(dir.path + "/gf.sock", 2);

@@ -2,15 +2,13 @@
 
 #include <gpuflow.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "core/emulated_uuid.hpp"
 #include "exit_codes.hpp"
 #include "job_tree.hpp"
 #include "options.hpp"
@@ -30,64 +28,28 @@ struct LeaseOptions {
   std::vector<std::string> command;
 };
 
-std::string join(const std::vector<std::string> &items) {
-  std::string out;
-  for (const auto &s : items) out += (out.empty() ? "" : ",") + s;
-  return out;
-}
-
-// For leased emulated devices: how many devices a pool in the job must emulate for
-// CUDA_VISIBLE_DEVICES to name them (their UUIDs number the node's devices), else 0.
-int emulated_node_size(const std::vector<std::string> &uuids) {
-  int size = 0;
-  for (const std::string &uuid : uuids) {
-    const int ordinal = gf::emulated_ordinal(uuid);
-    if (ordinal < 0) return 0;
-    size = std::max(size, ordinal + 1);
-  }
-  return size;
-}
-
-// The job's environment: ours, plus what names its devices (replacing any such names we had).
+// The job's environment: ours, with the lease's (gf_lease_environment) in place of any entries
+// of those names. The MPS limits go whether or not the lease sets them: a job on whole devices
+// must not inherit a share's limits from the environment it was started in.
 std::vector<std::string> job_environment(gf_lease *lease) {
-  uint64_t id = 0;
-  uint32_t count = 0;
-  double cpus = 0;
-  gf_lease_info(&id, &count, &cpus, lease);
-  std::vector<std::string> uuids, ordinals, mps_memory;
-  double share = 1;
-  for (uint32_t i = 0; i < count; ++i) {
-    gf_lease_device d = GF_LEASE_DEVICE_INIT;
-    gf_lease_device_info(&d, lease, i);
-    uuids.push_back(d.uuid);
-    ordinals.push_back(std::to_string(d.ordinal));
-    share = d.share;
-    mps_memory.push_back(std::to_string(i) + "=" + std::to_string(d.memory >> 20) + "M");
+  const char *lines = "";
+  gf_lease_environment(&lines, lease);
+  std::vector<std::string> leased,
+      replaced{"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=", "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT="};
+  for (const char *line = lines; *line;) {
+    const char *end = std::strchr(line, '\n');
+    leased.emplace_back(line, end ? end : line + std::strlen(line));
+    replaced.push_back(leased.back().substr(0, leased.back().find('=') + 1));
+    line = end ? end + 1 : line + leased.back().size();
   }
-  const int emulated_node = emulated_node_size(uuids);
   std::vector<std::string> env;
   for (char **e = environ; *e; ++e) {
-    std::string entry = *e;
-    for (const char *replaced :
-         {"CUDA_VISIBLE_DEVICES=", "NVIDIA_VISIBLE_DEVICES=", "GPUFLOW_DEVICES=",
-          "GPUFLOW_LEASE_ID=", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=",
-          "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=", emulated_node ? "GPUFLOW_EMULATED_DEVICES=" : ""}) {
-      if (*replaced && entry.rfind(replaced, 0) == 0) entry.clear();
-    }
-    if (!entry.empty()) env.push_back(entry);
+    const std::string entry = *e;
+    bool keep = true;
+    for (const std::string &name : replaced) keep = keep && entry.rfind(name, 0) != 0;
+    if (keep) env.push_back(entry);
   }
-  env.push_back("CUDA_VISIBLE_DEVICES=" + join(uuids));
-  env.push_back("NVIDIA_VISIBLE_DEVICES=" + (uuids.empty() ? std::string("void") : join(uuids)));
-  env.push_back("GPUFLOW_DEVICES=" + join(ordinals));
-  env.push_back("GPUFLOW_LEASE_ID=" + std::to_string(id));
-  // A pool the job starts on emulated devices then drives exactly the leased ones, UUIDs kept.
-  if (emulated_node) env.push_back("GPUFLOW_EMULATED_DEVICES=" + std::to_string(emulated_node));
-  if (count == 1 && share < 1) {
-    // Enforced where NVIDIA MPS runs (its clients read these); elsewhere they are only counted.
-    env.push_back("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=" +
-                  std::to_string(static_cast<int>(std::ceil(share * 100))));
-    env.push_back("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=" + join(mps_memory));
-  }
+  env.insert(env.end(), leased.begin(), leased.end());
   return env;
 }
 

@@ -26,7 +26,7 @@ from ._ffi import library_path
 from ._lease import Lease, LeasedDevice, client_endpoint, default_endpoint
 from ._service import Service
 
-__version__ = "0.9.0"
+__version__ = "0.10.0"
 
 __all__ = [
     "CancelledError", "Data", "DeviceMemory", "Future", "GpuflowError", "Graph", "InfeasibleError",

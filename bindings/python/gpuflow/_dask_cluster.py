@@ -59,25 +59,12 @@ def service_devices(endpoint: str) -> list[dict]:
 
 
 def lease_environment(lease, device_memory_limit=None, spill_threshold=None) -> dict[str, str]:
-    """What a process running on `lease` needs in its environment: the devices by UUID for CUDA
-    (and container runtimes), by ordinal for gpuflow, and settings for gpuflow pools created
-    there. Such a pool is embedded on the leased devices: connecting to the node's service from
-    inside the lease would only queue behind the lease itself."""
-    env = {
-        "CUDA_VISIBLE_DEVICES": lease.cuda_visible_devices,
-        "NVIDIA_VISIBLE_DEVICES": lease.cuda_visible_devices,
-        "GPUFLOW_DEVICES": ",".join(str(d.ordinal) for d in lease.devices),
-        "GPUFLOW_LEASE_ID": str(lease.id),
-        "GPUFLOW_POOL": "embedded",
-    }
-    if lease.devices and all(d.uuid.startswith("GPU-00000000-gpuf-emul") for d in lease.devices):
-        # Emulated devices (no GPU on the node): the worker's own pools emulate the node's, of
-        # the leased size, up to the highest leased one (an emulated UUID ends in its number
-        # there, src/core/emulated_uuid.hpp); CUDA_VISIBLE_DEVICES then hands them exactly the
-        # leased ones, UUIDs and all.
-        node = 1 + max(int(d.uuid.rsplit("-", 1)[1]) for d in lease.devices)
-        env["GPUFLOW_EMULATED_DEVICES"] = str(node)
-        env["GPUFLOW_EMULATED_DEVICE_MEMORY"] = str(min(d.memory for d in lease.devices))
+    """What a process running on `lease` needs in its environment: the lease's own
+    (Lease.environment, as `gpuflow lease` gives its command) and settings for gpuflow pools
+    created there. Such a pool is embedded on the leased devices: connecting to the node's
+    service from inside the lease would only queue behind the lease itself."""
+    env = dict(lease.environment)
+    env["GPUFLOW_POOL"] = "embedded"
     if device_memory_limit is not None:
         env["GPUFLOW_DEVICE_MEMORY_LIMIT"] = str(int(device_memory_limit))
     if spill_threshold is not None:

@@ -417,6 +417,9 @@ gf_pool_worker_info = _fn("gf_pool_worker_info", _S, c_void_p, c_void_p, c_uint3
 gf_pool_ledger_size = _fn("gf_pool_ledger_size", _S, c_void_p, c_void_p, c_uint32)
 gf_pool_ledger_entry = _fn("gf_pool_ledger_entry", _S, c_void_p, c_void_p, c_uint32, c_uint32)
 gf_pool_device_count = _fn("gf_pool_device_count", _S, c_void_p, c_void_p)
+# A lease's environment (0.10); None with an older library.
+gf_lease_environment = _fn("gf_lease_environment", _S, c_void_p, c_void_p) \
+    if hasattr(lib, "gf_lease_environment") else None
 gf_pool_devices_source = _fn("gf_pool_devices_source", _S, c_void_p, c_void_p) \
     if hasattr(lib, "gf_pool_devices_source") else None
 gf_pool_device_memory = _fn("gf_pool_device_memory", _S, c_void_p, c_void_p, c_uint32) \

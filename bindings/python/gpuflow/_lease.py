@@ -75,6 +75,22 @@ class Lease:
         return ",".join(d.uuid for d in self.devices)
 
     @property
+    def environment(self) -> dict[str, str]:
+        """What a process running on the lease needs in its environment (gf_lease_environment):
+        the devices by UUID for CUDA and container runtimes, by ordinal for gpuflow, the lease's
+        id, and for emulated devices or a share of one device the settings that make a pool or
+        NVIDIA MPS in that process keep to the lease. `gpuflow lease` runs its command with
+        exactly these."""
+        if F.gf_lease_environment is None:
+            raise StateError("this libgpuflow has no gf_lease_environment (0.10 or newer is needed)",
+                             F.GF_ERR_STATE)
+        if not self._finalizer.alive:
+            raise StateError("the lease was released", F.GF_ERR_STATE)
+        out = ctypes.c_char_p()
+        check(F.gf_lease_environment(byref(out), self._handle))
+        return dict(line.split("=", 1) for line in out.value.decode().splitlines())
+
+    @property
     def revoked(self) -> bool:
         """True once the service has asked for the lease back (or the connection is gone)."""
         if not self._finalizer.alive:

@@ -76,6 +76,28 @@ def test_lease_names_its_devices_and_shows_in_status(service):
         lease.release()  # idempotent
 
 
+def test_a_lease_gives_the_environment_its_jobs_run_with(service):
+    with gpuflow.Pool(endpoint=service, cpu_workers=1) as pool:
+        with pool.lease(gpus=0.5) as lease:
+            env = lease.environment
+            uuid = lease.devices[0].uuid
+            ordinal = lease.devices[0].ordinal
+            # The share's device alone, by UUID and by ordinal; an emulated node up to it, at the
+            # share's memory; and the limits NVIDIA MPS enforces for a share.
+            assert env == {
+                "CUDA_VISIBLE_DEVICES": uuid,
+                "NVIDIA_VISIBLE_DEVICES": uuid,
+                "GPUFLOW_DEVICES": str(ordinal),
+                "GPUFLOW_LEASE_ID": str(lease.id),
+                "GPUFLOW_EMULATED_DEVICES": str(ordinal + 1),
+                "GPUFLOW_EMULATED_DEVICE_MEMORY": str(32 << 20),
+                "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50",
+                "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT": "0=32M",
+            }
+        with pytest.raises(gpuflow.StateError, match="released"):
+            lease.environment
+
+
 def test_a_lease_that_cannot_be_had_in_time_raises_timeout(service):
     with gpuflow.Pool(endpoint=service, cpu_workers=1) as pool:
         with pool.lease(gpus=2):

@@ -51,6 +51,21 @@ def seed_expected(n, c):
     return seed(n, c).compute(scheduler="sync")
 
 
+def test_a_workers_environment_is_its_leases_with_an_embedded_pool(service):
+    # 256 MiB devices: a whole one is what an emulated pool in the worker gets.
+    with gpuflow.Pool(endpoint=service.endpoint, cpu_workers=1) as pool:
+        with pool.lease(gpus=1, devices=[2]) as lease:
+            env = gpuflow.dask.lease_environment(lease, device_memory_limit=1 << 20,
+                                                 spill_threshold=0.5)
+            assert env == {**lease.environment, "GPUFLOW_POOL": "embedded",
+                           "GPUFLOW_DEVICE_MEMORY_LIMIT": str(1 << 20),
+                           "GPUFLOW_SPILL_THRESHOLD": "0.5"}
+            assert env["CUDA_VISIBLE_DEVICES"] == lease.devices[0].uuid
+            assert env["GPUFLOW_DEVICES"] == "2" and env["GPUFLOW_EMULATED_DEVICES"] == "3"
+            assert env["GPUFLOW_EMULATED_DEVICE_MEMORY"] == str(256 << 20)
+            assert "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE" not in env  # a whole device
+
+
 def test_workers_get_distinct_leased_devices_and_give_them_back(service):
     with gpuflow.Pool(endpoint=service.endpoint, cpu_workers=1) as other:
         held = other.lease(gpus=1, name="someone else")  # e.g. a Snakemake job on the node
