@@ -33,7 +33,7 @@ declare -A about=(
   [spill]="gpu_spill: live data 1.5x a 2 GiB device_memory_limit, result checked, bytes spilled"
   [service]="gpuflow serve on the GPU, two gpuflow lease --gpus 0.5 jobs allocating device memory, doctor, MPS and its pinned-memory limit"
   [python]="CuPy chunks through gpuflow.dask (seed, sum checked) and LocalGPUCluster on the GPU; wheels installed from the kit without a registry"
-  [scaling]="gpuflow_bench wide/chain/tree at 1, 2, 4, 8, 16 CPU workers (those this machine has): tasks/s"
+  [scaling]="gpuflow_bench wide/chain/tree at 1, 2, 4, 8, 16 CPU workers (those this machine has): tasks/s; the scheduler mutex held per task at the most"
 )
 
 usage() {
@@ -658,6 +658,46 @@ EOF
   if [ $rd = 0 ] && [ $rc = 0 ]; then result="PASS"; else result="FAIL (exits $rd, $rc)"; return 1; fi
 }
 
+# Why the counts scale as they do (issue 29): how long the scheduler's one mutex is held and
+# waited for per task at `workers` CPU workers (bench/lock_profile.c, preloaded). No number of
+# workers runs more than 1 / (time held per task) tasks/s: the table's last column.
+lock_profile_at() {  # lock_profile_at WORKERS SIZES_ARRAY_NAME
+  local workers=$1 lp=$B/bench/liblock_profile.so g log rc
+  local -n sizes=$2
+  if [ ! -e "$lp" ]; then detail "" "No lock profile: $lp was not built (x86-64 only)."; return 0; fi
+  detail "" "The scheduler's mutex at $workers workers (LD_PRELOAD=bench/liblock_profile.so):" "" \
+    "| graph | tasks/s | held per task | waited per task | acquired per task | ceiling: 1 / held |" \
+    "| --- | --- | --- | --- | --- | --- |"
+  for g in wide chain tree; do
+    log=$LOGS/lock-profile-$g.log
+    rc=0
+    tmo 60 env LD_PRELOAD="$lp" GPUFLOW_CPU_WORKERS="$workers" \
+      "$B/bench/gpuflow_bench" "$g" "${sizes[$g]}" 3 > "$log" 2>&1 || rc=$?
+    detail "$(python3 - "$log" "$g" "$rc" <<'EOF'
+import json, sys
+path, graph, rc = sys.argv[1:4]
+bench = lock = None
+for line in open(path, errors="replace"):
+    try:
+        d = json.loads(line)
+    except ValueError:
+        continue
+    if d.get("peer") == "gpuflow":
+        bench = d
+    elif d.get("bench") == "lock_profile" and d.get("mutex") == 0:
+        lock = d  # the busiest mutex: the scheduler's
+if not bench or not lock:
+    print(f"| {graph} | FAIL (exit {rc}, no {'lock profile' if bench else 'result'}) | | | | |")
+else:
+    tasks = bench["tasks"] * (bench["repeats"] + 1)  # and the warm-up run
+    held, waited = lock["held_s"] / tasks * 1e9, lock["waited_s"] / tasks * 1e9
+    print(f"| {graph} | {bench['tasks_per_s'] / 1e6:.2f} M | {held:.1f} ns | {waited:.1f} ns "
+          f"| {lock['acquired'] / tasks:.3f} | {1e3 / held:.1f} M tasks/s |")
+EOF
+)"
+  done
+}
+
 # ---- scaling: the scheduler against CPU worker counts ---------------------------------------------------
 step_scaling() {
   local counts=() w
@@ -692,6 +732,7 @@ step_scaling() {
     summary+=("$g $best")
   done
   detail "" "tasks/s (thousands), gpuflow_bench GRAPH N 3 --workers $(IFS=,; echo "${counts[*]}"); raw JSON in the logs."
+  lock_profile_at "${counts[-1]}" size
   local joined
   joined=$(IFS=';'; echo "${summary[*]}")
   figure="tasks/s at $(IFS=/; echo "${counts[*]}") workers: ${joined//;/; }"

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # ctest gpu_kit.run_sh: the GPU kit's run.sh without building a kit (seconds, every build).
-#   selftest.sh SOURCE_DIR LIBGPUFLOW GPUFLOW_CLI GPUFLOW_BENCH
+#   selftest.sh SOURCE_DIR LIBGPUFLOW GPUFLOW_CLI GPUFLOW_BENCH [LIBLOCK_PROFILE]
 # 1. run.sh, gpu-kit.sh and test-gpu-kit.sh parse (bash -n) and are clean under ShellCheck where
 #    it is installed; run.sh --list names every step; without kit.env it refuses (exit 2).
 # 2. A small kit made here from this build's library, command and gpuflow_bench: run.sh --quick
 #    with the GPU steps asked for, once with GPU_KIT_NO_GPU=1 and once with an nvidia-smi that
 #    finds no GPU: every GPU step reports "skipped: no GPU", the kit and scaling steps PASS, run.sh
-#    exits 0 and leaves three files in $OUT.
+#    exits 0 and leaves three files in $OUT. With LIBLOCK_PROFILE (bench/lock_profile.c; x86-64,
+#    no sanitizer), the scaling step's details carry the scheduler mutex's profile per graph.
 # The whole kit (CUDA build, libraries, wheels, ctest on the unpacked tree) is tested by
 # scripts/test-gpu-kit.sh, by hand: it costs a Release CUDA build (docs/gpu-kit.md).
 set -euo pipefail
-[ $# -eq 4 ] || { echo "usage: $0 SOURCE_DIR LIBGPUFLOW GPUFLOW_CLI GPUFLOW_BENCH" >&2; exit 2; }
-src=$1 lib=$2 cli=$3 bench=$4
+[ $# -eq 4 ] || [ $# -eq 5 ] ||
+  { echo "usage: $0 SOURCE_DIR LIBGPUFLOW GPUFLOW_CLI GPUFLOW_BENCH [LIBLOCK_PROFILE]" >&2; exit 2; }
+src=$1 lib=$2 cli=$3 bench=$4 lock_profile=${5:-}
 # Nothing of a caller's run.sh settings (a kit run on a GPU machine runs this test too).
 for v in "${!GPU_KIT_@}"; do unset "$v"; done
 run_sh=$src/scripts/gpu-kit/run.sh
@@ -43,8 +45,13 @@ cp "$run_sh" "$k/run.sh"
 cp -L "$lib" "$tmp/stage/build/src/libgpuflow.so.0"
 cp -L "$cli" "$tmp/stage/build/tools/gpuflow/gpuflow"
 cp -L "$bench" "$tmp/stage/build/bench/gpuflow_bench"
+elf_files=(build/src/libgpuflow.so.0 build/tools/gpuflow/gpuflow build/bench/gpuflow_bench)
+if [ -n "$lock_profile" ]; then
+  cp -L "$lock_profile" "$tmp/stage/build/bench/liblock_profile.so"
+  elf_files+=(build/bench/liblock_profile.so)
+fi
 tar -czf "$k/build.tar.gz" -C "$tmp/stage" build
-printf '%s\n' build/src/libgpuflow.so.0 build/tools/gpuflow/gpuflow build/bench/gpuflow_bench > "$k/elf-files.txt"
+printf '%s\n' "${elf_files[@]}" > "$k/elf-files.txt"
 : > "$k/ctest-files.txt"
 : > "$k/wheels/requirements.txt"
 cat > "$k/kit.env" <<EOF
@@ -83,6 +90,13 @@ check_run() {  # check_run NAME EXPECTED_SKIP ENV... : run.sh --quick, then its 
   [ "$(awk -F'\t' '$1 == "ctest"' "$tsv")" = "" ] || fail "$name: ctest ran though not asked for"
   [ "$(find "$out" -type f | wc -l)" = 3 ] || fail "$name: \$OUT holds $(ls "$out")"
   grep -q '^| scaling | PASS' "$out/gpu-report.md" || fail "$name: the report lacks the scaling row"
+  # The scaling step's lock profile: a row per graph, each with its figures; or why there is none.
+  if [ -n "$lock_profile" ]; then
+    [ "$(grep -cE '^\| (wide|chain|tree) \| [0-9.]+ M \| [0-9.]+ ns \|' "$out/gpu-report.md")" = 3 ] ||
+      fail "$name: the report lacks the scheduler mutex's profile: $(grep -A6 "scheduler's mutex" "$out/gpu-report.md")"
+  else
+    grep -q '^No lock profile: ' "$out/gpu-report.md" || fail "$name: no lock profile, and no word why"
+  fi
   echo "selftest: $name: GPU steps skipped ($skip), kit and scaling PASS"
 }
 check_run no-gpu-variable "no GPU (GPU_KIT_NO_GPU is set)" GPU_KIT_NO_GPU=1
