@@ -231,17 +231,20 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   // graph's roots all start on one worker: its siblings' group). Others move one at a time.
   double stolen_s = 0;
   size_t stolen = 0;
+  MovedAsQueued moved;
   while (stolen < kLongBatch && stolen_s < kBatchBudget && !victim->ready.empty() &&
          thief.ready.size() < victim->ready.size()) {
-    const double estimate_s = steal_one(thief, victim, deferred);
+    const double estimate_s = steal_one(thief, victim, deferred, moved);
     if (estimate_s < 0) break;
     stolen_s += estimate_s;
     stolen++;
   }
+  if (moved.count) wake_after_queueing(thief, *moved.last.run, moved.last.task, moved.count);
   return stolen > 0;
 }
 
-double Scheduler::steal_one(WorkerState &thief, WorkerState *victim, Deferred &deferred) {
+double Scheduler::steal_one(WorkerState &thief, WorkerState *victim, Deferred &deferred,
+                            MovedAsQueued &moved) {
   const QueuedTask entry = victim->ready.top();
   RunState &run = *entry.run;
   const TaskDesc &task = run.graph().task(entry.task);
@@ -265,8 +268,24 @@ double Scheduler::steal_one(WorkerState &thief, WorkerState *victim, Deferred &d
     return -1;
   }
   victim->ready.pop();
+  TaskRun &tr = run.tasks[entry.task];
+  if (thief.kind == victim->kind && thief.space == kHostSpace && task.input_count == 0) {
+    // Between CPU workers, with nothing to move or hold: the queue entry moves as it is (what
+    // place() would do, less its wake: steal() wakes once). The estimate is read afresh, as
+    // place() would: one learnt since the task was queued lets steal() take tiny tasks in bulk.
+    const double estimate_s = estimate(run, entry.task, thief.kind);
+    victim->backlog_s -= tr.estimate_s;
+    thief.backlog_s += estimate_s;
+    tr.estimate_s = static_cast<float>(estimate_s);
+    tr.worker = thief.index;
+    tr.placement_epoch++;
+    thief.ready.push(entry);
+    moved.last = entry;
+    moved.count++;
+    return estimate_s;
+  }
   unqueue(*victim, run, entry.task);
-  victim->backlog_s -= run.tasks[entry.task].estimate_s;
+  victim->backlog_s -= tr.estimate_s;
   // The task has been ready since it entered the victim's queue: its queue wait goes on (and
   // re-queueing it reads no clock).
   struct Stamp {

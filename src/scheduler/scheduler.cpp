@@ -255,14 +255,24 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   bool follow = false;  // the last root placed was plain: the next plain one may follow it
   uint32_t follow_key = 0;
   double follow_estimate_s = 0;
+  // Roots that followed, queued since the last wake: one wake for them all (wake_after_queueing).
+  TaskIndex followed_last = kNoIndex;
+  uint32_t followed = 0;
+  auto wake_for_followed = [&] {
+    if (followed) wake_after_queueing(*workers_[group_worker], *run, followed_last, followed);
+    followed = 0;
+  };
   for (size_t i = 0; i < roots.size(); ++i) {
     const TaskIndex root = roots[i];
     if (run->tasks[root].state == GF_TASK_WAITING) {
       if (follow && in_group < group && graph->task(root).cost_key == follow_key &&
           plain_root(root)) {
-        place(*run, root, group_worker, follow_estimate_s, deferred);
+        queue_plain_root(*run, root, *workers_[group_worker], follow_estimate_s);
+        followed_last = root;
+        followed++;
         in_group++;
       } else {
+        wake_for_followed();
         const TaskBody &body = run->body(root);
         const gf_worker_kind kind = body.cpu_fn ? GF_WORKER_CPU : GF_WORKER_GPU;
         const double estimate_s = estimate(*run, root, kind);
@@ -277,6 +287,7 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
       }
     }
     if ((i + 1) % kSlice == 0 && i + 1 < roots.size()) {
+      wake_for_followed();
       enqueue_stamp_ = {};
       lock.unlock();
       lock.lock();
@@ -284,6 +295,7 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
       follow = false;  // what the workers did meanwhile is weighed again
     }
   }
+  wake_for_followed();
   enqueue_stamp_ = {};
   lock.unlock();
   deferred.flush(backend_);
@@ -375,6 +387,30 @@ void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
     enqueue_ready(worker, run, t);
   } else {
     worker.fetching.push_back(TaskRef{&run, t});
+  }
+  if (!worker.granted && demand_listener_) demand_listener_();
+}
+
+void Scheduler::queue_plain_root(RunState &run, TaskIndex t, WorkerState &worker,
+                                 double estimate_s) {
+  TaskRun &tr = run.tasks[t];
+  tr.state = GF_TASK_QUEUED;
+  tr.worker = worker.index;
+  tr.placement_epoch++;
+  tr.estimate_s = static_cast<float>(estimate_s);
+  worker.backlog_s += estimate_s;
+  worker.ready.push(QueuedTask{run.graph().task(t).priority, run.graph().analysis().order[t],
+                               run.sequence, &run, t, enqueue_stamp_});
+}
+
+void Scheduler::wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last,
+                                    uint32_t queued) {
+  // As many wakes as one wake_for per task would have made: each finds a thread to signal
+  // until every idle one that may help has a wake on its way, and then so would the rest.
+  for (uint32_t i = 0; i < queued; ++i) {
+    const uint64_t pending = wakes_pending_total_;
+    wake_for(worker, run, last);
+    if (wakes_pending_total_ == pending) break;
   }
   if (!worker.granted && demand_listener_) demand_listener_();
 }
