@@ -405,8 +405,8 @@ void Scheduler::queue_plain_root(RunState &run, TaskIndex t, WorkerState &worker
 
 void Scheduler::wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last,
                                     uint32_t queued) {
-  // As many wakes as one wake_for per task would have made: each finds a thread to signal
-  // until every idle one that may help has a wake on its way, and then so would the rest.
+  // As many signals as a wake_for per task would have sent: those stop once every idle thread
+  // that may help has a wake on its way, and so does this loop.
   for (uint32_t i = 0; i < queued; ++i) {
     const uint64_t pending = wakes_pending_total_;
     wake_for(worker, run, last);
