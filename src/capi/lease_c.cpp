@@ -57,7 +57,7 @@ GF_API gf_status gf_lease_acquire(gf_lease **out, gf_pool *pool, const gf_lease_
     std::shared_ptr<client::Connection> connection = connection_of(pool);
     auto lease = std::make_shared<LeaseObject>();
     lease->grant = connection->leases().acquire(ask, timeout_ms);
-    lease->environment = client::environment_lines(client::lease_environment(lease->grant));
+    lease->environment = client::lease_environment(lease->grant);
     lease->connection = std::move(connection);
     *out = handle_from_bits<gf_lease>(leases().insert(std::move(lease)));
     return GF_OK;

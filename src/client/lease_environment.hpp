@@ -4,16 +4,12 @@
 #pragma once
 
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "wire/records.hpp"
 
 namespace gf::client {
 
-using EnvironmentEntry = std::pair<std::string, std::string>;  // name, value
-
-// In this order:
+// "NAME=value" lines, each ended by '\n', in this order:
 // - CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES: the devices by UUID ("void" for a lease
 //   of CPUs alone, to container runtimes), so CUDA and containers see those devices only;
 // - GPUFLOW_DEVICES: their ordinals as the service numbers them; GPUFLOW_LEASE_ID;
@@ -22,9 +18,6 @@ using EnvironmentEntry = std::pair<std::string, std::string>;  // name, value
 //   highest leased device, at the leased memory, so the UUIDs above name exactly those;
 // - for a share of one device, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE and
 //   CUDA_MPS_PINNED_DEVICE_MEM_LIMIT, which NVIDIA MPS enforces where it runs.
-std::vector<EnvironmentEntry> lease_environment(const wire::Grant &grant);
-
-// The entries as "NAME=value" lines, each ended by '\n'.
-std::string environment_lines(const std::vector<EnvironmentEntry> &entries);
+std::string lease_environment(const wire::Grant &grant);
 
 }  // namespace gf::client

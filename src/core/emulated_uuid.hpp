@@ -28,4 +28,17 @@ inline int emulated_ordinal(const std::string &uuid) {
   return static_cast<int>(std::strtol(digits.c_str(), nullptr, 10));
 }
 
+// How many devices an emulated node needs for each of `uuids` to name one of its devices: the
+// highest ordinal + 1 (0 for none), or -1 when one of them is not an emulated UUID.
+template <class Uuids>
+int emulated_node_size(const Uuids &uuids) {
+  int size = 0;
+  for (const std::string &uuid : uuids) {
+    const int ordinal = emulated_ordinal(uuid);
+    if (ordinal < 0) return -1;
+    size = ordinal + 1 > size ? ordinal + 1 : size;
+  }
+  return size;
+}
+
 }  // namespace gf

@@ -50,16 +50,10 @@ PoolOptions connected_options(PoolOptions options, const client::Welcome &welcom
   }
   // The service's devices by UUID, whatever this process was handed: they are what it leases.
   std::vector<std::string> uuids;
-  int emulated_node = 0;
-  bool all_emulated_names = true;
-  for (const client::DeviceSlot &d : welcome.devices) {
-    uuids.push_back(d.uuid);
-    const int ordinal = emulated_ordinal(d.uuid);
-    all_emulated_names = all_emulated_names && ordinal >= 0;
-    emulated_node = std::max(emulated_node, ordinal + 1);
-  }
+  for (const client::DeviceSlot &d : welcome.devices) uuids.push_back(d.uuid);
+  int emulated_node = emulated_node_size(uuids);
   options.host.handed_down = options.cuda.handed_down = named_devices("the service's", uuids);
-  if (welcome.backend != "cuda" && !all_emulated_names) {
+  if (welcome.backend != "cuda" && emulated_node < 0) {
     // Emulated devices named otherwise than this library names them (a service of another
     // version, a stand-in): mirrored one for one, in the service's order.
     emulated_node = static_cast<int>(welcome.devices.size());

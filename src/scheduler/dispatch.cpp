@@ -275,10 +275,7 @@ double Scheduler::steal_one(WorkerState &thief, WorkerState *victim, Deferred &d
     // place() would: one learnt since the task was queued lets steal() take tiny tasks in bulk.
     const double estimate_s = estimate(run, entry.task, thief.kind);
     victim->backlog_s -= tr.estimate_s;
-    thief.backlog_s += estimate_s;
-    tr.estimate_s = static_cast<float>(estimate_s);
-    tr.worker = thief.index;
-    tr.placement_epoch++;
+    queued_on(thief, tr, estimate_s);
     thief.ready.push(entry);
     moved.last = entry;
     moved.count++;

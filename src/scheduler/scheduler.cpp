@@ -376,11 +376,7 @@ void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
                       Deferred &deferred) {
   WorkerState &worker = *workers_[w];
   TaskRun &tr = run.tasks[t];
-  tr.state = GF_TASK_QUEUED;
-  tr.worker = w;
-  tr.placement_epoch++;
-  tr.estimate_s = static_cast<float>(estimate_s);
-  worker.backlog_s += estimate_s;
+  queued_on(worker, tr, estimate_s);
   if (worker.space != kHostSpace) hold_inputs(run, t, +1);
   if (run.graph().task(t).input_count) fetch_inputs(worker, run, t, deferred);
   if (tr.missing_inputs == 0) {
@@ -393,12 +389,7 @@ void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
 
 void Scheduler::queue_plain_root(RunState &run, TaskIndex t, WorkerState &worker,
                                  double estimate_s) {
-  TaskRun &tr = run.tasks[t];
-  tr.state = GF_TASK_QUEUED;
-  tr.worker = worker.index;
-  tr.placement_epoch++;
-  tr.estimate_s = static_cast<float>(estimate_s);
-  worker.backlog_s += estimate_s;
+  queued_on(worker, run.tasks[t], estimate_s);
   worker.ready.push(QueuedTask{run.graph().task(t).priority, run.graph().analysis().order[t],
                                run.sequence, &run, t, enqueue_stamp_});
 }

@@ -245,6 +245,15 @@ class Scheduler {
   uint32_t make_ready(RunState &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred,
                       double tolerance_s = 0);
   void place(RunState &run, TaskIndex t, uint32_t worker, double estimate_s, Deferred &deferred);
+  // The task is placed on `worker` (place, queue_plain_root, a steal) at `estimate_s`, which its
+  // backlog counts from now on; a new placement epoch makes earlier transfer waiters stale.
+  static void queued_on(WorkerState &worker, TaskRun &tr, double estimate_s) {
+    tr.state = GF_TASK_QUEUED;
+    tr.worker = worker.index;
+    tr.placement_epoch++;
+    tr.estimate_s = static_cast<float>(estimate_s);
+    worker.backlog_s += estimate_s;
+  }
   void enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t);
   // A root that follows the last one placed in its group (start(): no inputs, a CPU slot only,
   // on the CPU worker that one went to): place() and enqueue_ready() without what cannot apply

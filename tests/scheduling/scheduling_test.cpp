@@ -390,9 +390,9 @@ TEST(Scheduling, IdleCpuWorkersTakeWork) {
   EXPECT_EQ(distinct_workers(host_config(2, -1), false, 40, 2), 2);
 }
 
-// A wide graph's roots are queued in groups, a wake made for each run of them rather than for
-// each root, and idle workers steal queued roots in bulk: every one of many CPU workers must
-// still be woken to take part (each body waits until all of them have run one).
+// A wide graph's roots are queued in groups, with one wake for each run of them, and idle
+// workers steal queued roots in bulk: every one of many CPU workers must still take part (each
+// body waits until all of them have run one), so a worker left asleep fails the test.
 TEST(Scheduling, EveryIdleCpuWorkerTakesPartOfAWideGraph) {
   EXPECT_EQ(distinct_workers(host_config(8, -1), false, 400, 8), 8);
 }
