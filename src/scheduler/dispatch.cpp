@@ -89,7 +89,7 @@ bool Scheduler::next_batch(WorkerState &worker, Batch &batch, Deferred &deferred
 
 bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
   if (worker.ready.empty()) return false;
-  thread_local std::vector<QueuedTask> passed_over;
+  std::vector<QueuedTask> &passed_over = batch.passed_over;
   passed_over.clear();
   bool cheap_only = false;
   // Set once the first task in line could not start here: the room its try made (spilling the

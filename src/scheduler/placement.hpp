@@ -3,9 +3,11 @@
 // Pure function of its inputs, so placement is tested exactly, without threads or clocks.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace gf {
 
@@ -24,5 +26,37 @@ struct PlacementOption {
 // is really idle.
 size_t choose_placement(std::span<const PlacementOption> options, uint32_t preferred_worker,
                         double tolerance_s = 0);
+
+// Appends to `options` the candidates among `workers` that choose_placement could ever return,
+// when all of them share one memory space and kind (a pool's CPU workers): they differ only in
+// their backlog, so only the first, the least busy (first on ties) and `preferred_worker` can
+// win, whatever the other candidates are. Those keep their order, so the choice is the one the
+// whole list would give. Placing one task weighed every CPU worker in turn: at 16 workers that
+// was three quarters of the time a tree's completions held the scheduler's mutex (issue 29).
+template <class BacklogOf>
+void add_interchangeable(std::vector<PlacementOption> &options, std::span<const uint32_t> workers,
+                         BacklogOf backlog_of, uint32_t preferred_worker, double transfer_s,
+                         double compute_s) {
+  if (workers.empty()) return;
+  size_t least = 0, preferred = workers.size();
+  double least_backlog = backlog_of(workers[0]);
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (workers[i] == preferred_worker) preferred = i;
+    if (i == 0) continue;
+    const double backlog = backlog_of(workers[i]);
+    if (backlog < least_backlog) {
+      least = i;
+      least_backlog = backlog;
+    }
+  }
+  auto add = [&](size_t i) {
+    options.push_back({workers[i], backlog_of(workers[i]), transfer_s, compute_s});
+  };
+  // In the order they are listed: the first, then the least busy and the preferred one.
+  add(0);
+  const size_t second = std::min(least, preferred), third = std::max(least, preferred);
+  if (second > 0) add(second);
+  if (third > second && third < workers.size()) add(third);
+}
 
 }  // namespace gf

@@ -345,6 +345,14 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
   auto consider = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn, gf_worker_kind kind) {
     if (!fn) return;
     double compute = estimate(run, t, kind);
+    if (kind == GF_WORKER_CPU) {  // all in host memory: the inputs' transfer is the same for each
+      const double transfer = task.input_count ? transfer_seconds(run, t, kHostSpace) : 0.0;
+      add_interchangeable(
+          options, eligible,
+          [this](uint32_t w) { return workers_[w]->backlog_s / workers_[w]->threads; },
+          preferred_worker, transfer, compute);
+      return;
+    }
     for (uint32_t w : eligible) {
       const WorkerState &worker = *workers_[w];
       if (worker.space != kHostSpace && !worker.memory.could_fit(r.request, device_bytes)) {

@@ -103,6 +103,9 @@ struct Batch {
     uint32_t succeeded;
   };
   std::vector<Join> joins;
+  // pick()'s scratch: tasks it looked past, put back afterwards (here, not thread_local: at 16
+  // workers a tree's batches hold one or two tasks, and TLS in a shared library costs a call).
+  std::vector<QueuedTask> passed_over;
 };
 
 // Placement's guess for a body never seen finishing.
