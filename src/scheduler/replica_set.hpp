@@ -63,6 +63,12 @@ class ReplicaSet {
   }
 
   void remove_owned() {
+    // Mostly every copy is owned (a task's output freed after its last consumer): none is kept.
+    if (std::all_of(begin(), end(), [](const Replica &r) { return r.owned; })) {
+      overflow_.reset();
+      size_ = 0;
+      return;
+    }
     std::vector<Replica> kept;
     for (const Replica &r : std::as_const(*this)) {
       if (!r.owned) kept.push_back(r);
