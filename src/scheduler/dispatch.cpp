@@ -98,6 +98,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
   // lets them (measured: 100 MiB of blocks copied 19 GiB).
   bool first_waits = false;
   double batch_estimate = 0;
+  const size_t queued = worker.ready.size();
   for (int scanned = 0; !worker.ready.empty() && batch.count < kLongBatch;) {
     const QueuedTask &top = worker.ready.top();
     const RunState &run = *top.run;
@@ -131,9 +132,14 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
       cheap_only = true;
       batch_estimate += run.tasks[batch.items[batch.count - 1].task].estimate_s;
       const bool tiny = batch_estimate < kBatchBudget;
-      // Leave the tail for other workers to steal, unless the batch is known to be tiny and no
-      // worker is idle to steal it.
-      if (worker.ready.size() < 4 * kMaxBatch && (!tiny || idle_threads_total_ > 0)) break;
+      // Leave the tail for other workers to steal: all of it unless the batch is known to be
+      // tiny, and half of what was queued while a worker is idle (a thief takes half a queue).
+      // Taking one tiny task at a time whenever any thread idled made a tree's batches at 16
+      // workers one task long: three times the locking per task of 2 workers (issue 29).
+      if (worker.ready.size() < 4 * kMaxBatch &&
+          (!tiny || (idle_threads_total_ > 0 && batch.count * 2 >= queued))) {
+        break;
+      }
       if (batch.count >= kMaxBatch && !tiny) break;
     } else {
       first_waits |= first_in_line && worker.space != kHostSpace;
