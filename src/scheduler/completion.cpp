@@ -212,6 +212,25 @@ void Scheduler::free_data(RunState &run, DataIndex d, Deferred &deferred) {
     data.free_when_unpinned = true;
     return;
   }
+  const Replica *first = data.replicas.begin();
+  if (data.replicas.size() == 1 && first->owned && !first->value && first->space == kHostSpace &&
+      data.spilled_from == kNoSpace && !data.value_destroy) {
+    // A buffer in host memory alone, as a CPU task's output mostly is: no device memory to give
+    // back and no spill list to leave (half of a tree's frees' instructions went on those checks).
+    deferred.frees.push_back({kHostSpace, first->ptr, data.size});
+    data.replicas.remove_owned();
+  } else {
+    free_copies(data, deferred);
+  }
+  // Host inputs belong to the graph: their copies on devices go, the caller's bytes or value
+  // stay readable for the life of the run.
+  if (run.graph().data(d).origin == DataOrigin::kProduced) {
+    data.value = nullptr;
+    data.phase = DataRun::Phase::kFreed;
+  }
+}
+
+void Scheduler::free_copies(DataRun &data, Deferred &deferred) {
   const bool device_value = data.device_value();
   for (Replica &r : data.replicas) {
     if (!r.owned) continue;
@@ -229,12 +248,6 @@ void Scheduler::free_data(RunState &run, DataIndex d, Deferred &deferred) {
     deferred.destroys.emplace_back(data.value, data.value_destroy);
     data.value = nullptr;
     data.value_destroy = nullptr;
-  }
-  // Host inputs belong to the graph: their copies on devices go, the caller's bytes or value
-  // stay readable for the life of the run.
-  if (run.graph().data(d).origin == DataOrigin::kProduced) {
-    data.value = nullptr;
-    data.phase = DataRun::Phase::kFreed;
   }
 }
 

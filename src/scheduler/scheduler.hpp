@@ -322,6 +322,8 @@ class Scheduler {
   void settle(RunState &run, TaskIndex t, gf_task_state state, Deferred &deferred);
   void consumed(RunState &run, DataIndex d, Deferred &deferred);
   void free_data(RunState &run, DataIndex d, Deferred &deferred);
+  // free_data's general case: every copy the run owns, on devices and host, and value forms.
+  void free_copies(DataRun &data, Deferred &deferred);
   void cancel_locked(RunState &run, const char *reason, Deferred &deferred);
   void maybe_finish_run(RunState &run, Deferred &deferred);
   // A finished, released run: free its data and drop the scheduler's reference.
