@@ -216,7 +216,7 @@ void Scheduler::free_data(RunState &run, DataIndex d, Deferred &deferred) {
   if (data.replicas.size() == 1 && first->owned && !first->value && first->space == kHostSpace &&
       data.spilled_from == kNoSpace && !data.value_destroy) {
     // A buffer in host memory alone, as a CPU task's output mostly is: no device memory to give
-    // back and no spill list to leave (half of a tree's frees' instructions went on those checks).
+    // back and no spill list to leave (a third of a tree's frees' instructions went on those).
     deferred.frees.push_back({kHostSpace, first->ptr, data.size});
     data.replicas.remove_owned();
   } else {

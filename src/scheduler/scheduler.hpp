@@ -103,8 +103,8 @@ struct Batch {
     uint32_t succeeded;
   };
   std::vector<Join> joins;
-  // pick()'s scratch: tasks it looked past, put back afterwards (here, not thread_local: at 16
-  // workers a tree's batches hold one or two tasks, and TLS in a shared library costs a call).
+  // pick()'s scratch: tasks it looked past, put back afterwards (here, not thread_local: pick
+  // runs once per batch, and TLS in a shared library costs a call each time).
   std::vector<QueuedTask> passed_over;
 };
 
