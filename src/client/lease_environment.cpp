@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ranges>
 #include <vector>
 
 #include "core/emulated_uuid.hpp"
@@ -10,10 +11,8 @@ namespace gf::client {
 
 std::string lease_environment(const wire::Grant &grant) {
   const std::vector<wire::LeasedDevice> &devices = grant.devices;
-  std::vector<std::string> uuids;
   std::string uuid_list, ordinal_list;
   for (const wire::LeasedDevice &d : devices) {
-    uuids.push_back(d.uuid);
     uuid_list += (uuid_list.empty() ? "" : ",") + d.uuid;
     ordinal_list += (ordinal_list.empty() ? "" : ",") + std::to_string(d.ordinal);
   }
@@ -25,7 +24,8 @@ std::string lease_environment(const wire::Grant &grant) {
   set("NVIDIA_VISIBLE_DEVICES", devices.empty() ? "void" : uuid_list);
   set("GPUFLOW_DEVICES", ordinal_list);
   set("GPUFLOW_LEASE_ID", std::to_string(grant.lease_id));
-  const int emulated_node = emulated_node_size(uuids);
+  const int emulated_node =
+      emulated_node_size(devices | std::views::transform(&wire::LeasedDevice::uuid));
   if (emulated_node > 0) {
     const auto least =
         std::min_element(devices.begin(), devices.end(),

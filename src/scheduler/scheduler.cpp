@@ -398,8 +398,7 @@ void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
 void Scheduler::queue_plain_root(RunState &run, TaskIndex t, WorkerState &worker,
                                  double estimate_s) {
   queued_on(worker, run.tasks[t], estimate_s);
-  worker.ready.push(QueuedTask{run.graph().task(t).priority, run.graph().analysis().order[t],
-                               run.sequence, &run, t, enqueue_stamp_});
+  worker.ready.push(queue_entry(run, t, enqueue_stamp_));  // start() stamps only when observed
 }
 
 void Scheduler::wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last,
@@ -415,12 +414,11 @@ void Scheduler::wake_after_queueing(WorkerState &worker, RunState &run, TaskInde
 }
 
 void Scheduler::enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t) {
-  const TaskDesc &task = run.graph().task(t);
-  worker.ready.push(QueuedTask{task.priority, run.graph().analysis().order[t], run.sequence, &run,
-                               t,
-                               observers_.load(std::memory_order_relaxed) == 0 ? Clock::time_point{}
-                               : enqueue_stamp_ != Clock::time_point{}         ? enqueue_stamp_
-                                                                               : Clock::now()});
+  const Clock::time_point ready_at = observers_.load(std::memory_order_relaxed) == 0
+                                         ? Clock::time_point{}
+                                     : enqueue_stamp_ != Clock::time_point{} ? enqueue_stamp_
+                                                                             : Clock::now();
+  worker.ready.push(queue_entry(run, t, ready_at));
   wake_for(worker, run, t);
 }
 

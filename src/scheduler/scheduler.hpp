@@ -257,6 +257,15 @@ class Scheduler {
     tr.estimate_s = static_cast<float>(estimate_s);
     worker.backlog_s += estimate_s;
   }
+  // Task t's entry in a ready queue, ready since `ready_at` (zero: its queue wait goes unmeasured).
+  static QueuedTask queue_entry(RunState &run, TaskIndex t, Clock::time_point ready_at) {
+    return QueuedTask{run.graph().task(t).priority,
+                      run.graph().analysis().order[t],
+                      run.sequence,
+                      &run,
+                      t,
+                      ready_at};
+  }
   void enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t);
   // A root that follows the last one placed in its group (start(): no inputs, a CPU slot only,
   // on the CPU worker that one went to): place() and enqueue_ready() without what cannot apply
