@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ranges>
 #include <vector>
 
 #include "core/emulated_uuid.hpp"
@@ -11,8 +10,10 @@ namespace gf::client {
 
 std::string lease_environment(const wire::Grant &grant) {
   const std::vector<wire::LeasedDevice> &devices = grant.devices;
+  std::vector<std::string> uuids;
   std::string uuid_list, ordinal_list;
   for (const wire::LeasedDevice &d : devices) {
+    uuids.push_back(d.uuid);
     uuid_list += (uuid_list.empty() ? "" : ",") + d.uuid;
     ordinal_list += (ordinal_list.empty() ? "" : ",") + std::to_string(d.ordinal);
   }
@@ -24,8 +25,7 @@ std::string lease_environment(const wire::Grant &grant) {
   set("NVIDIA_VISIBLE_DEVICES", devices.empty() ? "void" : uuid_list);
   set("GPUFLOW_DEVICES", ordinal_list);
   set("GPUFLOW_LEASE_ID", std::to_string(grant.lease_id));
-  const int emulated_node =
-      emulated_node_size(devices | std::views::transform(&wire::LeasedDevice::uuid));
+  const int emulated_node = emulated_node_size(uuids);
   if (emulated_node > 0) {
     const auto least =
         std::min_element(devices.begin(), devices.end(),
