@@ -113,7 +113,7 @@ void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t don
     // Priorities and graph order: it must not overtake what was first in this worker's queue
     // when the batch was picked (tasks queued later wait for the batch, as they would anyway).
     if (batch.has_bar &&
-        runs_later(QueuedTask{task.priority, a.order[s], run.sequence, nullptr, s, {}},
+        runs_later(QueuedTask{task.priority, a.order[s], run.sequence, nullptr, {}, s},
                    batch.bar)) {
       continue;
     }

@@ -125,22 +125,46 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
     if (batch.count == batch.items.size()) batch.items.emplace_back();
     bool first_in_line = batch.count == 0 && passed_over.empty();
     if (try_dispatch(worker, top, batch.items[batch.count], deferred, first_in_line)) {
-      worker.ready.pop();
+      uint32_t alike = top.span - 1;  // `top` is not read after the pop
+      const QueuedTask first = worker.ready.pop();
       batch.count++;
       // Only cheap tasks join a batch: a task holding resources should not wait behind others.
       if (!cheap) break;
       cheap_only = true;
-      batch_estimate += run.tasks[batch.items[batch.count - 1].task].estimate_s;
-      const bool tiny = batch_estimate < kBatchBudget;
-      // Leave the tail for other workers to steal: all of it unless the batch is known to be
-      // tiny, and half of what was queued while a worker is idle (a thief takes half a queue).
-      // Taking one tiny task at a time whenever any thread idled made most of a tree's batches
-      // at 16 workers one task long: seven times the picks per task of 2 workers (issue 29).
-      if (worker.ready.size() < 4 * kMaxBatch &&
-          (!tiny || (idle_threads_total_ > 0 && batch.count * 2 >= queued))) {
-        break;
+      // Whether the batch is long enough after its latest task (estimated `estimate_s`), with
+      // `left` tasks still queued here.
+      auto full = [&](double estimate_s, size_t left) {
+        batch_estimate += estimate_s;
+        const bool tiny = batch_estimate < kBatchBudget;
+        // Leave the tail for other workers to steal: all of it unless the batch is known to be
+        // tiny, and half of what was queued while a worker is idle (a thief takes half a
+        // queue). Taking one tiny task at a time whenever any thread idled made most of a
+        // tree's batches at 16 workers one task long: seven times the picks per task of 2
+        // workers (issue 29).
+        if (left < 4 * kMaxBatch &&
+            (!tiny || (idle_threads_total_ > 0 && batch.count * 2 >= queued))) {
+          return true;
+        }
+        return batch.count >= kLongBatch || (batch.count >= kMaxBatch && !tiny);
+      };
+      size_t left = worker.ready.size();
+      if (full(first.run->tasks[first.task].estimate_s, left)) break;
+      // The rest of its span is alike (ReadyQueue::push_following): dispatched as it was,
+      // without being weighed again, and taken from the queue at once.
+      uint32_t taken = 0;
+      bool stop = false;
+      while (taken < alike && !stop) {
+        const TaskIndex next = first.task + 1 + taken++;
+        if (batch.count == batch.items.size()) batch.items.emplace_back();
+        Dispatch &out = batch.items[batch.count++];
+        dispatched(worker, *first.run, next, out);
+        out.ready_at = first.ready_at;
+        stop = full(first.run->tasks[next].estimate_s, --left);
       }
-      if (batch.count >= kMaxBatch && !tiny) break;
+      if (taken > 0 && worker.ready.pop_span(taken).task != first.task + 1) {
+        fail(GF_ERR_INTERNAL, "a ready queue's span broke");
+      }
+      if (stop) break;
     } else {
       first_waits |= first_in_line && worker.space != kHostSpace;
       if (cheap_only || ++scanned >= kScanDepth) break;
@@ -186,15 +210,7 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
       spill(worker, 0, deferred);
     }
   }
-  TaskRun &tr = run.tasks[entry.task];
-  tr.state = GF_TASK_RUNNING;
-  tr.attempts++;
-  run.attempts++;
-  worker.running++;
-  running_total_++;
-
-  out.start(&run, entry.task, tr.attempts, task.input_count, task.output_count);
-  out.tiny = tr.estimate_s < kTinyTask;
+  dispatched(worker, run, entry.task, out);
   out.ready_at = entry.ready_at;
   const DataIndex *in = graph.inputs(task);
   for (uint32_t i = 0; i < task.input_count; ++i) {
@@ -224,6 +240,18 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
   return true;
 }
 
+void Scheduler::dispatched(WorkerState &worker, RunState &run, TaskIndex t, Dispatch &out) {
+  TaskRun &tr = run.tasks[t];
+  tr.state = GF_TASK_RUNNING;
+  tr.attempts++;
+  run.attempts++;
+  worker.running++;
+  running_total_++;
+  const TaskDesc &task = run.graph().task(t);
+  out.start(&run, t, tr.attempts, task.input_count, task.output_count);
+  out.tiny = tr.estimate_s < kTinyTask;
+}
+
 bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   WorkerState *victim = nullptr;
   for (auto &w : workers_) {
@@ -235,22 +263,18 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   // Tasks known to be tiny move in bulk, up to half the victim's queue and a long batch's worth
   // of learnt time, so that a thief takes the mutex once per batch and not once per task (a wide
   // graph's roots all start on one worker: its siblings' group). Others move one at a time.
-  double stolen_s = 0;
-  size_t stolen = 0;
+  StealBudget budget{0, 0, kLongBatch, kBatchBudget};
   MovedAsQueued moved;
-  while (stolen < kLongBatch && stolen_s < kBatchBudget && !victim->ready.empty() &&
+  while (budget.tasks < kLongBatch && budget.seconds < kBatchBudget && !victim->ready.empty() &&
          thief.ready.size() < victim->ready.size()) {
-    const double estimate_s = steal_one(thief, victim, deferred, moved);
-    if (estimate_s < 0) break;
-    stolen_s += estimate_s;
-    stolen++;
+    if (!steal_one(thief, victim, deferred, moved, budget)) break;
   }
   if (moved.count) wake_after_queueing(thief, *moved.last.run, moved.last.task, moved.count);
-  return stolen > 0;
+  return budget.tasks > 0;
 }
 
-double Scheduler::steal_one(WorkerState &thief, WorkerState *victim, Deferred &deferred,
-                            MovedAsQueued &moved) {
+bool Scheduler::steal_one(WorkerState &thief, WorkerState *victim, Deferred &deferred,
+                          MovedAsQueued &moved, StealBudget &budget) {
   const QueuedTask entry = victim->ready.top();
   RunState &run = *entry.run;
   const TaskDesc &task = run.graph().task(entry.task);
@@ -258,11 +282,11 @@ double Scheduler::steal_one(WorkerState &thief, WorkerState *victim, Deferred &d
   gf_task_fn fn = run.body(entry.task).for_kind(thief.kind);
   const auto &eligible = thief.kind == GF_WORKER_CPU ? r.cpu_workers : r.gpu_workers;
   if (!fn || std::find(eligible.begin(), eligible.end(), thief.index) == eligible.end()) {
-    return -1;
+    return false;
   }
   if (thief.space != kHostSpace &&
       !thief.memory.could_fit(r.request, task_device_bytes(run, entry.task))) {
-    return -1;
+    return false;
   }
   // Moving the inputs, and on another kind of worker running the body there, must cost less
   // than waiting for the victim to get to the task: an idle GPU worker must not take a task that
@@ -271,22 +295,37 @@ double Scheduler::steal_one(WorkerState &thief, WorkerState *victim, Deferred &d
   double thief_cost = transfer;
   if (thief.kind != victim->kind) thief_cost += estimate(run, entry.task, thief.kind);
   if (victim->granted && thief_cost > 0 && thief_cost >= victim->backlog_s / victim->threads) {
-    return -1;
+    return false;
   }
-  victim->ready.pop();
-  TaskRun &tr = run.tasks[entry.task];
   if (thief.kind == victim->kind && thief.space == kHostSpace && task.input_count == 0) {
     // Between CPU workers, with nothing to move or hold: the queue entry moves as it is (what
     // place() would do, less its wake: steal() wakes once). The estimate is read afresh, as
     // place() would: one learnt since the task was queued lets steal() take tiny tasks in bulk.
+    // The tasks of a span are alike (ReadyQueue::push_following): as many of them move at once
+    // as steal() would have taken one by one.
     const double estimate_s = estimate(run, entry.task, thief.kind);
-    victim->backlog_s -= tr.estimate_s;
-    queued_on(thief, tr, estimate_s);
-    thief.ready.push(entry);
-    moved.last = entry;
-    moved.count++;
-    return estimate_s;
+    const size_t victim_left = victim->ready.size(), thief_has = thief.ready.size();
+    uint32_t count = 1;
+    while (count < entry.span && budget.tasks + count < budget.most_tasks &&
+           budget.seconds + count * estimate_s < budget.most_seconds &&
+           thief_has + count < victim_left - count) {
+      ++count;
+    }
+    const QueuedTask taken = victim->ready.pop_span(count);
+    for (uint32_t k = 0; k < count; ++k) {
+      TaskRun &tr = run.tasks[taken.task + k];
+      victim->backlog_s -= tr.estimate_s;
+      queued_on(thief, tr, estimate_s);
+    }
+    thief.ready.push(taken);
+    moved.last = last_of(taken);
+    moved.count += count;
+    budget.tasks += count;
+    budget.seconds += count * estimate_s;
+    return true;
   }
+  victim->ready.pop();
+  TaskRun &tr = run.tasks[entry.task];
   unqueue(*victim, run, entry.task);
   victim->backlog_s -= tr.estimate_s;
   // The task has been ready since it entered the victim's queue: its queue wait goes on (and
@@ -298,7 +337,9 @@ double Scheduler::steal_one(WorkerState &thief, WorkerState *victim, Deferred &d
   enqueue_stamp_ = entry.ready_at;
   const double estimate_s = estimate(run, entry.task, thief.kind);
   place(run, entry.task, thief.index, estimate_s, deferred);
-  return estimate_s;
+  budget.tasks++;
+  budget.seconds += estimate_s;
+  return true;
 }
 
 void Scheduler::fail_stuck_on_memory(Deferred &deferred) {

@@ -18,9 +18,28 @@ struct QueuedTask {
   uint32_t rank;
   uint64_t run_sequence;
   RunState *run;
-  TaskIndex task;
   Clock::time_point ready_at;  // when it entered the queue: its queue wait ends at dispatch
+  TaskIndex task;
+  // How many tasks this entry stands for: task, task + 1, ... ranked rank, rank + 1, ... of one
+  // run. Only ReadyQueue::push_following makes an entry longer than one; its caller vouches
+  // that the tasks are alike (scheduler.hpp: queue_plain_root).
+  uint32_t span = 1;
 };
+
+// True when b should run before the last task of span a.
+inline bool ends_later(const QueuedTask &a, const QueuedTask &b) {
+  if (a.priority != b.priority) return a.priority < b.priority;
+  if (a.run_sequence != b.run_sequence) return a.run_sequence > b.run_sequence;
+  return a.rank + (a.span - 1) > b.rank;
+}
+
+// The entry for the last task of `entry`'s span.
+inline QueuedTask last_of(QueuedTask entry) {
+  entry.task += entry.span - 1;
+  entry.rank += entry.span - 1;
+  entry.span = 1;
+  return entry;
+}
 
 // True when a should run after b.
 inline bool runs_later(const QueuedTask &a, const QueuedTask &b) {
@@ -34,19 +53,64 @@ inline bool runs_later(const QueuedTask &a, const QueuedTask &b) {
 // O(1) with one comparison. Only an entry that would run before the sorted run's last one goes
 // to a heap; the queue yields whichever front runs first, so the order is the heap's alone would
 // be (profiled: the heap's comparator was 10 % of a wide graph's time, and O(log n) per task).
+//
+// Consecutive alike tasks (a wide graph's roots) share one entry, a span: queueing, stealing
+// and picking them cost one entry per span, not per task (issue 29). A span's tasks have
+// consecutive ranks in one run, so no other task of any queue runs between two of them: the
+// span moves through the order as one block. size() counts tasks.
 class ReadyQueue {
  public:
   void push(const QueuedTask &entry) {
-    if (head_ == sorted_.size() || !runs_later(sorted_.back(), entry)) {
+    tasks_ += entry.span;
+    if (head_ == sorted_.size() || !ends_later(sorted_.back(), entry)) {
       sorted_.push_back(entry);
     } else {
       heap_.push_back(entry);
       std::push_heap(heap_.begin(), heap_.end(), runs_later);
     }
   }
+  // push(), joining the entry to the span pushed last when it is that span's next task (same
+  // run, priority and queueing time; the next task and rank). The caller vouches that it is
+  // alike the span's tasks in everything a span is used for (the same body, request and
+  // estimate, no inputs): pick and steal treat a span's tasks as one.
+  void push_following(const QueuedTask &entry) {
+    if (head_ < sorted_.size()) {
+      QueuedTask &back = sorted_.back();
+      if (back.run == entry.run && back.run_sequence == entry.run_sequence &&
+          back.priority == entry.priority && back.ready_at == entry.ready_at &&
+          back.task + back.span == entry.task && back.rank + back.span == entry.rank &&
+          entry.span == 1) {
+        back.span++;
+        tasks_++;
+        return;
+      }
+    }
+    push(entry);
+  }
+  // The entry whose first task runs next (its span may be longer than one).
   const QueuedTask &top() const { return from_heap() ? heap_.front() : sorted_[head_]; }
-  QueuedTask pop() {
-    if (from_heap()) {
+  // Takes the next task to run.
+  QueuedTask pop() { return pop_span(1); }
+  // Takes up to `most` (at least 1) of the next tasks to run, all from the front entry's span:
+  // one entry with their span.
+  QueuedTask pop_span(uint32_t most) {
+    const bool heap = from_heap();
+    QueuedTask &front = heap ? heap_.front() : sorted_[head_];
+    if (front.span > most) {
+      QueuedTask taken = front;
+      taken.span = most;
+      tasks_ -= most;
+      if (heap) {  // its key grows: sifted again (rare: spans are queued in order)
+        std::pop_heap(heap_.begin(), heap_.end(), runs_later);
+        advance(heap_.back(), most);
+        std::push_heap(heap_.begin(), heap_.end(), runs_later);
+      } else {
+        advance(front, most);  // still before the next entry: spans are blocks
+      }
+      return taken;
+    }
+    tasks_ -= front.span;
+    if (heap) {
       std::pop_heap(heap_.begin(), heap_.end(), runs_later);
       QueuedTask entry = heap_.back();
       heap_.pop_back();
@@ -63,21 +127,27 @@ class ReadyQueue {
     }
     return entry;
   }
-  bool empty() const { return head_ == sorted_.size() && heap_.empty(); }
-  size_t size() const { return sorted_.size() - head_ + heap_.size(); }
-  // Drops every entry of one run (cancellation), calling removed(task) for each; O(size).
+  bool empty() const { return tasks_ == 0; }
+  size_t size() const { return tasks_; }
+  // Drops every task of one run (cancellation), calling removed(task) for each; O(size).
   template <class Removed>
   void remove_run(const RunState *run, Removed removed) {
     auto other = [run](const QueuedTask &e) { return e.run != run; };
+    auto drop = [&](auto from, auto to) {
+      for (auto it = from; it != to; ++it) {
+        for (uint32_t k = 0; k < it->span; ++k) removed(it->task + k);
+        tasks_ -= it->span;
+      }
+    };
     sorted_.erase(sorted_.begin(), sorted_.begin() + static_cast<std::ptrdiff_t>(head_));
     head_ = 0;
     // Stable: the sorted run stays sorted.
     auto end = std::stable_partition(sorted_.begin(), sorted_.end(), other);
-    for (auto it = end; it != sorted_.end(); ++it) removed(it->task);
+    drop(end, sorted_.end());
     sorted_.erase(end, sorted_.end());
     end = std::partition(heap_.begin(), heap_.end(), other);
     if (end == heap_.end()) return;
-    for (auto it = end; it != heap_.end(); ++it) removed(it->task);
+    drop(end, heap_.end());
     heap_.erase(end, heap_.end());
     std::make_heap(heap_.begin(), heap_.end(), runs_later);
   }
@@ -89,10 +159,16 @@ class ReadyQueue {
   bool from_heap() const {
     return !heap_.empty() && (head_ == sorted_.size() || runs_later(sorted_[head_], heap_.front()));
   }
+  static void advance(QueuedTask &entry, uint32_t by) {
+    entry.task += by;
+    entry.rank += by;
+    entry.span -= by;
+  }
 
   std::vector<QueuedTask> sorted_;  // [head_, end) in running order
   size_t head_ = 0;
   std::vector<QueuedTask> heap_;
+  size_t tasks_ = 0;
 };
 
 }  // namespace gf

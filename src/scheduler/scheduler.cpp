@@ -398,7 +398,10 @@ void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
 void Scheduler::queue_plain_root(RunState &run, TaskIndex t, WorkerState &worker,
                                  double estimate_s) {
   queued_on(worker, run.tasks[t], estimate_s);
-  worker.ready.push(queue_entry(run, t, enqueue_stamp_));  // start() stamps only when observed
+  // Alike the root it follows (no inputs, a CPU slot only, its cost key and estimate), which
+  // start() queued on this worker just before it: the two may share a span. start() stamps
+  // only when observed.
+  worker.ready.push_following(queue_entry(run, t, enqueue_stamp_));
 }
 
 void Scheduler::wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last,

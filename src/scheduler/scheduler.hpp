@@ -263,8 +263,8 @@ class Scheduler {
                       run.graph().analysis().order[t],
                       run.sequence,
                       &run,
-                      t,
-                      ready_at};
+                      ready_at,
+                      t};
   }
   void enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t);
   // A root that follows the last one placed in its group (start(): no inputs, a CPU slot only,
@@ -307,6 +307,9 @@ class Scheduler {
   bool adopt(WorkerState &worker, Dispatch &item);
   void drop_continued(WorkerState &worker, Dispatch &item, Deferred &deferred);
   bool pick(WorkerState &worker, Batch &batch, Deferred &deferred);
+  // Task t starts on `worker` (its resources taken, if any): counted as running, `out` made
+  // ready for its body.
+  void dispatched(WorkerState &worker, RunState &run, TaskIndex t, Dispatch &out);
   bool try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out, Deferred &deferred,
                     bool first_in_line);
   bool steal(WorkerState &thief, Deferred &deferred);
@@ -316,10 +319,17 @@ class Scheduler {
     QueuedTask last{};
     uint32_t count = 0;
   };
-  // Moves the head of victim's queue to thief when that is worth it; returns the task's estimate
-  // there, or -1 when it stays.
-  double steal_one(WorkerState &thief, WorkerState *victim, Deferred &deferred,
-                   MovedAsQueued &moved);
+  // What one steal() has taken so far, and may take: tasks and their estimated seconds.
+  struct StealBudget {
+    size_t tasks;
+    double seconds;
+    size_t most_tasks;
+    double most_seconds;
+  };
+  // Moves the head of victim's queue to thief when that is worth it (with more of its span,
+  // within the budget); returns whether anything moved, counted in `budget`.
+  bool steal_one(WorkerState &thief, WorkerState *victim, Deferred &deferred, MovedAsQueued &moved,
+                 StealBudget &budget);
   void fail_stuck_on_memory(Deferred &deferred);
 
   // Completion (scheduler/completion.cpp).

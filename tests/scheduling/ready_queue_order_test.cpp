@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <vector>
 
@@ -19,7 +20,7 @@ uint32_t below(std::mt19937 &rng, uint32_t n) {
 
 // Unique keys, so the expected order is total.
 QueuedTask entry(uint32_t i, int32_t priority, uint64_t run_sequence, RunState *run = nullptr) {
-  return QueuedTask{priority, i, run_sequence, run, i, {}};
+  return QueuedTask{priority, i, run_sequence, run, {}, i};
 }
 
 // Pops everything, checking each entry runs no later than the next.
@@ -70,8 +71,8 @@ TEST(ReadyQueueOrder, PushesBetweenPopsMatchAReferenceHeap) {
                    rank,
                    1 + below(rng, 2),
                    nullptr,
-                   next++,
-                   {}};
+                   {},
+                   next++};
       q.push(e);
       reference.push_back(e);
       std::push_heap(reference.begin(), reference.end(), runs_later);
@@ -114,6 +115,123 @@ TEST(ReadyQueueOrder, ALongQueueDrainsAndRefills) {
     EXPECT_TRUE(q.empty());
     EXPECT_EQ(q.size(), 0u);
   }
+}
+
+// Spans (ReadyQueue::push_following): a run's alike roots share one entry. Popped one by one or
+// several at a time, beside single entries of other runs and priorities pushed in any order,
+// they must come out in exactly the order their tasks would as single entries.
+TEST(ReadyQueueOrder, SpansPopInTheOrderTheirTasksWouldAlone) {
+  std::mt19937 rng(2029);
+  for (int trial = 0; trial < 200; ++trial) {
+    ReadyQueue q;
+    std::vector<QueuedTask> reference;  // every task as a single entry, in a plain heap
+    auto record = [&](const QueuedTask &one) {
+      reference.push_back(one);
+      std::push_heap(reference.begin(), reference.end(), runs_later);
+    };
+    // Ranks unique per run (sequence), as a graph's are; tasks numbered apart per run.
+    std::vector<uint32_t> next_rank(4, 0);
+    const int steps = 60 + static_cast<int>(below(rng, 200));
+    for (int step = 0; step < steps; ++step) {
+      const uint32_t seq = below(rng, 4);
+      const auto priority = static_cast<int32_t>(below(rng, 5) == 0 ? 1 : 0);
+      const uint32_t length = 1 + below(rng, 40);
+      QueuedTask first{priority, next_rank[seq], seq, nullptr, {}, seq * 100000 + next_rank[seq]};
+      next_rank[seq] += length + below(rng, 2);  // a gap sometimes: the next span stands alone
+      if (below(rng, 3) == 0) {                  // the whole span at once, as a steal moves one
+        QueuedTask span = first;
+        span.span = length;
+        q.push(span);
+        for (uint32_t k = 0; k < length; ++k) {
+          QueuedTask one = first;
+          one.rank += k;
+          one.task += k;
+          record(one);
+        }
+        continue;
+      }
+      for (uint32_t k = 0; k < length; ++k) {
+        QueuedTask one = first;
+        one.rank += k;
+        one.task += k;
+        if (below(rng, 2)) {
+          q.push_following(one);
+        } else if (k == 0) {
+          q.push(one);
+        } else {
+          q.push_following(one);
+        }
+        record(one);
+      }
+      ASSERT_EQ(q.size(), reference.size());
+      // Some pops between the pushes, one task or a piece of a span at a time.
+      for (uint32_t pops = below(rng, 3); pops > 0 && !q.empty(); --pops) {
+        const uint32_t most = below(rng, 2) ? 1 : 1 + below(rng, 10);
+        const QueuedTask got = q.pop_span(most);
+        ASSERT_GE(got.span, 1u);
+        ASSERT_LE(got.span, most);
+        for (uint32_t k = 0; k < got.span; ++k) {
+          std::pop_heap(reference.begin(), reference.end(), runs_later);
+          const QueuedTask want = reference.back();
+          reference.pop_back();
+          ASSERT_EQ(got.task + k, want.task) << "trial " << trial << " step " << step;
+          ASSERT_EQ(got.rank + k, want.rank);
+        }
+        ASSERT_EQ(q.size(), reference.size());
+      }
+    }
+    while (!q.empty()) {
+      const QueuedTask got = q.pop();
+      std::pop_heap(reference.begin(), reference.end(), runs_later);
+      ASSERT_EQ(got.task, reference.back().task) << "trial " << trial;
+      ASSERT_EQ(got.span, 1u);
+      reference.pop_back();
+    }
+    EXPECT_TRUE(reference.empty());
+  }
+}
+
+// Only the next task of the span pushed last joins it: same run, priority and queueing time,
+// the next task and rank.
+TEST(ReadyQueueOrder, OnlyTheSpansNextTaskJoinsIt) {
+  auto *run = reinterpret_cast<RunState *>(0x10);
+  ReadyQueue q;
+  q.push_following(QueuedTask{0, 10, 1, run, {}, 10});
+  q.push_following(QueuedTask{0, 11, 1, run, {}, 11});  // joins
+  EXPECT_EQ(q.top().span, 2u);
+  q.push_following(QueuedTask{0, 13, 1, run, {}, 13});  // a gap
+  q.push_following(QueuedTask{1, 14, 1, run, {}, 14});  // another priority (runs first)
+  q.push_following(QueuedTask{0, 15, 2, run, {}, 15});  // another run
+  q.push_following(QueuedTask{0, 16, 1, run, Clock::time_point{} + std::chrono::seconds(1), 16});
+  EXPECT_EQ(q.size(), 6u);
+  std::vector<TaskIndex> order;
+  std::vector<uint32_t> spans;
+  while (!q.empty()) {
+    const QueuedTask e = q.pop_span(10);
+    spans.push_back(e.span);
+    for (uint32_t k = 0; k < e.span; ++k) order.push_back(e.task + k);
+  }
+  EXPECT_EQ(order, (std::vector<TaskIndex>{14, 10, 11, 13, 16, 15}));
+  EXPECT_EQ(spans, (std::vector<uint32_t>{1, 2, 1, 1, 1}));
+}
+
+// Cancelling a run drops each task of its spans, once, and keeps the rest in order.
+TEST(ReadyQueueOrder, RemoveRunDropsEachTaskOfItsSpans) {
+  auto *a = reinterpret_cast<RunState *>(0x10);
+  auto *b = reinterpret_cast<RunState *>(0x20);
+  ReadyQueue q;
+  for (uint32_t i = 0; i < 50; ++i) q.push_following(QueuedTask{0, i, 1, a, {}, i});
+  for (uint32_t i = 0; i < 30; ++i) q.push_following(QueuedTask{0, i, 2, b, {}, 1000 + i});
+  q.pop_span(5);  // a's 0..4
+  std::vector<TaskIndex> removed;
+  q.remove_run(a, [&](TaskIndex t) { removed.push_back(t); });
+  std::vector<TaskIndex> want;
+  for (TaskIndex t = 5; t < 50; ++t) want.push_back(t);
+  EXPECT_EQ(removed, want);
+  EXPECT_EQ(q.size(), 30u);
+  std::vector<TaskIndex> rest = drain(q);
+  ASSERT_EQ(rest.size(), 30u);
+  for (size_t k = 0; k < rest.size(); ++k) EXPECT_EQ(rest[k], 1000 + k);
 }
 
 }  // namespace
