@@ -342,11 +342,15 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
   const uint64_t device_bytes =
       body.gpu_fn && !r.gpu_workers.empty() ? task_device_bytes(run, t) : 0;
   bool too_big_somewhere = false;
+  // Whether every input has a copy in host memory (mostly so for CPU tasks): then nothing moves
+  // for a CPU worker, and place() need not look at the inputs again.
+  bool in_host = false;
   auto consider = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn, gf_worker_kind kind) {
     if (!fn) return;
     double compute = estimate(run, t, kind);
     if (kind == GF_WORKER_CPU) {  // all in host memory: the inputs' transfer is the same for each
-      const double transfer = task.input_count ? transfer_seconds(run, t, kHostSpace) : 0.0;
+      in_host = inputs_in(run, t, kHostSpace);
+      const double transfer = in_host ? 0.0 : transfer_seconds(run, t, kHostSpace);
       add_interchangeable(
           options, eligible,
           [this](uint32_t w) { return workers_[w]->backlog_s / workers_[w]->threads; },
@@ -376,17 +380,22 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
     return kNoIndex;
   }
   const PlacementOption &chosen = options[choose_placement(options, preferred_worker, tolerance_s)];
-  place(run, t, chosen.worker, chosen.compute_s, deferred);
+  place(run, t, chosen.worker, chosen.compute_s, deferred, in_host);
   return chosen.worker;
 }
 
-void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
-                      Deferred &deferred) {
+void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s, Deferred &deferred,
+                      bool inputs_in_host) {
   WorkerState &worker = *workers_[w];
   TaskRun &tr = run.tasks[t];
   queued_on(worker, tr, estimate_s);
   if (worker.space != kHostSpace) hold_inputs(run, t, +1);
-  if (run.graph().task(t).input_count) fetch_inputs(worker, run, t, deferred);
+  if (worker.space == kHostSpace && inputs_in_host) {
+    tr.missing_inputs = 0;
+    tr.memory_blocked = false;
+  } else if (run.graph().task(t).input_count) {
+    fetch_inputs(worker, run, t, deferred);
+  }
   if (tr.missing_inputs == 0) {
     enqueue_ready(worker, run, t);
   } else {
@@ -453,6 +462,16 @@ void Scheduler::count_inputs(RunState &run, TaskIndex t, uint32_t DataRun::*coun
       value = static_cast<uint32_t>(static_cast<int64_t>(value) + delta);
     }
   }
+}
+
+bool Scheduler::inputs_in(const RunState &run, TaskIndex t, SpaceId space) {
+  const Graph &graph = run.graph();
+  const TaskDesc &task = graph.task(t);
+  const DataIndex *in = graph.inputs(task);
+  for (uint32_t i = 0; i < task.input_count; ++i) {
+    if (needs_move(run, in[i], space)) return false;
+  }
+  return true;
 }
 
 bool Scheduler::needs_move(const RunState &run, DataIndex d, SpaceId space) {

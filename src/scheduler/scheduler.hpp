@@ -247,7 +247,10 @@ class Scheduler {
   // Places a task whose dependencies are done; returns the worker chosen.
   uint32_t make_ready(RunState &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred,
                       double tolerance_s = 0);
-  void place(RunState &run, TaskIndex t, uint32_t worker, double estimate_s, Deferred &deferred);
+  // Queues task t on `worker`, once its inputs are there (fetching them first if need be;
+  // `inputs_in_host`: the caller found every one in host memory).
+  void place(RunState &run, TaskIndex t, uint32_t worker, double estimate_s, Deferred &deferred,
+             bool inputs_in_host = false);
   // The task is placed on `worker` (place, queue_plain_root, a steal) at `estimate_s`, which its
   // backlog counts from now on; a new placement epoch makes earlier transfer waiters stale.
   static void queued_on(WorkerState &worker, TaskRun &tr, double estimate_s) {
@@ -295,6 +298,8 @@ class Scheduler {
   // Whether input `d` must be moved into `space` before a task there reads it: a buffer without
   // a copy there, or a spilled device value (host form only) wanted on a device.
   static bool needs_move(const RunState &run, DataIndex d, SpaceId space);
+  // Whether no input of task t must be moved into `space`.
+  static bool inputs_in(const RunState &run, TaskIndex t, SpaceId space);
   // The task leaves `worker` without running (stolen, cancelled, failed while queued or fetching).
   void unqueue(WorkerState &worker, RunState &run, TaskIndex t);
 
