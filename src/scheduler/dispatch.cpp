@@ -124,8 +124,8 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
     }
     if (batch.count == batch.items.size()) batch.items.emplace_back();
     bool first_in_line = batch.count == 0 && passed_over.empty();
+    const uint32_t alike = top.span - 1;  // read first: `top` is not read after try_dispatch
     if (try_dispatch(worker, top, batch.items[batch.count], deferred, first_in_line)) {
-      uint32_t alike = top.span - 1;  // `top` is not read after the pop
       const QueuedTask first = worker.ready.pop();
       batch.count++;
       // Only cheap tasks join a batch: a task holding resources should not wait behind others.

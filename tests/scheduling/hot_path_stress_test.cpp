@@ -232,4 +232,87 @@ TEST(HotPathStress, InterleavedChainsKeepTheirOrder) {
   expect_ledger_idle(pool.get());
 }
 
+// A wide graph of alike roots queues them in spans (scheduler/ready_queue.hpp), which workers
+// pick and steal a piece at a time. Blocks of another cost key and of a higher priority break
+// the spans. Several threads submit such graphs to many workers and cancel some midway: every
+// task must run at most once, exactly the tasks that ran succeed, and the rest are cancelled.
+TEST(HotPathStress, WideRootsInSpansRunOnceUnderStealingAndCancellation) {
+  Pool pool = make_pool(host_config(kCpuWorkers, -1));
+  constexpr uint32_t kTasks = 6000;
+  auto submit_some = [&](uint32_t seed) {
+    std::mt19937 rng(seed);
+    for (int i = 0; i < 4; ++i) {
+      Graph g = make_graph();
+      auto ran = std::make_shared<std::vector<std::atomic<int>>>(kTasks);
+      std::vector<gf_task> tasks;
+      for (uint32_t t = 0; t < kTasks; ++t) {
+        TaskSpec spec;
+        spec.cost_key = (t / 700) % 3 == 2 ? "wide_other" : "wide";
+        spec.priority = (t / 1100) % 4 == 1 ? 1 : 0;
+        spec.cpu = [ran, t](gf_task_ctx *) {
+          (*ran)[t].fetch_add(1);
+          return 0;
+        };
+        tasks.push_back(must_add_task(g.get(), spec));
+      }
+      RunPtr run(submit(pool.get(), g.get()));
+      ASSERT_NE(run, nullptr);
+      const bool cancel = i % 2 == 1;
+      const gf_status s =
+          cancel
+              ? wait_cancelled_after(run.get(), std::chrono::microseconds(below(rng, 600)), kWaitMs)
+              : gf_run_wait(run.get(), kWaitMs);
+      ASSERT_TRUE(s == GF_OK || (cancel && s == GF_ERR_CANCELLED)) << describe(s);
+      const gf_run_stats st = run_stats(run.get());
+      EXPECT_EQ(st.succeeded + st.cancelled, kTasks);
+      EXPECT_EQ(st.failed, 0u);
+      uint64_t ran_once = 0;
+      for (uint32_t t = 0; t < kTasks; ++t) {
+        const int n = (*ran)[t].load();
+        EXPECT_LE(n, 1) << "task " << t;
+        ran_once += static_cast<uint64_t>(n);
+        EXPECT_EQ(task_state(run.get(), tasks[t]), n ? GF_TASK_SUCCEEDED : GF_TASK_CANCELLED)
+            << "task " << t;
+      }
+      EXPECT_EQ(ran_once, st.succeeded);
+      if (!cancel) {
+        EXPECT_EQ(ran_once, kTasks);
+      }
+    }
+  };
+  std::vector<std::thread> submitters;
+  for (uint32_t k = 0; k < 3; ++k) submitters.emplace_back(submit_some, 77 + k);
+  for (std::thread &t : submitters) t.join();
+  expect_ledger_idle(pool.get());
+}
+
+// On one worker, a wide graph's roots run in the ready queue's order, spans or not: the higher
+// priority first, each priority in graph order.
+TEST(HotPathStress, WideRootsOnOneWorkerRunInPriorityThenGraphOrder) {
+  Pool pool = make_pool(host_config(1, -1));
+  constexpr uint32_t kTasks = 3000;
+  Graph g = make_graph();
+  auto order = std::make_shared<std::vector<uint32_t>>();
+  order->reserve(kTasks);
+  std::vector<uint32_t> want_high, want_low;
+  for (uint32_t t = 0; t < kTasks; ++t) {
+    TaskSpec spec;
+    spec.cost_key = (t / 300) % 4 == 3 ? "other" : "wide";
+    spec.priority = (t / 500) % 2 == 1 ? 1 : 0;
+    (spec.priority ? want_high : want_low).push_back(t);
+    spec.cpu = [order, t](gf_task_ctx *) {
+      order->push_back(t);  // one worker, one thread: never concurrent
+      return 0;
+    };
+    must_add_task(g.get(), spec);
+  }
+  RunPtr run(submit(pool.get(), g.get()));
+  ASSERT_NE(run, nullptr);
+  ASSERT_EQ(gf_run_wait(run.get(), kWaitMs), GF_OK) << last_error();
+  std::vector<uint32_t> want = want_high;
+  want.insert(want.end(), want_low.begin(), want_low.end());
+  EXPECT_EQ(*order, want);
+  expect_ledger_idle(pool.get());
+}
+
 }  // namespace
