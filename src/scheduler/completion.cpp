@@ -26,7 +26,7 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   TaskRun &tr = run.tasks[done.task];
   worker.running--;
   running_total_--;
-  if (task.input_count) {
+  if (task.input_count && (run.has_values || worker.space != kHostSpace)) {
     count_inputs(run, done.task, &DataRun::uses, -1, /*values_only=*/worker.space == kHostSpace);
   }
   worker.backlog_s -= tr.estimate_s;

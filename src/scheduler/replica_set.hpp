@@ -64,6 +64,11 @@ class ReplicaSet {
 
   void remove_owned() {
     // Mostly every copy is owned (a task's output freed after its last consumer): none is kept.
+    // One inline copy, the commonest, skips the general path's checks.
+    if (size_ == 1 && inline_[0].owned) {
+      size_ = 0;
+      return;
+    }
     if (std::all_of(begin(), end(), [](const Replica &r) { return r.owned; })) {
       overflow_.reset();
       size_ = 0;

@@ -195,6 +195,7 @@ std::shared_ptr<RunState> Scheduler::prepare(std::shared_ptr<Graph> graph,
     data.consumers_left = desc.consumer_slots;
     data.keep = (desc.flags & GF_DATA_KEEP) || desc.consumer_slots == 0;
     data.size = desc.size;
+    run->has_values |= desc.kind == DataKind::kValue;
     if (desc.origin == DataOrigin::kHostBuffer) {
       data.phase = DataRun::Phase::kReady;
       data.replicas.push_back(Replica{kHostSpace, false, const_cast<void *>(desc.host_bytes)});
