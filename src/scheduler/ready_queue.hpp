@@ -22,7 +22,7 @@ struct QueuedTask {
   TaskIndex task;
   // How many tasks this entry stands for: task, task + 1, ... ranked rank, rank + 1, ... of one
   // run. Only ReadyQueue::push_following makes an entry longer than one; its caller vouches
-  // that the tasks are alike (scheduler.hpp: queue_plain_root).
+  // that the tasks are alike (scheduler.hpp: queue_plain_roots).
   uint32_t span = 1;
 };
 
@@ -69,19 +69,18 @@ class ReadyQueue {
       std::push_heap(heap_.begin(), heap_.end(), runs_later);
     }
   }
-  // push(), joining the entry to the span pushed last when it is that span's next task (same
-  // run, priority and queueing time; the next task and rank). The caller vouches that it is
-  // alike the span's tasks in everything a span is used for (the same body, request and
-  // estimate, no inputs): pick and steal treat a span's tasks as one.
+  // push(), joining the entry (a span of one or more) to the span pushed last when its first
+  // task is that span's next (same run, priority and queueing time; the next task and rank).
+  // The caller vouches that its tasks are alike the span's in everything a span is used for (the
+  // same body, request and estimate, no inputs): pick and steal treat a span's tasks as one.
   void push_following(const QueuedTask &entry) {
     if (head_ < sorted_.size()) {
       QueuedTask &back = sorted_.back();
       if (back.run == entry.run && back.run_sequence == entry.run_sequence &&
           back.priority == entry.priority && back.ready_at == entry.ready_at &&
-          back.task + back.span == entry.task && back.rank + back.span == entry.rank &&
-          entry.span == 1) {
-        back.span++;
-        tasks_++;
+          back.task + back.span == entry.task && back.rank + back.span == entry.rank) {
+        back.span += entry.span;
+        tasks_ += entry.span;
         return;
       }
     }

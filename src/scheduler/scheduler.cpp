@@ -268,10 +268,27 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
     if (run->tasks[root].state == GF_TASK_WAITING) {
       if (follow && in_group < group && graph->task(root).cost_key == follow_key &&
           plain_root(root)) {
-        queue_plain_root(*run, root, *workers_[group_worker], follow_estimate_s);
-        followed_last = root;
-        followed++;
-        in_group++;
+        // With it, the alike roots right after it in task number and rank (a wide graph's),
+        // up to the group's or the slice's end, follow as one span.
+        const size_t most = std::min({roots.size() - i, group - in_group, kSlice - i % kSlice});
+        const int32_t priority = graph->task(root).priority;
+        size_t count = 1;
+        while (count < most) {
+          const TaskIndex next = roots[i + count];
+          if (next != root + count || analysis.order[next] != analysis.order[root] + count ||
+              run->tasks[next].state != GF_TASK_WAITING ||
+              graph->task(next).cost_key != follow_key || graph->task(next).priority != priority ||
+              !plain_root(next)) {
+            break;
+          }
+          ++count;
+        }
+        queue_plain_roots(*run, root, static_cast<uint32_t>(count), *workers_[group_worker],
+                          follow_estimate_s);
+        followed_last = root + static_cast<TaskIndex>(count) - 1;
+        followed += static_cast<uint32_t>(count);
+        in_group += count;
+        i += count - 1;
       } else {
         wake_for_followed();
         const TaskBody &body = run->body(root);
@@ -405,13 +422,15 @@ void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
   if (!worker.granted && demand_listener_) demand_listener_();
 }
 
-void Scheduler::queue_plain_root(RunState &run, TaskIndex t, WorkerState &worker,
-                                 double estimate_s) {
-  queued_on(worker, run.tasks[t], estimate_s);
-  // Alike the root it follows (no inputs, a CPU slot only, its cost key and estimate), which
-  // start() queued on this worker just before it: the two may share a span. start() stamps
-  // only when observed.
-  worker.ready.push_following(queue_entry(run, t, enqueue_stamp_));
+void Scheduler::queue_plain_roots(RunState &run, TaskIndex first, uint32_t count,
+                                  WorkerState &worker, double estimate_s) {
+  for (uint32_t k = 0; k < count; ++k) queued_on(worker, run.tasks[first + k], estimate_s);
+  // Alike the root they follow (no inputs, a CPU slot only, its cost key and estimate), which
+  // start() queued on this worker just before them: they may all share its span. start()
+  // stamps only when observed.
+  QueuedTask entry = queue_entry(run, first, enqueue_stamp_);
+  entry.span = count;
+  worker.ready.push_following(entry);
 }
 
 void Scheduler::wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last,

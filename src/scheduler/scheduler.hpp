@@ -251,7 +251,7 @@ class Scheduler {
   // `inputs_in_host`: the caller found every one in host memory).
   void place(RunState &run, TaskIndex t, uint32_t worker, double estimate_s, Deferred &deferred,
              bool inputs_in_host = false);
-  // The task is placed on `worker` (place, queue_plain_root, a steal) at `estimate_s`, which its
+  // The task is placed on `worker` (place, queue_plain_roots, a steal) at `estimate_s`, which its
   // backlog counts from now on; a new placement epoch makes earlier transfer waiters stale.
   static void queued_on(WorkerState &worker, TaskRun &tr, double estimate_s) {
     tr.state = GF_TASK_QUEUED;
@@ -270,12 +270,14 @@ class Scheduler {
                       t};
   }
   void enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t);
-  // A root that follows the last one placed in its group (start(): no inputs, a CPU slot only,
-  // on the CPU worker that one went to): place() and enqueue_ready() without what cannot apply
-  // to it, and without waking anyone; the caller then wakes once for the roots it queued in a
-  // row (wake_after_queueing). Profiled: place, enqueue_ready and wake_for per root were 200
-  // instructions of the 500 a wide graph's task costs under the mutex.
-  void queue_plain_root(RunState &run, TaskIndex t, WorkerState &worker, double estimate_s);
+  // Roots `first` .. `first + count - 1` (consecutive in task number and rank, and of one
+  // priority) that follow the last one placed in their group (start(): no inputs, a CPU slot
+  // only, on the CPU worker that one went to): place() and enqueue_ready() without what cannot
+  // apply to them, and without waking anyone; the caller then wakes once for the roots it
+  // queued in a row (wake_after_queueing). Profiled: place, enqueue_ready and wake_for per root
+  // were 200 instructions of the 500 a wide graph's task costs under the mutex.
+  void queue_plain_roots(RunState &run, TaskIndex first, uint32_t count, WorkerState &worker,
+                         double estimate_s);
   void wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last, uint32_t queued);
   void wake_for(WorkerState &worker, RunState &run, TaskIndex t);
   // WorkerState::wake_one, counted in wakes_pending_total_.
