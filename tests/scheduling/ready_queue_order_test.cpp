@@ -138,10 +138,15 @@ TEST(ReadyQueueOrder, SpansPopInTheOrderTheirTasksWouldAlone) {
       const uint32_t length = 1 + below(rng, 40);
       QueuedTask first{priority, next_rank[seq], seq, nullptr, {}, seq * 100000 + next_rank[seq]};
       next_rank[seq] += length + below(rng, 2);  // a gap sometimes: the next span stands alone
-      if (below(rng, 3) == 0) {                  // the whole span at once, as a steal moves one
+      if (below(rng, 3) == 0) {
+        // The whole span at once, as a steal or start() queues one.
         QueuedTask span = first;
         span.span = length;
-        q.push(span);
+        if (below(rng, 2)) {
+          q.push(span);
+        } else {
+          q.push_following(span);
+        }
         for (uint32_t k = 0; k < length; ++k) {
           QueuedTask one = first;
           one.rank += k;
@@ -191,19 +196,23 @@ TEST(ReadyQueueOrder, SpansPopInTheOrderTheirTasksWouldAlone) {
   }
 }
 
-// Only the next task of the span pushed last joins it: same run, priority and queueing time,
-// the next task and rank.
+// Only the next task of the span pushed last joins it (alone or as the first of a span): same
+// run, priority and queueing time, the next task and rank.
 TEST(ReadyQueueOrder, OnlyTheSpansNextTaskJoinsIt) {
   auto *run = reinterpret_cast<RunState *>(0x10);
   ReadyQueue q;
   q.push_following(QueuedTask{0, 10, 1, run, {}, 10});
   q.push_following(QueuedTask{0, 11, 1, run, {}, 11});  // joins
   EXPECT_EQ(q.top().span, 2u);
-  q.push_following(QueuedTask{0, 13, 1, run, {}, 13});  // a gap
-  q.push_following(QueuedTask{1, 14, 1, run, {}, 14});  // another priority (runs first)
-  q.push_following(QueuedTask{0, 15, 2, run, {}, 15});  // another run
-  q.push_following(QueuedTask{0, 16, 1, run, Clock::time_point{} + std::chrono::seconds(1), 16});
-  EXPECT_EQ(q.size(), 6u);
+  QueuedTask two{0, 12, 1, run, {}, 12};
+  two.span = 2;
+  q.push_following(two);  // joins as a span: 10..13
+  EXPECT_EQ(q.top().span, 4u);
+  q.push_following(QueuedTask{0, 15, 1, run, {}, 15});  // a gap
+  q.push_following(QueuedTask{1, 16, 1, run, {}, 16});  // another priority (runs first)
+  q.push_following(QueuedTask{0, 17, 2, run, {}, 17});  // another run
+  q.push_following(QueuedTask{0, 18, 1, run, Clock::time_point{} + std::chrono::seconds(1), 18});
+  EXPECT_EQ(q.size(), 8u);
   std::vector<TaskIndex> order;
   std::vector<uint32_t> spans;
   while (!q.empty()) {
@@ -211,8 +220,8 @@ TEST(ReadyQueueOrder, OnlyTheSpansNextTaskJoinsIt) {
     spans.push_back(e.span);
     for (uint32_t k = 0; k < e.span; ++k) order.push_back(e.task + k);
   }
-  EXPECT_EQ(order, (std::vector<TaskIndex>{14, 10, 11, 13, 16, 15}));
-  EXPECT_EQ(spans, (std::vector<uint32_t>{1, 2, 1, 1, 1}));
+  EXPECT_EQ(order, (std::vector<TaskIndex>{16, 10, 11, 12, 13, 15, 18, 17}));
+  EXPECT_EQ(spans, (std::vector<uint32_t>{1, 4, 1, 1, 1}));
 }
 
 // Cancelling a run drops each task of its spans, once, and keeps the rest in order.
