@@ -143,7 +143,6 @@ class RunState : public std::enable_shared_from_this<RunState> {
 
   std::vector<TaskRun, LargeArrayAllocator<TaskRun>> tasks;
   std::vector<DataRun, LargeArrayAllocator<DataRun>> data;
-  bool has_values = false;  // some data is an opaque value (counted in use by CPU tasks too)
   std::vector<ResolvedRequest> requests;  // by graph RequestId
   std::vector<TaskBody> resolved_bodies;  // by task, only when the graph names kernels/commands
   std::shared_ptr<CommandResolver> command_bodies;  // what resolved command bodies point into
@@ -166,6 +165,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // The caller dropped the run: once finished, the scheduler frees everything it still holds
   // and lets go of it.
   bool released = false;
+  bool has_values = false;  // some data is an opaque value (counted in use by CPU tasks too)
   Clock::time_point submitted_at = Clock::now();
   Clock::time_point finished_at;
 
