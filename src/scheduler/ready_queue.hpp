@@ -21,8 +21,8 @@ struct QueuedTask {
   Clock::time_point ready_at;  // when it entered the queue: its queue wait ends at dispatch
   TaskIndex task;
   // How many tasks this entry stands for: task, task + 1, ... ranked rank, rank + 1, ... of one
-  // run. Only ReadyQueue::push_following makes an entry longer than one; its caller vouches
-  // that the tasks are alike (scheduler.hpp: queue_plain_roots).
+  // run. Longer entries start in start() (Scheduler::queue_plain_roots, through push_following),
+  // which vouches that their tasks are alike; pop_span and steals carry pieces of them.
   uint32_t span = 1;
 };
 
