@@ -157,8 +157,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
         const TaskIndex next = first.task + 1 + taken++;
         if (batch.count == batch.items.size()) batch.items.emplace_back();
         Dispatch &out = batch.items[batch.count++];
-        dispatched(worker, *first.run, next, out);
-        out.ready_at = first.ready_at;
+        dispatched(worker, *first.run, next, first.ready_at, out);
         stop = full(first.run->tasks[next].estimate_s, --left);
       }
       if (taken > 0 && worker.ready.pop_span(taken).task != first.task + 1) {
@@ -210,8 +209,7 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
       spill(worker, 0, deferred);
     }
   }
-  dispatched(worker, run, entry.task, out);
-  out.ready_at = entry.ready_at;
+  dispatched(worker, run, entry.task, entry.ready_at, out);
   const DataIndex *in = graph.inputs(task);
   for (uint32_t i = 0; i < task.input_count; ++i) {
     DataRun &data = run.data[in[i]];
@@ -240,7 +238,8 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
   return true;
 }
 
-void Scheduler::dispatched(WorkerState &worker, RunState &run, TaskIndex t, Dispatch &out) {
+void Scheduler::dispatched(WorkerState &worker, RunState &run, TaskIndex t,
+                           Clock::time_point ready_at, Dispatch &out) {
   TaskRun &tr = run.tasks[t];
   tr.state = GF_TASK_RUNNING;
   tr.attempts++;
@@ -250,6 +249,13 @@ void Scheduler::dispatched(WorkerState &worker, RunState &run, TaskIndex t, Disp
   const TaskDesc &task = run.graph().task(t);
   out.start(&run, t, tr.attempts, task.input_count, task.output_count);
   out.tiny = tr.estimate_s < kTinyTask;
+  out.ready_at = ready_at;
+}
+
+bool Scheduler::StealBudget::allows(size_t thief_has, size_t victim_has, size_t more_tasks,
+                                    double more_seconds) const {
+  return tasks + more_tasks < kLongBatch && seconds + more_seconds < kBatchBudget &&
+         thief_has < victim_has;
 }
 
 bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
@@ -263,10 +269,9 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   // Tasks known to be tiny move in bulk, up to half the victim's queue and a long batch's worth
   // of learnt time, so that a thief takes the mutex once per batch and not once per task (a wide
   // graph's roots all start on one worker: its siblings' group). Others move one at a time.
-  StealBudget budget{0, 0, kLongBatch, kBatchBudget};
+  StealBudget budget;
   MovedAsQueued moved;
-  while (budget.tasks < kLongBatch && budget.seconds < kBatchBudget && !victim->ready.empty() &&
-         thief.ready.size() < victim->ready.size()) {
+  while (!victim->ready.empty() && budget.allows(thief.ready.size(), victim->ready.size())) {
     if (!steal_one(thief, victim, deferred, moved, budget)) break;
   }
   if (moved.count) wake_after_queueing(thief, *moved.last.run, moved.last.task, moved.count);
@@ -306,9 +311,8 @@ bool Scheduler::steal_one(WorkerState &thief, WorkerState *victim, Deferred &def
     const double estimate_s = estimate(run, entry.task, thief.kind);
     const size_t victim_left = victim->ready.size(), thief_has = thief.ready.size();
     uint32_t count = 1;
-    while (count < entry.span && budget.tasks + count < budget.most_tasks &&
-           budget.seconds + count * estimate_s < budget.most_seconds &&
-           thief_has + count < victim_left - count) {
+    while (count < entry.span &&
+           budget.allows(thief_has + count, victim_left - count, count, count * estimate_s)) {
       ++count;
     }
     const QueuedTask taken = victim->ready.pop_span(count);

@@ -316,7 +316,8 @@ class Scheduler {
   bool pick(WorkerState &worker, Batch &batch, Deferred &deferred);
   // Task t starts on `worker` (its resources taken, if any): counted as running, `out` made
   // ready for its body.
-  void dispatched(WorkerState &worker, RunState &run, TaskIndex t, Dispatch &out);
+  void dispatched(WorkerState &worker, RunState &run, TaskIndex t, Clock::time_point ready_at,
+                  Dispatch &out);
   bool try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out, Deferred &deferred,
                     bool first_in_line);
   bool steal(WorkerState &thief, Deferred &deferred);
@@ -326,12 +327,15 @@ class Scheduler {
     QueuedTask last{};
     uint32_t count = 0;
   };
-  // What one steal() has taken so far, and may take: tasks and their estimated seconds.
+  // What one steal() has taken so far: tasks and their estimated seconds.
   struct StealBudget {
-    size_t tasks;
-    double seconds;
-    size_t most_tasks;
-    double most_seconds;
+    size_t tasks = 0;
+    double seconds = 0;
+    // Whether, having taken `more_tasks` (`more_seconds`) beyond these, the steal may take one
+    // task more while the thief's and the victim's queues hold `thief_has` and `victim_has`:
+    // a long batch's worth at most, and up to half the victim's queue (dispatch.cpp).
+    bool allows(size_t thief_has, size_t victim_has, size_t more_tasks = 0,
+                double more_seconds = 0) const;
   };
   // Moves the head of victim's queue to thief when that is worth it (with more of its span,
   // within the budget); returns whether anything moved, counted in `budget`.
