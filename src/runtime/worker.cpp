@@ -160,6 +160,9 @@ StepAside::~StepAside() {
 
 Clock::time_point Worker::execute(Dispatch &dispatch, ThreadContext &thread,
                                   Clock::time_point start, bool timed) {
+  const Graph &graph = dispatch.run->graph();
+  const TaskDesc &desc = graph.task(dispatch.task);
+  dispatch.clear_results(desc.output_count);
   if (dispatch.run->cancel_requested.load(std::memory_order_relaxed)) {
     dispatch.skipped = true;
     return start;
@@ -204,6 +207,16 @@ Clock::time_point Worker::execute(Dispatch &dispatch, ThreadContext &thread,
     dispatch.error = ctx.failed ? std::move(ctx.error)
                                 : "the body returned " + std::to_string(rc) +
                                       " without a message (gf_task_ctx_fail)";
+  } else {
+    const DataIndex *out = graph.outputs(desc);
+    for (uint32_t i = 0; i < desc.output_count; ++i) {
+      if (!dispatch.outputs[i].set) {
+        dispatch.ok = false;
+        dispatch.error = "returned success without producing " + graph.data_label(out[i]) +
+                         " (call gf_task_ctx_output or gf_task_ctx_set_value)";
+        break;
+      }
+    }
   }
   if (state_.kind == GF_WORKER_CPU) {
     if (!timed) {  // run_batch charges the row's time; nothing listens for the finish

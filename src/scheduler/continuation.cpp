@@ -127,10 +127,9 @@ void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t don
     // Last: a cancel settling the run's waiting tasks takes the same claim, so either the cancel
     // leaves this task to the batch's report, or this thread does not run it.
     if (!inputs_here || !run.tasks[s].claim.take()) continue;
-    // Attempt 1: it has never run, its last predecessor finishes just now (start() keeps the
+    // Attempt 1: it has never run, its last predecessor finishes just now (assign() keeps the
     // inputs found above, their count unchanged).
-    next.start(&run, s, 1, task.input_count, task.output_count);
-    next.tiny = tiny;
+    next.assign(&run, s, 1, task.input_count, Clock::time_point{}, tiny);
     next.continued = true;
     batch.count++;
   }

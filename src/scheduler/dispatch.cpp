@@ -246,10 +246,8 @@ void Scheduler::dispatched(WorkerState &worker, RunState &run, TaskIndex t,
   run.attempts++;
   worker.running++;
   running_total_++;
-  const TaskDesc &task = run.graph().task(t);
-  out.start(&run, t, tr.attempts, task.input_count, task.output_count);
-  out.tiny = tr.estimate_s < kTinyTask;
-  out.ready_at = ready_at;
+  out.assign(&run, t, tr.attempts, run.graph().task(t).input_count, ready_at,
+             tr.estimate_s < kTinyTask);
 }
 
 bool Scheduler::StealBudget::allows(size_t thief_has, size_t victim_has, size_t more_tasks,

@@ -59,25 +59,30 @@ struct Dispatch {
   // dispatched when it completes the batch, after those predecessors.
   bool continued = false;
 
-  // Made ready for `task`'s attempt: what the worker thread fills and the previous task left is
-  // cleared, and room made for its inputs and outputs (the vectors keep their capacity).
-  void start(RunState *of, TaskIndex t, uint32_t attempt_number, uint32_t input_count,
-             uint32_t output_count) {
+  // Made ready for `task`'s attempt, under the scheduler's lock: which task, room for the
+  // inputs it reads (filled there). What the body's thread fills is cleared by that thread
+  // (clear_results), outside the lock: the fields are many, and pick() hands out every task.
+  void assign(RunState *of, TaskIndex t, uint32_t attempt_number, uint32_t input_count,
+              Clock::time_point ready, bool is_tiny) {
     run = of;
     task = t;
     attempt = attempt_number;
     inputs.resize(input_count);
+    ready_at = ready;
+    tiny = is_tiny;
+  }
+  // Clears what the previous task left in the fields the worker thread fills, and makes room for
+  // `output_count` outputs (the vectors keep their capacity). Called by the worker thread before
+  // the body runs; `handed_off` and `continued` are the scheduler's to clear (complete_batch).
+  void clear_results(uint32_t output_count) {
     outputs.clear();
     if (output_count) outputs.resize(output_count);
     ok = skipped = false;
     if (!error.empty()) error.clear();
     seconds = 0;
     timed = true;
-    ready_at = {};
     queue_wait_s = 0;
     ended_at = {};
-    handed_off = false;
-    continued = false;
   }
 };
 
