@@ -11,7 +11,8 @@
  *          sums level by level (inputs: two buffers, output: a new buffer); the
  *          root is fetched and checked == N                                     (2N-1 tasks)
  * Timed region = gf_graph_submit + gf_run_wait. Building the graph (gf_graph_create +
- * gf_graph_add_buffer/add_task) is timed separately as build. One untimed warm-up run first.
+ * gf_graph_add_buffer/add_task) is timed separately as build, and the time spent in
+ * gf_graph_submit is reported too (submit_median_s). One untimed warm-up run first.
  * Pool: host backend, one CPU worker per core (GPUFLOW_CPU_WORKERS overrides), no emulated
  * devices; "ncpu" is the number of CPU workers.
  *
@@ -49,8 +50,31 @@ static double median(double *v, int n) {
 
 #include "bench_graphs.h"
 
-/* One run; returns the timed seconds and stores the build time in *build. */
-static double run_once(gf_pool *pool, const char *kind, long n, double *build) {
+/* The seconds of a pool's timed runs: the timed region (t), building the graph (build), both
+ * (total), and the part of the timed region spent in gf_graph_submit (submit: checking the graph
+ * and setting up its run, which no worker can overlap, then queueing its roots, while workers
+ * start on them; the rest is gf_run_wait). */
+struct series {
+  double *t, *build, *total, *submit;
+};
+
+static int series_alloc(struct series *s, int reps) {
+  s->t = malloc((size_t)reps * sizeof(double));
+  s->build = malloc((size_t)reps * sizeof(double));
+  s->total = malloc((size_t)reps * sizeof(double));
+  s->submit = malloc((size_t)reps * sizeof(double));
+  return s->t && s->build && s->total && s->submit;
+}
+
+static void series_free(struct series *s) {
+  free(s->t);
+  free(s->build);
+  free(s->total);
+  free(s->submit);
+}
+
+/* One run; returns the timed seconds and stores the build and submit times. */
+static double run_once(gf_pool *pool, const char *kind, long n, double *build, double *submit) {
   gf_data root = {0};
   const double t0 = now();
   gf_graph *graph = !strcmp(kind, "wide")    ? build_wide(n)
@@ -60,6 +84,7 @@ static double run_once(gf_pool *pool, const char *kind, long n, double *build) {
   atomic_store(&chain_next, 0);
   gf_run *run;
   CHECK(gf_graph_submit(&run, pool, graph, NULL));
+  const double submitted = now();
   CHECK(gf_run_wait(run, -1));
   const double t2 = now();
 
@@ -89,6 +114,7 @@ static double run_once(gf_pool *pool, const char *kind, long n, double *build) {
   gf_run_destroy(run);
   gf_graph_destroy(graph);
   *build = t1 - t0;
+  *submit = submitted - t1;
   return t2 - t1;
 }
 
@@ -123,27 +149,29 @@ static gf_pool *make_pool(const char *endpoint, int devices, int cpu_workers, ui
   return pool;
 }
 
-/* Prints the JSON line of one pool's runs; sorts t, bs and tot; returns median tasks/s. */
+/* Prints the JSON line of one pool's runs; sorts the series; returns median tasks/s. */
 static double print_line(const char *peer, const char *kind, long n, long ntasks, int reps,
-                         double *t, double *bs, double *tot, uint32_t ncpu, uint32_t ngpu,
-                         double vs) {
+                         struct series *s, uint32_t ncpu, uint32_t ngpu, double vs) {
+  double *t = s->t;
   printf(
       "{\"peer\": \"%s\", \"graph\": \"%s\", \"n\": %ld, \"tasks\": %ld, \"repeats\": %d, "
       "\"times_s\": [",
       peer, kind, n, ntasks, reps);
   for (int r = 0; r < reps; r++) printf("%s%.6f", r ? ", " : "", t[r]);
   const double med = median(t, reps); /* sorts t */
-  const double build_med = median(bs, reps);
-  const double total_med = median(tot, reps);
+  const double build_med = median(s->build, reps);
+  const double total_med = median(s->total, reps);
+  const double submit_med = median(s->submit, reps);
   const double dtasks = (double)ntasks;
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   printf(
       "], \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, \"build_median_s\": %.6f, "
       "\"total_median_s\": %.6f, \"tasks_per_s\": %.1f, \"us_per_task\": %.3f, "
-      "\"total_us_per_task\": %.3f, \"maxrss_mb\": %.1f, \"ncpu\": %u",
+      "\"total_us_per_task\": %.3f, \"submit_median_s\": %.6f, \"maxrss_mb\": %.1f, "
+      "\"ncpu\": %u",
       med, t[0], t[reps - 1], build_med, total_med, dtasks / med, med / dtasks * 1e6,
-      total_med / dtasks * 1e6, (double)ru.ru_maxrss / 1024.0, ncpu);
+      total_med / dtasks * 1e6, submit_med, (double)ru.ru_maxrss / 1024.0, ncpu);
   if (body_mode)
     printf(", \"ngpu\": %u, \"bodies\": \"%s\"", ngpu, body_mode == 1 ? "gpu" : "mixed");
   if (vs > 0) printf(", \"vs_embedded\": %.3f", vs);
@@ -174,27 +202,26 @@ static int parse_workers(const char *text, int *counts) {
   }
 }
 
-/* A warm-up, then reps timed runs into t, bs (build) and tot. */
-static void time_runs(gf_pool *pool, const char *kind, long n, int reps, double *t, double *bs,
-                      double *tot) {
-  double b;
-  run_once(pool, kind, n, &b);
+/* A warm-up, then reps timed runs into s. */
+static void time_runs(gf_pool *pool, const char *kind, long n, int reps, struct series *s) {
+  double b, sub;
+  run_once(pool, kind, n, &b, &sub);
   for (int r = 0; r < reps; r++) {
-    t[r] = run_once(pool, kind, n, &bs[r]);
-    tot[r] = t[r] + bs[r];
+    s->t[r] = run_once(pool, kind, n, &s->build[r], &s->submit[r]);
+    s->total[r] = s->t[r] + s->build[r];
   }
 }
 
 /* --workers: one pool per count, one line each, then the summary line. */
 static int scaling(const char *kind, long n, long ntasks, int reps, const int *counts, int k) {
-  double *t = malloc((size_t)reps * sizeof(double)), *bs = malloc((size_t)reps * sizeof(double)),
-         *tot = malloc((size_t)reps * sizeof(double)), tps[MAX_COUNTS];
-  if (!t || !bs || !tot) return 1;
+  struct series s;
+  double tps[MAX_COUNTS];
+  if (!series_alloc(&s, reps)) return 1;
   for (int i = 0; i < k; i++) {
     uint32_t ncpu = 0, ngpu = 0;
     gf_pool *pool = make_pool("embedded", 2, counts[i], &ncpu, &ngpu);
-    time_runs(pool, kind, n, reps, t, bs, tot);
-    tps[i] = print_line("gpuflow", kind, n, ntasks, reps, t, bs, tot, ncpu, ngpu, 0);
+    time_runs(pool, kind, n, reps, &s);
+    tps[i] = print_line("gpuflow", kind, n, ntasks, reps, &s, ncpu, ngpu, 0);
     gf_pool_destroy(pool);
   }
   printf("{\"bench\": \"scaling\", \"graph\": \"%s\", \"n\": %ld, \"workers\": [", kind, n);
@@ -204,9 +231,7 @@ static int scaling(const char *kind, long n, long ntasks, int reps, const int *c
   printf("], \"vs_first\": [");
   for (int i = 0; i < k; i++) printf("%s%.3f", i ? ", " : "", tps[i] / tps[0]);
   printf("]}\n");
-  free(t);
-  free(bs);
-  free(tot);
+  series_free(&s);
   return 0;
 }
 
@@ -266,40 +291,35 @@ int main(int argc, char **argv) {
     }
   }
 
-  double b;
-  double *t[2], *bs[2], *tot[2];
+  double b, sub;
+  struct series s[2];
   for (int p = 0; p < npools; p++) {
-    t[p] = malloc((size_t)reps * sizeof(double));
-    bs[p] = malloc((size_t)reps * sizeof(double));
-    tot[p] = malloc((size_t)reps * sizeof(double));
-    if (!t[p] || !bs[p] || !tot[p]) return 1;
-    run_once(pools[p], kind, n, &b); /* warm-up */
+    if (!series_alloc(&s[p], reps)) return 1;
+    run_once(pools[p], kind, n, &b, &sub); /* warm-up */
   }
   for (int r = 0; r < reps; r++) {
     for (int i = 0; i < npools; i++) {
       const int p = r % 2 ? npools - 1 - i : i; /* the order flips each round */
-      t[p][r] = run_once(pools[p], kind, n, &bs[p][r]);
-      tot[p][r] = t[p][r] + bs[p][r];
+      s[p].t[r] = run_once(pools[p], kind, n, &s[p].build[r], &s[p].submit[r]);
+      s[p].total[r] = s[p].t[r] + s[p].build[r];
     }
   }
 
   const double embedded =
-      print_line("gpuflow", kind, n, ntasks, reps, t[0], bs[0], tot[0], ncpu[0], ngpu[0], 0);
+      print_line("gpuflow", kind, n, ntasks, reps, &s[0], ncpu[0], ngpu[0], 0);
   if (connected) {
     /* vs_embedded needs the connected median first: print_line computes it, so pass it in. */
     double *copy = malloc((size_t)reps * sizeof(double));
     if (!copy) return 1;
-    memcpy(copy, t[1], (size_t)reps * sizeof(double));
+    memcpy(copy, s[1].t, (size_t)reps * sizeof(double));
     const double tasks_per_s = (double)ntasks / median(copy, reps);
     free(copy);
-    print_line("gpuflow-connected", kind, n, ntasks, reps, t[1], bs[1], tot[1], ncpu[1], ngpu[1],
+    print_line("gpuflow-connected", kind, n, ntasks, reps, &s[1], ncpu[1], ngpu[1],
                tasks_per_s / embedded);
   }
   for (int p = 0; p < npools; p++) {
     gf_pool_destroy(pools[p]);
-    free(t[p]);
-    free(bs[p]);
-    free(tot[p]);
+    series_free(&s[p]);
   }
   return 0;
 }
