@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "core/resource_names.hpp"
 #include "scheduler/placement.hpp"
+#include "scheduler/run_setup.hpp"
 
 namespace gf {
 
@@ -174,36 +175,16 @@ void Scheduler::resolve_bodies(RunState &run, const BodyResolvers &bodies) {
 
 std::shared_ptr<RunState> Scheduler::prepare(std::shared_ptr<Graph> graph,
                                              const BodyResolvers &bodies) {
-  const GraphAnalysis &analysis = graph->freeze();
   auto run = std::make_shared<RunState>(graph);
+  DataSetup data_setup(*run);  // a large graph's on a helper thread, while this one freezes it
+  const GraphAnalysis &analysis = graph->freeze();
   run->requests = resolve_requests(*graph);
   run->cost_ids = map_cost_keys(*graph);
   run->tiny_costs = std::make_unique<std::atomic<bool>[]>(run->cost_ids.size());
   if (graph->has_named_kernels() || graph->has_commands()) resolve_bodies(*run, bodies);
   check_feasible(*run);
-  // Each element is set up right after it is made, while its cache lines are still at hand: a
-  // large graph's arrays are far bigger than the caches, and a second pass over them (resize,
-  // then a loop) cost a tree of 262,143 tasks a tenth of its submit (issue 29).
-  run->tasks.reserve(graph->task_count());
-  for (TaskIndex t = 0; t < graph->task_count(); ++t) {
-    run->tasks.emplace_back().remaining_deps = analysis.predecessor_count[t];
-  }
-  run->data.reserve(graph->data_count());
-  for (DataIndex d = 0; d < graph->data_count(); ++d) {
-    const DataDesc &desc = graph->data(d);
-    DataRun &data = run->data.emplace_back();
-    data.consumers_left = desc.consumer_slots;
-    data.keep = (desc.flags & GF_DATA_KEEP) || desc.consumer_slots == 0;
-    data.size = desc.size;
-    run->has_values |= desc.kind == DataKind::kValue;
-    if (desc.origin == DataOrigin::kHostBuffer) {
-      data.phase = DataRun::Phase::kReady;
-      data.replicas.push_back(Replica{kHostSpace, false, const_cast<void *>(desc.host_bytes)});
-    } else if (desc.origin == DataOrigin::kHostValue) {
-      data.phase = DataRun::Phase::kReady;
-      data.value = desc.host_value;
-    }
-  }
+  set_up_tasks(*run, analysis);
+  data_setup.finish();
   run->tasks_left = graph->task_count();
   return run;
 }

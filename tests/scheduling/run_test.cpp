@@ -825,4 +825,115 @@ TEST(Run, ThrowingBodyKeepsWhatInTheTaskError) {
   EXPECT_NE(error(other).find("the body threw a C++ exception"), std::string::npos) << error(other);
 }
 
+// A graph with more data objects than prepare() sets up inline (65,536: a helper thread sets
+// them up while the caller freezes the graph) starts exactly as a small one: host inputs ready
+// with the caller's bytes, every consumer counted, kept results readable, consumed ones freed.
+constexpr uint32_t kLargePairs = 15000;  // 30,000 inputs + 30,000 doubles + 15,000 sums
+
+extern "C" int double_input(gf_task_ctx *ctx, void *) {
+  const void *in = nullptr;
+  uint64_t size = 0;
+  void *out = nullptr;
+  if (gf_task_ctx_input(&in, &size, ctx, 0) != GF_OK || size != 8) return 1;
+  if (gf_task_ctx_output(&out, ctx, 0, 8) != GF_OK) return 1;
+  const uint64_t v = *static_cast<const uint64_t *>(in) * 2;
+  std::memcpy(out, &v, 8);
+  return 0;
+}
+
+extern "C" int add_inputs(gf_task_ctx *ctx, void *) {
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < 2; ++i) {
+    const void *in = nullptr;
+    uint64_t size = 0;
+    if (gf_task_ctx_input(&in, &size, ctx, i) != GF_OK || size != 8) return 1;
+    sum += *static_cast<const uint64_t *>(in);
+  }
+  void *out = nullptr;
+  if (gf_task_ctx_output(&out, ctx, 0, 8) != GF_OK) return 1;
+  std::memcpy(out, &sum, 8);
+  return 0;
+}
+
+struct LargeGraph {
+  Graph graph = make_graph();
+  std::vector<uint64_t> inputs;  // borrowed by the graph
+  std::vector<gf_data> doubles, sums;
+  std::vector<gf_task> sum_tasks;
+};
+
+// inputs[i] = i; doubles[i] = 2 * inputs[i]; sums[k] = doubles[2k] + doubles[2k + 1], kept
+// (explicitly every 1000th; the rest because nothing consumes them).
+std::unique_ptr<LargeGraph> large_graph() {
+  auto l = std::make_unique<LargeGraph>();
+  gf_graph *g = l->graph.get();
+  l->inputs.resize(2 * kLargePairs);
+  for (uint32_t i = 0; i < 2 * kLargePairs; ++i) l->inputs[i] = i;
+  gf_task_desc d = GF_TASK_DESC_INIT;
+  d.input_count = d.output_count = 1;
+  d.cpu_fn = double_input;
+  for (uint32_t i = 0; i < 2 * kLargePairs; ++i) {
+    gf_data in{0};
+    EXPECT_EQ(gf_graph_add_host_buffer(&in, g, nullptr, &l->inputs[i], 8, GF_HOST_BUFFER_BORROW),
+              GF_OK);
+    l->doubles.push_back(must_add_buffer(g, nullptr, 8));
+    d.inputs = &in;
+    d.outputs = &l->doubles.back();
+    gf_task t{0};
+    EXPECT_EQ(gf_graph_add_task(&t, g, &d), GF_OK) << last_error();
+  }
+  d.cpu_fn = add_inputs;
+  d.input_count = 2;
+  for (uint32_t k = 0; k < kLargePairs; ++k) {
+    l->sums.push_back(must_add_buffer(g, nullptr, 8, k % 1000 == 0 ? GF_DATA_KEEP : 0));
+    d.inputs = &l->doubles[2 * k];
+    d.outputs = &l->sums.back();
+    gf_task t{0};
+    EXPECT_EQ(gf_graph_add_task(&t, g, &d), GF_OK) << last_error();
+    l->sum_tasks.push_back(t);
+  }
+  return l;
+}
+
+TEST(Run, ALargeGraphStartsWithItsDataAsASmallOneDoes) {
+  Pool pool = make_pool(host_config(2, -1));
+  auto l = large_graph();
+  uint64_t data = 0;
+  GF_ASSERT_OK(gf_graph_data_count(&data, l->graph.get()));
+  ASSERT_GE(data, 65536u);  // past prepare()'s inline setup
+  for (int repeat = 0; repeat < 2; ++repeat) {  // the second run reuses the first's arrays
+    RunPtr run = run_graph(pool.get(), l->graph.get());
+    ASSERT_NE(run, nullptr);
+    for (uint32_t k = 0; k < kLargePairs; k += 997) {
+      std::vector<unsigned char> bytes = fetch(run.get(), l->sums[k]);
+      ASSERT_EQ(bytes.size(), 8u);
+      uint64_t sum = 0;
+      std::memcpy(&sum, bytes.data(), 8);
+      EXPECT_EQ(sum, 2 * (2 * k) + 2 * (2 * k + 1)) << "sum " << k;
+    }
+    // Consumed by their sums and not kept: freed, so not readable.
+    uint64_t size = 0;
+    EXPECT_NE(gf_run_fetch(&size, run.get(), l->doubles[7], nullptr, 0), GF_OK);
+    gf_run_stats stats = run_stats(run.get());
+    EXPECT_EQ(stats.succeeded, 3u * kLargePairs);
+  }
+}
+
+TEST(Run, ALargeGraphThatCannotBeFrozenLeavesThePoolAsItWas) {
+  // Its data is being set up when the graph turns out to have a cycle.
+  Pool pool = make_pool(host_config(2, -1));
+  auto l = large_graph();
+  GF_ASSERT_OK(gf_graph_add_dependency(l->graph.get(), l->sum_tasks[0], l->sum_tasks[1]));
+  GF_ASSERT_OK(gf_graph_add_dependency(l->graph.get(), l->sum_tasks[1], l->sum_tasks[0]));
+  gf_run *run = nullptr;
+  const std::string m = GF_EXPECT_STATUS(GF_ERR_INVALID_GRAPH,
+                                         gf_graph_submit(&run, pool.get(), l->graph.get(), nullptr));
+  EXPECT_EQ(run, nullptr);
+  EXPECT_TRUE(contains(m, "cycle")) << m;
+  auto fine = large_graph();
+  RunPtr ok = run_graph(pool.get(), fine->graph.get());
+  ASSERT_NE(ok, nullptr);
+  EXPECT_EQ(run_stats(ok.get()).succeeded, 3u * kLargePairs);
+}
+
 }  // namespace
