@@ -5,9 +5,10 @@
 // first-touch page faults of the run's fresh arrays were most of submit; glibc's malloc with huge
 // pages made the run 1.4-1.5x faster. Smaller arrays, and systems where huge pages are off
 // (madvise then does nothing), take the plain allocator's path. GPUFLOW_HUGE_PAGES=0 turns it off
-// (the kernel may compact memory to find a huge page on such a fault). Mappings given back are
-// kept a while for the next arrays of their size (large_array::unmap).
+// (the kernel may compact memory to find a huge page on such a fault).
 #pragma once
+
+#include <sys/mman.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -35,21 +36,26 @@ inline size_t mapped_bytes(size_t bytes) {
   return (bytes + kHugePage - 1) / kHugePage * kHugePage;
 }
 
-// Memory for `bytes` (>= kThreshold) aligned to a huge page, or nullptr: a mapping of the same
-// length given back earlier if one is kept (its contents are whatever was left there), else a
-// fresh one (zero-filled).
-void *map(size_t bytes);
-// Gives back memory from map(). The latest mappings are kept for reuse, within kKeptBytes, and
-// marked free to the kernel (MADV_FREE): under memory pressure it takes their pages back; until
-// then the next run of a graph of about the same size writes its arrays into pages already
-// there. Profiled (issue 29): the kernel zeroing a run's fresh arrays was a third of a
-// 200,000-task tree's prepare, which no worker can overlap.
-void unmap(void *p, size_t bytes);
-inline constexpr size_t kKeptMappings = 8;
-inline constexpr size_t kKeptBytes = size_t{512} << 20;
-// Mappings kept for reuse, and their bytes (for tests).
-size_t kept_count();
-size_t kept_bytes();
+// Memory for `bytes` (>= kThreshold) aligned to a huge page, or nullptr.
+inline void *map(size_t bytes) {
+  const size_t length = mapped_bytes(bytes);
+  void *raw =
+      mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > start) munmap(raw, aligned - start);
+  const uintptr_t end = start + length + kHugePage;
+  if (end > aligned + length)
+    munmap(reinterpret_cast<void *>(aligned + length), end - aligned - length);
+  void *p = reinterpret_cast<void *>(aligned);
+  madvise(p, length, MADV_HUGEPAGE);
+  return p;
+}
+
+inline void unmap(void *p, size_t bytes) {
+  munmap(p, mapped_bytes(bytes));
+}
 
 }  // namespace large_array
 
