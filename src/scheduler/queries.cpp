@@ -125,10 +125,10 @@ void Scheduler::unpin(RunState &run, DataIndex d, Deferred &deferred) {
 void *Scheduler::read_value(RunState &run, DataIndex d) {
   Lock lock(mu_);
   DataRun &data = readable(run, d);
-  if (data.value_ops.movable()) {
+  if (data.value_movable()) {
     // The caller holds this form until gf_run_destroy: the value is pinned where it is now (a
     // move under way keeps the form the caller got; spill_done and transfer_done see to that).
-    data.value_ops = ValueOps{};
+    data.pin_value();
     for (Replica &r : data.replicas) forget_resident(r);
   }
   return data.value;

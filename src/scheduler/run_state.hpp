@@ -79,8 +79,14 @@ struct DataRun {
   gf_destroy_fn value_destroy = nullptr;  // set when the run owns the value
   // A value set with gf_task_ctx_set_device_value on a device lives in `replicas` (value
   // replicas: its device form, and its host form while spilled) and `value` is its current form;
-  // without movable ops it is pinned where it is.
-  ValueOps value_ops;
+  // without movable ops it is pinned where it is. Few data objects have ops: they live apart
+  // (a pointer here, not 24 bytes in every data object of every run).
+  bool value_movable() const { return movable_ops_ != nullptr; }
+  ValueOps value_ops() const { return movable_ops_ ? *movable_ops_ : ValueOps{}; }
+  void set_value_ops(const ValueOps &ops) {
+    movable_ops_ = ops.movable() ? std::make_unique<ValueOps>(ops) : nullptr;
+  }
+  void pin_value() { movable_ops_.reset(); }  // it stays where it is from now on
 
   bool device_value() const {
     for (const Replica &r : replicas) {
@@ -107,6 +113,9 @@ struct DataRun {
     }
     return nullptr;
   }
+
+ private:
+  std::unique_ptr<ValueOps> movable_ops_;
 };
 
 // A request resolved against the pool, shared by all tasks of the run that use it.

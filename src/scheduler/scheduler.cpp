@@ -479,7 +479,7 @@ bool Scheduler::needs_move(const RunState &run, DataIndex d, SpaceId space) {
   const DataRun &data = run.data[d];
   if (run.graph().data(d).kind == DataKind::kBuffer) return !data.replica_in(space);
   // Values move only when spilled (their host form alone left) and wanted on a device.
-  if (space == kHostSpace || data.replicas.empty() || !data.value_ops.movable()) return false;
+  if (space == kHostSpace || data.replicas.empty() || !data.value_movable()) return false;
   for (const Replica &r : data.replicas) {
     if (r.space != kHostSpace) return false;
   }

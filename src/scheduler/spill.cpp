@@ -94,7 +94,7 @@ bool Scheduler::start_spill(WorkerState &w, RunState &run, DataIndex d, Replica 
     std::shared_ptr<RunState> keep_alive = run.shared_from_this();
     SpaceId space = w.space;
     deferred.calls.emplace_back([this, keep_alive, d, space, value = replica.ptr,
-                                 ops = data.value_ops, began = movement_began()] {
+                                 ops = data.value_ops(), began = movement_began()] {
       void *host = ops.spill(value, ops.user_data);
       spill_done(keep_alive, d, space, host,
                  host ? std::string() : std::string("its spill function returned NULL"), began);
@@ -133,11 +133,11 @@ void Scheduler::spill_done(const std::shared_ptr<RunState> &run_ptr, DataIndex d
     bool alive = data.phase == DataRun::Phase::kReady && !data.free_when_unpinned;
     const bool value = run.graph().data(d).kind == DataKind::kValue;
     // A device value read back by the caller meanwhile is pinned where it is (gf_run_value).
-    if (value && !data.value_ops.movable()) alive = false;
+    if (value && !data.value_movable()) alive = false;
     if (!error.empty() || !alive) {
       release_copy(data, kHostSpace, host, value, deferred);
       if (value && !error.empty()) {
-        data.value_ops = ValueOps{};  // it cannot be moved: pinned from now on
+        data.pin_value();  // it cannot be moved: pinned from now on
       } else if (alive) {
         note_resident(run, d, space);  // the copy failed: it stays on the device
       }

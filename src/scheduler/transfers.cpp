@@ -73,7 +73,7 @@ bool Scheduler::start_transfer(RunState &run, DataIndex d, SpaceId to, Deferred 
     std::shared_ptr<RunState> keep_alive = run.shared_from_this();
     const int32_t device = owner ? owner->device : -1;
     deferred.calls.emplace_back([this, keep_alive, d, from = source.space, to, device,
-                                 host = source.ptr, ops = data.value_ops,
+                                 host = source.ptr, ops = data.value_ops(),
                                  began = movement_began()] {
       void *back = ops.unspill(host, device, ops.user_data);
       transfer_done(keep_alive, d, from, to, back,
@@ -121,7 +121,7 @@ void Scheduler::transfer_done(const std::shared_ptr<RunState> &run_ptr, DataInde
     const bool value = run.graph().data(d).kind == DataKind::kValue;
     // A device value read back by the caller while it came back stays in the form the caller
     // got (gf_run_value pins it); tasks waiting for it read that form.
-    const bool store = wanted && !(value && !data.value_ops.movable());
+    const bool store = wanted && !(value && !data.value_movable());
     if (store) {
       data.replicas.push_back(Replica{to, true, ptr, 0, value});
       if (owner) {

@@ -8,7 +8,7 @@ namespace {
 int bytes[4];
 
 TEST(ReplicaSet, FreeingDropsOwnedCopiesAndKeepsTheCallersBytes) {
-  // A task's output, on host and on two devices (three copies: past the inline two).
+  // A task's output, on host and on two devices (three copies: past the one inline).
   ReplicaSet output;
   output.push_back(Replica{kHostSpace, true, &bytes[0]});
   output.push_back(Replica{1, true, &bytes[1]});

@@ -901,7 +901,7 @@ TEST(Run, ALargeGraphStartsWithItsDataAsASmallOneDoes) {
   uint64_t data = 0;
   GF_ASSERT_OK(gf_graph_data_count(&data, l->graph.get()));
   ASSERT_GE(data, 65536u);  // past prepare()'s inline setup
-  for (int repeat = 0; repeat < 2; ++repeat) {  // the second run reuses the first's arrays
+  for (int repeat = 0; repeat < 2; ++repeat) {  // the graph runs twice: its analysis is kept
     RunPtr run = run_graph(pool.get(), l->graph.get());
     ASSERT_NE(run, nullptr);
     for (uint32_t k = 0; k < kLargePairs; k += 997) {
