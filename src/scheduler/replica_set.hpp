@@ -59,8 +59,11 @@ class ReplicaSet {
       inline_[size_++] = r;
       return;
     }
-    if (!spilled())
-      overflow_ = std::make_unique<std::vector<Replica>>(inline_.begin(), inline_.end());
+    if (!spilled()) {
+      overflow_ = std::make_unique<std::vector<Replica>>();
+      overflow_->reserve(3);  // host, a device, another: one allocation for the bytes
+      overflow_->assign(inline_.begin(), inline_.end());
+    }
     overflow_->push_back(r);
     ++size_;
   }

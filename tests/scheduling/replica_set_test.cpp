@@ -33,5 +33,34 @@ TEST(ReplicaSet, FreeingDropsOwnedCopiesAndKeepsTheCallersBytes) {
   }
 }
 
+TEST(ReplicaSet, CopiesComeAndGoInAnyOrderPastTheOneInline) {
+  // Data copied to a device and back, spilled, dropped: each step leaves exactly the copies that
+  // should be there, found by space, whichever of them was first.
+  ReplicaSet data;
+  data.push_back(Replica{kHostSpace, true, &bytes[0]});
+  data.push_back(Replica{1, true, &bytes[1]});  // moved to device 1
+  ASSERT_EQ(data.size(), 2u);
+  ASSERT_NE(data.find(1), nullptr);
+  EXPECT_EQ(data.find(1)->ptr, &bytes[1]);
+  EXPECT_EQ(data.find(kHostSpace)->ptr, &bytes[0]);
+  data.remove(kHostSpace);  // the host copy goes: only the device's is left
+  ASSERT_EQ(data.size(), 1u);
+  EXPECT_EQ(data.front().space, 1u);
+  EXPECT_EQ(data.find(kHostSpace), nullptr);
+  data.push_back(Replica{2, true, &bytes[2]});
+  data.push_back(Replica{kHostSpace, true, &bytes[3]});  // spilled back to host
+  ASSERT_EQ(data.size(), 3u);
+  size_t seen = 0;
+  for (const Replica &r : data) seen += r.ptr == &bytes[1] || r.ptr == &bytes[2] || r.ptr == &bytes[3];
+  EXPECT_EQ(seen, 3u);
+  data.remove(1);
+  data.remove(2);
+  ASSERT_EQ(data.size(), 1u);
+  EXPECT_EQ(data.front().ptr, &bytes[3]);
+  data.remove(kHostSpace);
+  EXPECT_TRUE(data.empty());
+  EXPECT_EQ(data.begin(), data.end());
+}
+
 }  // namespace
 }  // namespace gf
