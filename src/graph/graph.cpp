@@ -400,7 +400,7 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
   }
   for (TaskIndex b : after) edges_.emplace_back(t, b);
   const RequestId task_request = task.request;
-  tasks_.push_back(std::move(task));
+  push_task(std::move(task));
   if (edges_known) {
     edges_listed_ = tasks_.size();
   } else {
@@ -417,6 +417,23 @@ gf_task Graph::add_task(const gf_task_desc &desc) {
     bodies_listed_ = tasks_.size();
   }
   return task_ref(t);
+}
+
+void Graph::push_task(TaskDesc &&task) {
+  auto plain = [](const TaskDesc &d) {
+    return d.input_count == 0 && d.request == kEmptyRequest && d.body.cpu_fn && !d.body.gpu_fn &&
+           d.kernel.empty() && d.command == UINT32_MAX;
+  };
+  const bool alike = !tasks_.empty() && plain(tasks_.back()) && plain(task) &&
+                     tasks_.back().cost_key == task.cost_key &&
+                     tasks_.back().priority == task.priority;
+  alike_previous_.push_back(alike);
+  try {
+    tasks_.push_back(std::move(task));
+  } catch (...) {
+    alike_previous_.pop_back();
+    throw;
+  }
 }
 
 uint32_t Graph::intern_cost_key(std::string_view name, gf_task_fn fn) {

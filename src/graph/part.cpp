@@ -71,7 +71,7 @@ Graph::Part Graph::part(const std::vector<TaskIndex> &tasks,
     if (!src.kernel.empty()) g.named_kernels_++;
     const CostKey &key = cost_keys_[src.cost_key];
     task.cost_key = g.intern_cost_key(key.name, key.fn);
-    g.tasks_.push_back(std::move(task));
+    g.push_task(std::move(task));
   }
   g.part_of_ = std::make_unique<PartOf>(PartOf{out.tasks, out.data});
   for (const auto &[t, before] : edges_) {

@@ -236,6 +236,8 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   };
   bool follow = false;  // the last root placed was plain: the next plain one may follow it
   uint32_t follow_key = 0;
+  TaskIndex last_placed = kNoIndex;  // the root placed last (followed or made ready)
+  int32_t last_priority = 0;         // its priority
   double follow_estimate_s = 0;
   // Roots that followed, queued since the last wake: one wake for them all (wake_after_queueing).
   TaskIndex followed_last = kNoIndex;
@@ -247,26 +249,29 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   for (size_t i = 0; i < roots.size(); ++i) {
     const TaskIndex root = roots[i];
     if (run->tasks[root].state == GF_TASK_WAITING) {
-      if (follow && in_group < group && graph->task(root).cost_key == follow_key &&
-          plain_root(root)) {
+      // The root right after the last one placed, and alike it, follows it without a look at its
+      // description (Graph::alike_previous); others are looked at.
+      const bool alike_last =
+          last_placed != kNoIndex && root == last_placed + 1 && graph->alike_previous(root);
+      if (follow && in_group < group &&
+          (alike_last || (graph->task(root).cost_key == follow_key && plain_root(root)))) {
+        const int32_t priority = alike_last ? last_priority : graph->task(root).priority;
         // With it, the alike roots right after it in task number and rank (a wide graph's),
         // up to the group's or the slice's end, follow as one span.
         const size_t most = std::min({roots.size() - i, group - in_group, kSlice - i % kSlice});
-        const int32_t priority = graph->task(root).priority;
         size_t count = 1;
         while (count < most) {
           const TaskIndex next = roots[i + count];
           if (next != root + count || analysis.order[next] != analysis.order[root] + count ||
-              run->tasks[next].state != GF_TASK_WAITING ||
-              graph->task(next).cost_key != follow_key || graph->task(next).priority != priority ||
-              !plain_root(next)) {
+              run->tasks[next].state != GF_TASK_WAITING || !graph->alike_previous(next)) {
             break;
           }
           ++count;
         }
         queue_plain_roots(*run, root, static_cast<uint32_t>(count), *workers_[group_worker],
-                          follow_estimate_s);
-        followed_last = root + static_cast<TaskIndex>(count) - 1;
+                          follow_estimate_s, priority);
+        last_priority = priority;
+        followed_last = last_placed = root + static_cast<TaskIndex>(count) - 1;
         followed += static_cast<uint32_t>(count);
         in_group += count;
         i += count - 1;
@@ -278,6 +283,8 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
         const double tolerance = static_cast<double>(group) * estimate_s;
         const uint32_t preferred = in_group < group ? group_worker : kNoIndex;
         const uint32_t chosen = make_ready(*run, root, preferred, deferred, tolerance);
+        last_placed = root;
+        last_priority = graph->task(root).priority;
         in_group = chosen == group_worker ? in_group + 1 : 1;
         group_worker = chosen;
         follow = chosen != kNoIndex && plain_root(root);
@@ -404,12 +411,12 @@ void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
 }
 
 void Scheduler::queue_plain_roots(RunState &run, TaskIndex first, uint32_t count,
-                                  WorkerState &worker, double estimate_s) {
+                                  WorkerState &worker, double estimate_s, int32_t priority) {
   for (uint32_t k = 0; k < count; ++k) queued_on(worker, run.tasks[first + k], estimate_s);
   // Alike the root they follow (no inputs, a CPU slot only, its cost key and estimate), which
   // start() queued on this worker just before them: they may all share its span. start()
   // stamps only when observed.
-  QueuedTask entry = queue_entry(run, first, enqueue_stamp_);
+  QueuedTask entry = queue_entry(run, first, enqueue_stamp_, priority);
   entry.span = count;
   worker.ready.push_following(entry);
 }

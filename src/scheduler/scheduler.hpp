@@ -265,24 +265,24 @@ class Scheduler {
     tr.estimate_s = static_cast<float>(estimate_s);
     worker.backlog_s += estimate_s;
   }
-  // Task t's entry in a ready queue, ready since `ready_at` (zero: its queue wait goes unmeasured).
+  // Task t's entry in a ready queue, ready since `ready_at` (zero: its queue wait goes unmeasured),
+  // at its priority (which a caller that knows it passes).
+  static QueuedTask queue_entry(RunState &run, TaskIndex t, Clock::time_point ready_at,
+                                int32_t priority) {
+    return QueuedTask{priority, run.graph().analysis().order[t], run.sequence, &run, ready_at, t};
+  }
   static QueuedTask queue_entry(RunState &run, TaskIndex t, Clock::time_point ready_at) {
-    return QueuedTask{run.graph().task(t).priority,
-                      run.graph().analysis().order[t],
-                      run.sequence,
-                      &run,
-                      ready_at,
-                      t};
+    return queue_entry(run, t, ready_at, run.graph().task(t).priority);
   }
   void enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t);
   // Roots `first` .. `first + count - 1` (consecutive in task number and rank, and of one
-  // priority) that follow the last one placed in their group (start(): no inputs, a CPU slot
+  // `priority`, which the caller knows) that follow the last one placed in their group (start(): no inputs, a CPU slot
   // only, on the CPU worker that one went to): place() and enqueue_ready() without what cannot
   // apply to them, and without waking anyone; the caller then wakes once for the roots it
   // queued in a row (wake_after_queueing). Profiled: place, enqueue_ready and wake_for per root
   // were 200 instructions of the 500 a wide graph's task costs under the mutex.
   void queue_plain_roots(RunState &run, TaskIndex first, uint32_t count, WorkerState &worker,
-                         double estimate_s);
+                         double estimate_s, int32_t priority);
   void wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last, uint32_t queued);
   void wake_for(WorkerState &worker, RunState &run, TaskIndex t);
   // WorkerState::wake_one, counted in wakes_pending_total_.

@@ -237,4 +237,55 @@ TEST(GraphAnalysis, IndependentTasksRankInTaskOrder) {
   EXPECT_EQ(an.predecessor_count, (std::vector<uint32_t>(5, 0)));
 }
 
+TEST(GraphAnalysis, AlikePreviousMarksRunsOfPlainTasksOfOneKeyAndPriority) {
+  // Scheduler::start joins consecutive roots into one queue entry on this mark alone: any
+  // difference that placement, priorities or estimates would see must break it.
+  Graph g;
+  int other_fn_data = 0;
+  auto add_one = [&](auto &&change) {
+    gf_task_desc d = GF_TASK_DESC_INIT;
+    d.cpu_fn = noop;
+    d.cost_key = "work";
+    change(d);
+    return g.find_task(g.add_task(d));
+  };
+  auto same = [](gf_task_desc &) {};
+  const gf_data buffer = g.add_buffer(nullptr, 8, 0);
+  std::vector<std::pair<TaskIndex, bool>> want;
+  want.emplace_back(add_one(same), false);  // the first task follows nothing
+  want.emplace_back(add_one(same), true);
+  want.emplace_back(add_one(same), true);
+  want.emplace_back(add_one([](gf_task_desc &d) { d.priority = 3; }), false);
+  want.emplace_back(add_one([](gf_task_desc &d) { d.priority = 3; }), true);
+  want.emplace_back(add_one([](gf_task_desc &d) { d.cost_key = "other"; }), false);
+  want.emplace_back(add_one([](gf_task_desc &d) { d.gpu_fn = noop; }), false);  // may run on GPUs
+  want.emplace_back(add_one(same), false);  // the one before was not plain
+  static const gf_resource slot{"slot", 1};
+  want.emplace_back(add_one([](gf_task_desc &d) {
+                      d.resources = &slot;
+                      d.resource_count = 1;
+                    }),
+                    false);
+  want.emplace_back(add_one(same), false);
+  want.emplace_back(add_one([&](gf_task_desc &d) {
+                      d.outputs = &buffer;
+                      d.output_count = 1;
+                    }),
+                    true);  // outputs do not matter: no inputs, a CPU slot
+  gf_data made = buffer;
+  want.emplace_back(add_one([&](gf_task_desc &d) {
+                      d.inputs = &made;
+                      d.input_count = 1;
+                    }),
+                    false);  // reads data: placed where it is
+  want.emplace_back(add_one([](gf_task_desc &d) {
+                      d.cpu_fn = nullptr;
+                      d.kernel = "k.noop";
+                    }),
+                    false);  // a kernel's body is resolved per pool
+  want.emplace_back(add_one([&](gf_task_desc &d) { d.user_data = &other_fn_data; }), false);
+  want.emplace_back(add_one([&](gf_task_desc &d) { d.user_data = &other_fn_data; }), true);
+  for (auto [t, alike] : want) EXPECT_EQ(g.alike_previous(t), alike) << "task #" << t;
+}
+
 }  // namespace gf
