@@ -59,13 +59,7 @@ class ReplicaSet {
       inline_[size_++] = r;
       return;
     }
-    if (!spilled()) {
-      overflow_ = std::make_unique<std::vector<Replica>>();
-      overflow_->reserve(3);  // host, a device, another: one allocation for the bytes
-      overflow_->assign(inline_.begin(), inline_.end());
-    }
-    overflow_->push_back(r);
-    ++size_;
+    push_back_past_inline(r);
   }
 
   void remove_owned() {
@@ -91,6 +85,17 @@ class ReplicaSet {
 
  private:
   bool spilled() const { return size_ > inline_.size(); }
+  // Out of line: producing an output (the first copy) is on every task's path, a second copy
+  // is not.
+  [[gnu::noinline]] void push_back_past_inline(const Replica &r) {
+    if (!spilled()) {
+      overflow_ = std::make_unique<std::vector<Replica>>();
+      overflow_->reserve(3);  // host, a device, another: one allocation for the bytes
+      overflow_->assign(inline_.begin(), inline_.end());
+    }
+    overflow_->push_back(r);
+    ++size_;
+  }
   std::array<Replica, 1> inline_{};
   // Data on two memory spaces or more: allocated only then, so that every data object of a run
   // does not carry an empty vector.
