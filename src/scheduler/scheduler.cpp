@@ -176,6 +176,8 @@ void Scheduler::resolve_bodies(RunState &run, const BodyResolvers &bodies) {
 std::shared_ptr<RunState> Scheduler::prepare(std::shared_ptr<Graph> graph,
                                              const BodyResolvers &bodies) {
   auto run = std::make_shared<RunState>(graph);
+  run->spare_arrays = spare_arrays_;  // the arrays of the run that finished last, if they suit
+  spare_arrays_->take(run->tasks, graph->task_count(), run->data, graph->data_count());
   DataSetup data_setup(*run);  // a large graph's on a helper thread, while this one freezes it
   const GraphAnalysis &analysis = graph->freeze();
   run->requests = resolve_requests(*graph);

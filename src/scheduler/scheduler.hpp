@@ -447,6 +447,8 @@ class Scheduler {
   uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
   uint64_t wakes_pending_total_ = 0;       // WorkerState::wakes_pending, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
+  // The last finished run's arrays, for the next run's (RunState::spare_arrays).
+  std::shared_ptr<SpareRunArrays> spare_arrays_ = std::make_shared<SpareRunArrays>();
   // make_ready's scratch (a member, not thread_local: TLS in a shared library costs a call).
   std::vector<PlacementOption> placement_options_;
   std::vector<double> estimates_;  // by cost slot; negative: never learnt
