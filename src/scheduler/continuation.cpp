@@ -77,12 +77,9 @@ void Scheduler::allow_continuation(WorkerState &worker, Batch &batch) {
 void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t done_index) {
   if (!batch.may_continue || batch.count >= kMaxBatchWithContinued) return;
   const Dispatch &done = batch.items[done_index];
+  // (An output it did not set failed it already, in Worker::execute: its successors must not
+  // run, as it may be retried.)
   if (!done.ok || done.skipped || done.handed_off) return;
-  // An output it did not set fails it at completion (after which it may be retried): its
-  // successors must then not have run.
-  for (const Dispatch::Output &o : done.outputs) {
-    if (!o.set) return;
-  }
   RunState &run = *done.run;
   if (run.cancel_requested.load(std::memory_order_relaxed)) return;
   const GraphAnalysis &a = run.graph().analysis();

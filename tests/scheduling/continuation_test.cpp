@@ -9,8 +9,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -165,6 +167,83 @@ TEST(Continuation, RetriedLinkRunsItsSuccessorOnceAfterTheRetry) {
   for (size_t t = 0; t < c.tasks.size(); ++t) {
     const bool retried = t % per_chain == kRetryAt + 3 * (kRetryAt / 50);
     EXPECT_EQ(c.record->ran[t].load(), retried ? 2 : 1) << "task " << t;
+  }
+  expect_ledger_idle(pool.get());
+}
+
+// A chain of links passing a value through 8-byte buffers; link `silent` returns success
+// without setting its output on its first attempt (`retries` allows another).
+struct SilentLinkChain {
+  Graph graph = make_graph();
+  std::vector<gf_task> tasks;
+  gf_data last{};
+  std::shared_ptr<std::vector<std::atomic<int>>> ran;
+};
+
+SilentLinkChain silent_link_chain(uint32_t links, uint32_t silent, uint32_t retries) {
+  SilentLinkChain c;
+  c.ran = std::make_shared<std::vector<std::atomic<int>>>(links);
+  gf_data previous{};
+  for (uint32_t i = 0; i < links; ++i) {
+    TaskSpec spec;
+    spec.cost_key = "value link";
+    spec.retries = i == silent ? retries : 0;
+    if (i > 0) spec.inputs = {previous};
+    gf_data out = must_add_buffer(c.graph.get(), nullptr, 8, i + 1 == links ? GF_DATA_KEEP : 0);
+    spec.outputs = {out};
+    spec.cpu = [ran = c.ran, i, silent](gf_task_ctx *ctx) -> int {
+      const int attempt = (*ran)[i].fetch_add(1);
+      uint64_t value = i;
+      if (i > 0) {
+        const void *in = nullptr;
+        uint64_t size = 0;
+        if (gf_task_ctx_input(&in, &size, ctx, 0) != GF_OK) return 1;
+        value = *static_cast<const uint64_t *>(in) + 1;
+      }
+      if (i == silent && attempt == 0) return 0;  // "success", with nothing made
+      void *p = nullptr;
+      if (gf_task_ctx_output(&p, ctx, 0, 8) != GF_OK) return 1;
+      std::memcpy(p, &value, 8);
+      return 0;
+    };
+    c.tasks.push_back(must_add_task(c.graph.get(), spec));
+    previous = c.last = out;
+  }
+  return c;
+}
+
+TEST(Continuation, ALinkThatSucceedsWithoutItsOutputFailsAndItsSuccessorWaitsForTheRetry) {
+  constexpr uint32_t kLinks = 200, kSilent = 77;
+  Pool pool = make_pool(host_config(2, -1));
+  {
+    // Retried: the link's second attempt makes the value, and its successor runs once, after it.
+    SilentLinkChain c = silent_link_chain(kLinks, kSilent, 1);
+    RunPtr run(submit(pool.get(), c.graph.get()));
+    ASSERT_NE(run, nullptr);
+    ASSERT_EQ(gf_run_wait(run.get(), kWaitMs), GF_OK) << last_error();
+    EXPECT_EQ((*c.ran)[kSilent].load(), 2);
+    for (uint32_t i = 0; i < kLinks; ++i) {
+      if (i == kSilent) continue;
+      EXPECT_EQ((*c.ran)[i].load(), 1) << "link " << i;
+    }
+    std::vector<unsigned char> bytes = fetch(run.get(), c.last);
+    ASSERT_EQ(bytes.size(), 8u);
+    uint64_t value = 0;
+    std::memcpy(&value, bytes.data(), 8);
+    EXPECT_EQ(value, kLinks - 1);
+  }
+  {
+    // Not retried: the link fails naming what it did not make, and nothing after it runs.
+    SilentLinkChain c = silent_link_chain(kLinks, kSilent, 0);
+    RunPtr run(submit(pool.get(), c.graph.get()));
+    ASSERT_NE(run, nullptr);
+    EXPECT_EQ(gf_run_wait(run.get(), kWaitMs), GF_ERR_TASK_FAILED);
+    const std::string error = task_error(run.get(), c.tasks[kSilent]);
+    EXPECT_NE(error.find("returned success without producing data #"), std::string::npos)
+        << error;
+    EXPECT_EQ((*c.ran)[kSilent + 1].load(), 0);
+    EXPECT_EQ(task_state(run.get(), c.tasks[kSilent + 1]), GF_TASK_FAILED);
+    EXPECT_EQ(task_state(run.get(), c.tasks[kSilent - 1]), GF_TASK_SUCCEEDED);
   }
   expect_ledger_idle(pool.get());
 }
