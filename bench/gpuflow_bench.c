@@ -305,8 +305,7 @@ int main(int argc, char **argv) {
     }
   }
 
-  const double embedded =
-      print_line("gpuflow", kind, n, ntasks, reps, &s[0], ncpu[0], ngpu[0], 0);
+  const double embedded = print_line("gpuflow", kind, n, ntasks, reps, &s[0], ncpu[0], ngpu[0], 0);
   if (connected) {
     /* vs_embedded needs the connected median first: print_line computes it, so pass it in. */
     double *copy = malloc((size_t)reps * sizeof(double));

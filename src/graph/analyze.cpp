@@ -106,7 +106,7 @@ bool orders_every_task(const GraphAnalysis &a, std::vector<uint32_t> &pending) {
 // rank order). Kept out of line: inlined into freeze, its walk ran 1.3x slower (GCC 12, measured on
 // a 200,000-task chain; the same instructions, its loop's values no longer all in registers).
 [[gnu::noinline]] void rank(GraphAnalysis &a, const std::vector<uint32_t> &pred_begin,
-          const std::vector<TaskIndex> &preds) {
+                            const std::vector<TaskIndex> &preds) {
   const size_t n = a.predecessor_count.size();
   if (a.successors.empty()) {  // no edges (a wide graph): every task its own branch, in order
     a.order.resize(n);

@@ -48,7 +48,7 @@ struct DataDesc {
 struct TaskDesc {
   // Read for every task as it is placed, dispatched and completed: together at the front, so
   // that walking a large graph's tasks reads two cache lines of each, not three or four.
-  TaskBody body;                  // empty when `kernel` or `command` names the body
+  TaskBody body;  // empty when `kernel` or `command` names the body
   RequestId request = kEmptyRequest;
   int32_t priority = 0;
   uint32_t inputs_begin = 0;  // into Graph::input_refs

@@ -221,8 +221,7 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
       out.inputs[i] = {here ? here->ptr : data.value, data.size};
       if (worker.space != kHostSpace) {
         data.holds--;
-        if (here && here->value && data.value_movable())
-          note_resident(run, in[i], worker.space);
+        if (here && here->value && data.value_movable()) note_resident(run, in[i], worker.space);
       }
       continue;
     }

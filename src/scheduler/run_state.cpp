@@ -34,8 +34,7 @@ void SpareRunArrays::give_back(TaskRuns &&tasks, DataRuns &&data) {
   data_.swap(data);
 }
 
-void SpareRunArrays::take(TaskRuns &tasks, size_t task_count, DataRuns &data,
-                          size_t data_count) {
+void SpareRunArrays::take(TaskRuns &tasks, size_t task_count, DataRuns &data, size_t data_count) {
   TaskRuns kept_tasks;
   DataRuns kept_data;
   {

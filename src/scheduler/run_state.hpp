@@ -180,7 +180,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
   TaskRuns tasks;
   DataRuns data;
   std::shared_ptr<SpareRunArrays> spare_arrays;  // where tasks and data go when the run does
-  std::vector<ResolvedRequest> requests;  // by graph RequestId
+  std::vector<ResolvedRequest> requests;         // by graph RequestId
   std::vector<TaskBody> resolved_bodies;  // by task, only when the graph names kernels/commands
   std::shared_ptr<CommandResolver> command_bodies;  // what resolved command bodies point into
   std::vector<uint32_t> cost_ids;                   // by graph cost key: the scheduler's cost id

@@ -276,11 +276,11 @@ class Scheduler {
   }
   void enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t);
   // Roots `first` .. `first + count - 1` (consecutive in task number and rank, and of one
-  // `priority`, which the caller knows) that follow the last one placed in their group (start(): no inputs, a CPU slot
-  // only, on the CPU worker that one went to): place() and enqueue_ready() without what cannot
-  // apply to them, and without waking anyone; the caller then wakes once for the roots it
-  // queued in a row (wake_after_queueing). Profiled: place, enqueue_ready and wake_for per root
-  // were 200 instructions of the 500 a wide graph's task costs under the mutex.
+  // `priority`, which the caller knows) that follow the last one placed in their group (start(): no
+  // inputs, a CPU slot only, on the CPU worker that one went to): place() and enqueue_ready()
+  // without what cannot apply to them, and without waking anyone; the caller then wakes once for
+  // the roots it queued in a row (wake_after_queueing). Profiled: place, enqueue_ready and wake_for
+  // per root were 200 instructions of the 500 a wide graph's task costs under the mutex.
   void queue_plain_roots(RunState &run, TaskIndex first, uint32_t count, WorkerState &worker,
                          double estimate_s, int32_t priority);
   void wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last, uint32_t queued);

@@ -239,8 +239,7 @@ TEST(Continuation, ALinkThatSucceedsWithoutItsOutputFailsAndItsSuccessorWaitsFor
     ASSERT_NE(run, nullptr);
     EXPECT_EQ(gf_run_wait(run.get(), kWaitMs), GF_ERR_TASK_FAILED);
     const std::string error = task_error(run.get(), c.tasks[kSilent]);
-    EXPECT_NE(error.find("returned success without producing data #"), std::string::npos)
-        << error;
+    EXPECT_NE(error.find("returned success without producing data #"), std::string::npos) << error;
     EXPECT_EQ((*c.ran)[kSilent + 1].load(), 0);
     EXPECT_EQ(task_state(run.get(), c.tasks[kSilent + 1]), GF_TASK_FAILED);
     EXPECT_EQ(task_state(run.get(), c.tasks[kSilent - 1]), GF_TASK_SUCCEEDED);

@@ -51,7 +51,8 @@ TEST(ReplicaSet, CopiesComeAndGoInAnyOrderPastTheOneInline) {
   data.push_back(Replica{kHostSpace, true, &bytes[3]});  // spilled back to host
   ASSERT_EQ(data.size(), 3u);
   size_t seen = 0;
-  for (const Replica &r : data) seen += r.ptr == &bytes[1] || r.ptr == &bytes[2] || r.ptr == &bytes[3];
+  for (const Replica &r : data)
+    seen += r.ptr == &bytes[1] || r.ptr == &bytes[2] || r.ptr == &bytes[3];
   EXPECT_EQ(seen, 3u);
   data.remove(1);
   data.remove(2);

@@ -900,7 +900,7 @@ TEST(Run, ALargeGraphStartsWithItsDataAsASmallOneDoes) {
   auto l = large_graph();
   uint64_t data = 0;
   GF_ASSERT_OK(gf_graph_data_count(&data, l->graph.get()));
-  ASSERT_GE(data, 65536u);  // past prepare()'s inline setup
+  ASSERT_GE(data, 65536u);                      // past prepare()'s inline setup
   for (int repeat = 0; repeat < 2; ++repeat) {  // the graph runs twice: its analysis is kept
     RunPtr run = run_graph(pool.get(), l->graph.get());
     ASSERT_NE(run, nullptr);
@@ -926,8 +926,8 @@ TEST(Run, ALargeGraphThatCannotBeFrozenLeavesThePoolAsItWas) {
   GF_ASSERT_OK(gf_graph_add_dependency(l->graph.get(), l->sum_tasks[0], l->sum_tasks[1]));
   GF_ASSERT_OK(gf_graph_add_dependency(l->graph.get(), l->sum_tasks[1], l->sum_tasks[0]));
   gf_run *run = nullptr;
-  const std::string m = GF_EXPECT_STATUS(GF_ERR_INVALID_GRAPH,
-                                         gf_graph_submit(&run, pool.get(), l->graph.get(), nullptr));
+  const std::string m = GF_EXPECT_STATUS(
+      GF_ERR_INVALID_GRAPH, gf_graph_submit(&run, pool.get(), l->graph.get(), nullptr));
   EXPECT_EQ(run, nullptr);
   EXPECT_TRUE(contains(m, "cycle")) << m;
   auto fine = large_graph();
