@@ -124,7 +124,7 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
       if (o.charged_at_run) {  // a device value: device data like a buffer
         data.replicas.push_back(Replica{worker.space, true, o.ptr, 0, true});
         data.set_value_ops(o.value_ops);
-        if (o.value_ops.movable()) note_resident(run, out[i], worker.space);
+        if (data.value_movable()) note_resident(run, out[i], worker.space);
       }
     } else {
       data.replicas.push_back(Replica{worker.space, true, o.ptr});

@@ -22,13 +22,13 @@ RunState::~RunState() {
 }
 
 void SpareRunArrays::give_back(TaskRuns &&tasks, DataRuns &&data) {
-  TaskRuns dropped_tasks;
-  DataRuns dropped_data;
   tasks.clear();
   data.clear();  // outside the mutex: each data object's copies and value ops go
   if (capacity_bytes(tasks) + capacity_bytes(data) > kKeptBytes) return;
+  TaskRuns dropped_tasks;  // an older set: freed once the mutex is released
+  DataRuns dropped_data;
   std::lock_guard lock(mu_);
-  dropped_tasks.swap(tasks_);  // an older set: freed once the mutex is released
+  dropped_tasks.swap(tasks_);
   dropped_data.swap(data_);
   tasks_.swap(tasks);
   data_.swap(data);
