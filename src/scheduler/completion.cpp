@@ -113,6 +113,24 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
   RunState &run = *done.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(done.task);
+  store_outputs(worker, done, task);
+  if (!run.errors.empty()) run.errors.erase(done.task);  // a failed attempt's, now retried
+  run.tasks[done.task].state = GF_TASK_SUCCEEDED;
+  run.succeeded++;
+  settled_totals_.succeeded++;
+  const DataIndex *in = graph.inputs(task);
+  for (uint32_t i = 0; i < task.input_count; ++i) consumed(run, in[i], deferred);
+  release_successors(worker, run, done.task, deferred);
+  // New results may lift the device over its threshold after every check made at placement.
+  // Checked once the successors are placed, so the inputs they hold are spilled last.
+  if (worker.space != kHostSpace) spill(worker, 0, deferred);
+  run.tasks_left--;
+  maybe_finish_run(run, deferred);
+}
+
+void Scheduler::store_outputs(WorkerState &worker, const Dispatch &done, const TaskDesc &task) {
+  RunState &run = *done.run;
+  const Graph &graph = run.graph();
   const DataIndex *out = graph.outputs(task);
   for (uint32_t i = 0; i < task.output_count; ++i) {
     DataRun &data = run.data[out[i]];
@@ -132,14 +150,12 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
     }
     data.phase = DataRun::Phase::kReady;
   }
-  if (!run.errors.empty()) run.errors.erase(done.task);  // a failed attempt's, now retried
-  run.tasks[done.task].state = GF_TASK_SUCCEEDED;
-  run.succeeded++;
-  settled_totals_.succeeded++;
-  const DataIndex *in = graph.inputs(task);
-  for (uint32_t i = 0; i < task.input_count; ++i) consumed(run, in[i], deferred);
-  const GraphAnalysis &a = graph.analysis();
-  for (uint32_t e = a.successor_begin[done.task]; e < a.successor_begin[done.task + 1]; ++e) {
+}
+
+void Scheduler::release_successors(WorkerState &worker, RunState &run, TaskIndex t,
+                                   Deferred &deferred) {
+  const GraphAnalysis &a = run.graph().analysis();
+  for (uint32_t e = a.successor_begin[t]; e < a.successor_begin[t + 1]; ++e) {
     TaskIndex s = a.successors[e];
     TaskRun &next = run.tasks[s];
     // A claimed waiting task ran already, in this thread's batch: complete_batch adopts it.
@@ -147,10 +163,37 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
       make_ready(run, s, worker.index, deferred);
     }
   }
-  // New results may lift the device over its threshold after every check made at placement.
-  // Checked once the successors are placed, so the inputs they hold are spilled last.
-  if (worker.space != kHostSpace) spill(worker, 0, deferred);
-  run.tasks_left--;
+}
+
+void Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t count,
+                              Deferred &deferred) {
+  RunState &run = *items[0].run;
+  const Graph &graph = run.graph();
+  const GraphAnalysis &a = graph.analysis();
+  // Alike tasks share a cost key: their times are learnt into one estimate, found once.
+  double *estimate = nullptr;
+  for (size_t i = 0; i < count; ++i) {
+    Dispatch &done = items[i];
+    TaskRun &tr = run.tasks[done.task];
+    worker.backlog_s -= tr.estimate_s;
+    if (done.timed) {
+      if (!estimate) estimate = &estimate_slot(run, done.task, worker.kind);
+      *estimate = *estimate < 0 ? done.seconds : 0.8 * *estimate + 0.2 * done.seconds;
+    }
+    const TaskDesc &task = graph.task(done.task);
+    if (task.output_count) store_outputs(worker, done, task);
+    if (!run.errors.empty()) run.errors.erase(done.task);  // a failed attempt's, now retried
+    tr.state = GF_TASK_SUCCEEDED;
+    if (a.successor_begin[done.task] != a.successor_begin[done.task + 1]) {
+      release_successors(worker, run, done.task, deferred);
+    }
+  }
+  if (estimate) note_tiny(run, items[0].task, worker.kind, *estimate);
+  worker.running -= static_cast<uint32_t>(count);
+  running_total_ -= count;
+  run.succeeded += count;
+  settled_totals_.succeeded += count;
+  run.tasks_left -= count;
   maybe_finish_run(run, deferred);
 }
 

@@ -29,6 +29,28 @@ uint64_t declared_output_bytes(const Graph &graph, const TaskDesc &task) {
   return bytes;
 }
 
+// How many items from batch.items[first] on are successful attempts of consecutive tasks of one
+// run, each after the first alike the one before it (Graph::alike_previous): a span pick() took
+// from a ready queue. 0 when fewer than two are: finish() takes single tasks.
+size_t alike_successes(const Batch &batch, size_t first) {
+  auto settles_here = [](const Dispatch &d) {
+    return d.ok && !d.skipped && !d.handed_off && !d.continued;
+  };
+  const Dispatch &head = batch.items[first];
+  if (!settles_here(head)) return 0;
+  const Graph &graph = head.run->graph();
+  size_t end = first + 1;
+  while (end < batch.count) {
+    const Dispatch &d = batch.items[end];
+    if (d.run != head.run || d.task != batch.items[end - 1].task + 1 ||
+        !graph.alike_previous(d.task) || !settles_here(d)) {
+      break;
+    }
+    ++end;
+  }
+  return end - first > 1 ? end - first : 0;
+}
+
 }  // namespace
 
 void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &deferred) {
@@ -50,6 +72,11 @@ void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &defe
         dropping = true;  // what ran after it may have read what it made: drop that too
         continue;
       }
+    }
+    if (const size_t alike = alike_successes(batch, i)) {
+      succeed_alike(worker, &item, alike, deferred);
+      i += alike - 1;
+      continue;
     }
     finish(worker, item, deferred);
   }
@@ -151,17 +178,21 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
       if (full(first.run->tasks[first.task].estimate_s, left)) break;
       // The rest of its span is alike (ReadyQueue::push_following): dispatched as it was,
       // without being weighed again, and taken from the queue at once.
+      const size_t from = batch.count;
       uint32_t taken = 0;
       bool stop = false;
       while (taken < alike && !stop) {
         const TaskIndex next = first.task + 1 + taken++;
-        if (batch.count == batch.items.size()) batch.items.emplace_back();
-        Dispatch &out = batch.items[batch.count++];
-        dispatched(worker, *first.run, next, first.ready_at, out);
+        batch.count++;
         stop = full(first.run->tasks[next].estimate_s, --left);
       }
-      if (taken > 0 && worker.ready.pop_span(taken).task != first.task + 1) {
-        fail(GF_ERR_INTERNAL, "a ready queue's span broke");
+      if (taken > 0) {
+        if (batch.items.size() < batch.count) batch.items.resize(batch.count);
+        dispatched_alike(worker, *first.run, first.task + 1, taken, first.ready_at,
+                         &batch.items[from]);
+        if (worker.ready.pop_span(taken).task != first.task + 1) {
+          fail(GF_ERR_INTERNAL, "a ready queue's span broke");
+        }
       }
       if (stop) break;
     } else {
@@ -247,6 +278,19 @@ void Scheduler::dispatched(WorkerState &worker, RunState &run, TaskIndex t,
   running_total_++;
   out.assign(&run, t, tr.attempts, run.graph().task(t).input_count, ready_at,
              tr.estimate_s < kTinyTask);
+}
+
+void Scheduler::dispatched_alike(WorkerState &worker, RunState &run, TaskIndex first,
+                                 uint32_t count, Clock::time_point ready_at, Dispatch *out) {
+  for (uint32_t i = 0; i < count; ++i) {
+    TaskRun &tr = run.tasks[first + i];
+    tr.state = GF_TASK_RUNNING;
+    tr.attempts++;
+    out[i].assign(&run, first + i, tr.attempts, 0, ready_at, tr.estimate_s < kTinyTask);
+  }
+  run.attempts += count;
+  worker.running += count;
+  running_total_ += count;
 }
 
 bool Scheduler::StealBudget::allows(size_t thief_has, size_t victim_has, size_t more_tasks,

@@ -328,12 +328,22 @@ std::string Scheduler::cost_key_name(uint32_t cost_id) {
 }
 
 void Scheduler::learn(const RunState &run, TaskIndex t, gf_worker_kind kind, double seconds) {
+  double &e = estimate_slot(run, t, kind);
+  e = e < 0 ? seconds : 0.8 * e + 0.2 * seconds;
+  note_tiny(run, t, kind, e);
+}
+
+double &Scheduler::estimate_slot(const RunState &run, TaskIndex t, gf_worker_kind kind) {
   size_t slot = cost_slot(run, t, kind);
   if (slot >= estimates_.size()) estimates_.resize(slot + 1, -1.0);
-  double &e = estimates_[slot];
-  e = e < 0 ? seconds : 0.8 * e + 0.2 * seconds;
+  return estimates_[slot];
+}
+
+void Scheduler::note_tiny(const RunState &run, TaskIndex t, gf_worker_kind kind,
+                          double estimate_s) {
   if (kind == GF_WORKER_CPU) {
-    run.tiny_costs[run.graph().task(t).cost_key].store(e < kTinyTask, std::memory_order_relaxed);
+    run.tiny_costs[run.graph().task(t).cost_key].store(estimate_s < kTinyTask,
+                                                       std::memory_order_relaxed);
   }
 }
 

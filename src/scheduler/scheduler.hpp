@@ -323,6 +323,11 @@ class Scheduler {
   // ready for its body.
   void dispatched(WorkerState &worker, RunState &run, TaskIndex t, Clock::time_point ready_at,
                   Dispatch &out);
+  // dispatched() for `count` consecutive tasks from `first`, each alike the one before it
+  // (Graph::alike_previous: no inputs, no request), the rest of a span pick() took: into
+  // out[0..count).
+  void dispatched_alike(WorkerState &worker, RunState &run, TaskIndex first, uint32_t count,
+                        Clock::time_point ready_at, Dispatch *out);
   bool try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out, Deferred &deferred,
                     bool first_in_line);
   bool steal(WorkerState &thief, Deferred &deferred);
@@ -353,6 +358,14 @@ class Scheduler {
   // Gives back what an attempt that will not count made: its outputs and their device memory.
   void release_outputs(WorkerState &worker, const Dispatch &done, Deferred &deferred);
   void succeed(WorkerState &worker, Dispatch &done, Deferred &deferred);
+  // succeed's parts: the outputs become data; successors whose last dependency this was become
+  // ready.
+  void store_outputs(WorkerState &worker, const Dispatch &done, const TaskDesc &task);
+  void release_successors(WorkerState &worker, RunState &run, TaskIndex t, Deferred &deferred);
+  // finish() for `count` successful attempts of consecutive plain tasks of one run, each alike
+  // the one before it (Graph::alike_previous: no inputs, no request, CPU bodies only): the
+  // counters move once for them all.
+  void succeed_alike(WorkerState &worker, Dispatch *items, size_t count, Deferred &deferred);
   void fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred);
   void settle(RunState &run, TaskIndex t, gf_task_state state, Deferred &deferred);
   void consumed(RunState &run, DataIndex d, Deferred &deferred);
@@ -417,6 +430,10 @@ class Scheduler {
     return slot < estimates_.size() && estimates_[slot] >= 0 ? estimates_[slot] : kUnknownDuration;
   }
   void learn(const RunState &run, TaskIndex t, gf_worker_kind kind, double seconds);
+  // learn's parts: the estimate of t's cost key on `kind` (negative: none yet; valid until the
+  // next call), and publishing whether a CPU estimate makes t's key tiny.
+  double &estimate_slot(const RunState &run, TaskIndex t, gf_worker_kind kind);
+  void note_tiny(const RunState &run, TaskIndex t, gf_worker_kind kind, double estimate_s);
   static size_t cost_slot(const RunState &run, TaskIndex t, gf_worker_kind kind) {
     return size_t{run.cost_ids[run.graph().task(t).cost_key]} * 2 + (kind == GF_WORKER_GPU);
   }

@@ -286,6 +286,61 @@ TEST(HotPathStress, WideRootsInSpansRunOnceUnderStealingAndCancellation) {
   expect_ledger_idle(pool.get());
 }
 
+// Workers settle the alike tasks of a span together (Scheduler::succeed_alike). An attempt that
+// fails among them, and its retry, settle on their own: every other task's output is kept and
+// readable, and the counters and attempts add up task by task.
+TEST(HotPathStress, FailuresAndRetriesAmongAlikeTasksSettleOnTheirOwn) {
+  Pool pool = make_pool(host_config(4, -1));
+  constexpr uint32_t kTasks = 4000;
+  Graph g = make_graph();
+  auto ran = std::make_shared<std::vector<std::atomic<int>>>(kTasks);
+  auto fails_once = [](uint32_t t) { return t % 7 == 3; };
+  auto fails_always = [](uint32_t t) { return t % 97 == 5; };
+  std::vector<gf_task> tasks;
+  std::vector<gf_data> outputs;
+  for (uint32_t t = 0; t < kTasks; ++t) {
+    TaskSpec spec;
+    spec.cost_key = "alike";
+    spec.retries = 1;
+    outputs.push_back(must_add_buffer(g.get(), nullptr, sizeof(uint64_t)));
+    spec.outputs = {outputs.back()};
+    spec.cpu = [ran, t, fails_once, fails_always](gf_task_ctx *ctx) {
+      const int attempt = (*ran)[t].fetch_add(1);
+      if (fails_always(t) || (fails_once(t) && attempt == 0)) return 1;
+      void *out = nullptr;
+      if (gf_task_ctx_output(&out, ctx, 0, sizeof(uint64_t)) != GF_OK) return 1;
+      const uint64_t value = uint64_t{t} * 3 + 1;
+      std::memcpy(out, &value, sizeof value);
+      return 0;
+    };
+    tasks.push_back(must_add_task(g.get(), spec));
+  }
+  RunPtr run(submit(pool.get(), g.get()));
+  ASSERT_NE(run, nullptr);
+  EXPECT_EQ(gf_run_wait(run.get(), kWaitMs), GF_ERR_TASK_FAILED);
+  uint64_t failed = 0, attempts = 0;
+  for (uint32_t t = 0; t < kTasks; ++t) {
+    const int want_attempts = fails_always(t) || fails_once(t) ? 2 : 1;
+    EXPECT_EQ((*ran)[t].load(), want_attempts) << "task " << t;
+    uint32_t counted = 0;
+    ASSERT_EQ(gf_run_task_attempts(&counted, run.get(), tasks[t]), GF_OK) << last_error();
+    EXPECT_EQ(counted, static_cast<uint32_t>(want_attempts)) << "task " << t;
+    attempts += static_cast<uint64_t>(want_attempts);
+    if (fails_always(t)) {
+      failed++;
+      EXPECT_EQ(task_state(run.get(), tasks[t]), GF_TASK_FAILED) << "task " << t;
+    } else {
+      EXPECT_EQ(task_state(run.get(), tasks[t]), GF_TASK_SUCCEEDED) << "task " << t;
+      EXPECT_EQ(fetch_u64(run.get(), outputs[t]), uint64_t{t} * 3 + 1) << "task " << t;
+    }
+  }
+  const gf_run_stats st = run_stats(run.get());
+  EXPECT_EQ(st.succeeded, kTasks - failed);
+  EXPECT_EQ(st.failed, failed);
+  EXPECT_EQ(st.attempts, attempts);
+  expect_ledger_idle(pool.get());
+}
+
 // On one worker, a wide graph's roots run in the ready queue's order, spans or not: the higher
 // priority first, each priority in graph order.
 TEST(HotPathStress, WideRootsOnOneWorkerRunInPriorityThenGraphOrder) {
