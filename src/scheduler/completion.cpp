@@ -165,15 +165,22 @@ void Scheduler::release_successors(WorkerState &worker, RunState &run, TaskIndex
   }
 }
 
-void Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t count,
-                              Deferred &deferred) {
+size_t Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t count,
+                                Deferred &deferred) {
   RunState &run = *items[0].run;
   const Graph &graph = run.graph();
   const GraphAnalysis &a = graph.analysis();
   // Alike tasks share a cost key: their times are learnt into one estimate, found once.
   double *estimate = nullptr;
-  for (size_t i = 0; i < count; ++i) {
-    Dispatch &done = items[i];
+  size_t settled = 0;
+  for (; settled < count; ++settled) {
+    Dispatch &done = items[settled];
+    // A successor run directly (a chain's next link): its predecessors settled just before it.
+    // One that is not the scheduler's to adopt ends the fold; complete_batch drops it.
+    if (done.continued) {
+      if (!adopt(worker, done)) break;
+      done.continued = false;
+    }
     TaskRun &tr = run.tasks[done.task];
     worker.backlog_s -= tr.estimate_s;
     if (done.timed) {
@@ -189,12 +196,13 @@ void Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t count
     }
   }
   if (estimate) note_tiny(run, items[0].task, worker.kind, *estimate);
-  worker.running -= static_cast<uint32_t>(count);
-  running_total_ -= count;
-  run.succeeded += count;
-  settled_totals_.succeeded += count;
-  run.tasks_left -= count;
+  worker.running -= static_cast<uint32_t>(settled);
+  running_total_ -= settled;
+  run.succeeded += settled;
+  settled_totals_.succeeded += settled;
+  run.tasks_left -= settled;
   maybe_finish_run(run, deferred);
+  return settled;
 }
 
 void Scheduler::fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred) {

@@ -31,13 +31,14 @@ uint64_t declared_output_bytes(const Graph &graph, const TaskDesc &task) {
 
 // How many items from batch.items[first] on are successful attempts of consecutive tasks of one
 // run, each after the first alike the one before it (Graph::alike_previous): a span pick() took
-// from a ready queue. 0 when fewer than two are: finish() takes single tasks.
-size_t alike_successes(const Batch &batch, size_t first) {
-  auto settles_here = [](const Dispatch &d) {
-    return d.ok && !d.skipped && !d.handed_off && !d.continued;
+// from a ready queue, or a chain's links run directly (`continued`, counted only while
+// `continued_too`). 0 when fewer than two are: finish() takes single tasks.
+size_t alike_successes(const Batch &batch, size_t first, bool continued_too) {
+  auto settles_here = [continued_too](const Dispatch &d) {
+    return d.ok && !d.skipped && !d.handed_off && (continued_too || !d.continued);
   };
   const Dispatch &head = batch.items[first];
-  if (!settles_here(head)) return 0;
+  if (!settles_here(head) || first + 1 >= batch.count) return 0;
   const Graph &graph = head.run->graph();
   size_t end = first + 1;
   while (end < batch.count) {
@@ -73,9 +74,8 @@ void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &defe
         continue;
       }
     }
-    if (const size_t alike = alike_successes(batch, i)) {
-      succeed_alike(worker, &item, alike, deferred);
-      i += alike - 1;
+    if (const size_t alike = alike_successes(batch, i, !dropping)) {
+      i += succeed_alike(worker, &item, alike, deferred) - 1;
       continue;
     }
     finish(worker, item, deferred);

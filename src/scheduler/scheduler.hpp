@@ -364,8 +364,10 @@ class Scheduler {
   void release_successors(WorkerState &worker, RunState &run, TaskIndex t, Deferred &deferred);
   // finish() for `count` successful attempts of consecutive plain tasks of one run, each alike
   // the one before it (Graph::alike_previous: no inputs, no request, CPU bodies only): the
-  // counters move once for them all.
-  void succeed_alike(WorkerState &worker, Dispatch *items, size_t count, Deferred &deferred);
+  // counters move once for them all. Items after the first may be successors run directly,
+  // adopted here in turn; returns how many were settled, fewer than `count` when one of those
+  // could not be adopted (the caller drops it).
+  size_t succeed_alike(WorkerState &worker, Dispatch *items, size_t count, Deferred &deferred);
   void fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred);
   void settle(RunState &run, TaskIndex t, gf_task_state state, Deferred &deferred);
   void consumed(RunState &run, DataIndex d, Deferred &deferred);
