@@ -261,20 +261,12 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
         // With it, the alike roots right after it in task number and rank (a wide graph's),
         // up to the group's or the slice's end, follow as one span.
         const size_t most = std::min({roots.size() - i, group - in_group, kSlice - i % kSlice});
-        size_t count = 1;
-        while (count < most) {
-          const TaskIndex next = roots[i + count];
-          if (next != root + count || analysis.order[next] != analysis.order[root] + count ||
-              run->tasks[next].state != GF_TASK_WAITING || !graph->alike_previous(next)) {
-            break;
-          }
-          ++count;
-        }
-        queue_plain_roots(*run, root, static_cast<uint32_t>(count), *workers_[group_worker],
-                          follow_estimate_s, priority);
+        const uint32_t count =
+            queue_plain_roots(*run, i, static_cast<uint32_t>(most), *workers_[group_worker],
+                              follow_estimate_s, priority);
         last_priority = priority;
-        followed_last = last_placed = root + static_cast<TaskIndex>(count) - 1;
-        followed += static_cast<uint32_t>(count);
+        followed_last = last_placed = root + count - 1;
+        followed += count;
         in_group += count;
         i += count - 1;
       } else {
@@ -422,15 +414,32 @@ void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
   if (!worker.granted && demand_listener_) demand_listener_();
 }
 
-void Scheduler::queue_plain_roots(RunState &run, TaskIndex first, uint32_t count,
-                                  WorkerState &worker, double estimate_s, int32_t priority) {
-  for (uint32_t k = 0; k < count; ++k) queued_on(worker, run.tasks[first + k], estimate_s);
+uint32_t Scheduler::queue_plain_roots(RunState &run, size_t i, uint32_t most, WorkerState &worker,
+                                      double estimate_s, int32_t priority) {
+  const Graph &graph = run.graph();
+  const GraphAnalysis &a = graph.analysis();
+  const TaskIndex first = a.roots[i];
+  // Without edges every task is a root, ranked in task order (Graph::freeze): only the tasks'
+  // states and alikeness are read, in one pass with their queueing (a wide graph's start()).
+  const bool in_task_order = a.successors.empty();
+  queued_on(worker, run.tasks[first], estimate_s);
+  uint32_t count = 1;
+  for (; count < most; ++count) {
+    const TaskIndex next = first + count;
+    if (!in_task_order && (a.roots[i + count] != next || a.order[next] != a.order[first] + count)) {
+      break;
+    }
+    TaskRun &tr = run.tasks[next];
+    if (tr.state != GF_TASK_WAITING || !graph.alike_previous(next)) break;
+    queued_on(worker, tr, estimate_s);
+  }
   // Alike the root they follow (no inputs, a CPU slot only, its cost key and estimate), which
   // start() queued on this worker just before them: they may all share its span. start()
   // stamps only when observed.
   QueuedTask entry = queue_entry(run, first, enqueue_stamp_, priority);
   entry.span = count;
   worker.ready.push_following(entry);
+  return count;
 }
 
 void Scheduler::wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last,

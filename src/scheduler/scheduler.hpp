@@ -275,14 +275,16 @@ class Scheduler {
     return queue_entry(run, t, ready_at, run.graph().task(t).priority);
   }
   void enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t);
-  // Roots `first` .. `first + count - 1` (consecutive in task number and rank, and of one
-  // `priority`, which the caller knows) that follow the last one placed in their group (start(): no
-  // inputs, a CPU slot only, on the CPU worker that one went to): place() and enqueue_ready()
-  // without what cannot apply to them, and without waking anyone; the caller then wakes once for
-  // the roots it queued in a row (wake_after_queueing). Profiled: place, enqueue_ready and wake_for
-  // per root were 200 instructions of the 500 a wide graph's task costs under the mutex.
-  void queue_plain_roots(RunState &run, TaskIndex first, uint32_t count, WorkerState &worker,
-                         double estimate_s, int32_t priority);
+  // The root analysis.roots[i] and up to `most - 1` roots after it that are next in task number
+  // and rank, still waiting, and alike the one before them (of one `priority`, which the caller
+  // knows), all following the last root placed in their group (start(): no inputs, a CPU slot
+  // only, on the CPU worker that one went to): place() and enqueue_ready() without what cannot
+  // apply to them, as one span, and without waking anyone; returns how many were queued. The
+  // caller then wakes once for the roots it queued in a row (wake_after_queueing). Profiled:
+  // place, enqueue_ready and wake_for per root were 200 instructions of the 500 a wide graph's
+  // task cost under the mutex.
+  uint32_t queue_plain_roots(RunState &run, size_t i, uint32_t most, WorkerState &worker,
+                             double estimate_s, int32_t priority);
   void wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last, uint32_t queued);
   void wake_for(WorkerState &worker, RunState &run, TaskIndex t);
   // WorkerState::wake_one, counted in wakes_pending_total_.
