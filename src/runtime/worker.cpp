@@ -108,6 +108,7 @@ void Worker::run_batch(Batch &batch, ThreadContext &thread) {
       execute(batch.items[i], thread, Clock::time_point{}, false);
       batch.items[i].timed = false;
       Scheduler::continuation(state_, batch, i);
+      Scheduler::prefetch_settling(batch.items[i]);
     }
     return;
   }
@@ -117,6 +118,7 @@ void Worker::run_batch(Batch &batch, ThreadContext &thread) {
   for (size_t i = 0; i < batch.count; ++i) {
     at = execute(batch.items[i], thread, at, per_task);
     if (!per_task) Scheduler::continuation(state_, batch, i);
+    Scheduler::prefetch_settling(batch.items[i]);
     if (per_task || (i + 1 < batch.count && same_cost(batch.items[i], batch.items[i + 1]))) {
       continue;
     }

@@ -207,6 +207,12 @@ class Scheduler {
   // nothing queued should run first. Reads only what is immutable once the run started (and
   // atomics). The caller runs what was appended after the rest of the batch.
   static void continuation(const WorkerState &worker, Batch &batch, size_t done);
+  // Asks for the cache lines that settling `item` under the mutex will write (its task's state,
+  // its inputs' and outputs' data states, its successors' states), from its worker thread once
+  // its body has run: settling a tree's tasks waited mostly on those misses. A hint: it reads
+  // only what is immutable while the task is unsettled (the frozen graph, where the run's arrays
+  // are).
+  static void prefetch_settling(const Dispatch &item);
   // A GPU task whose device work has finished (device_error empty on success). Takes the lock.
   void finish_async(WorkerState &worker, Dispatch &done, const std::string &device_error);
   // A body asks for a dynamic-size output: charge device memory now (takes the lock).
