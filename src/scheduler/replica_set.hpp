@@ -56,7 +56,15 @@ class ReplicaSet {
 
   void push_back(const Replica &r) {
     if (size_ < inline_.size()) {
-      inline_[size_++] = r;
+      // Field by field: a copy of the whole struct, built just before on the stack from stores
+      // of other widths, stalled on store forwarding (perf: most of storing a task's output,
+      // under the scheduler's mutex).
+      Replica &slot = inline_[size_++];
+      slot.ptr = r.ptr;
+      slot.lru_tick = r.lru_tick;
+      slot.space = r.space;
+      slot.owned = r.owned;
+      slot.value = r.value;
       return;
     }
     push_back_past_inline(r);
