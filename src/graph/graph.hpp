@@ -154,6 +154,9 @@ class Graph {
   // tasks are added, so that queueing a wide graph's roots (Scheduler::start) need not read each
   // one's description (issue 29: that was half of start()'s time).
   bool alike_previous(TaskIndex t) const { return alike_previous_[t]; }
+  // Whether any task is alike the one before it: the scheduler's folds of alike tasks look no
+  // further in a graph without any (one of GPU or mixed bodies, of inputs everywhere).
+  bool has_alike_tasks() const { return alike_tasks_ > 0; }
   const DataDesc &data(DataIndex d) const { return data_[d]; }
   const DataIndex *inputs(const TaskDesc &t) const { return input_refs_.data() + t.inputs_begin; }
   const DataIndex *outputs(const TaskDesc &t) const {
@@ -189,6 +192,7 @@ class Graph {
   // read them scattered.
   std::vector<TaskDesc, LargeArrayAllocator<TaskDesc>> tasks_;
   std::vector<bool> alike_previous_;  // by task
+  size_t alike_tasks_ = 0;            // how many of those bits are set
   std::vector<DataDesc, LargeArrayAllocator<DataDesc>> data_;
   std::vector<DataIndex> input_refs_;
   std::vector<DataIndex> output_refs_;

@@ -38,7 +38,9 @@ size_t alike_successes(const Batch &batch, size_t first, bool continued_too) {
     return d.ok && !d.skipped && !d.handed_off && (continued_too || !d.continued);
   };
   const Dispatch &head = batch.items[first];
-  if (!settles_here(head) || first + 1 >= batch.count) return 0;
+  if (first + 1 >= batch.count || !head.run->graph().has_alike_tasks() || !settles_here(head)) {
+    return 0;
+  }
   const Graph &graph = head.run->graph();
   size_t end = first + 1;
   while (end < batch.count) {
@@ -84,10 +86,8 @@ void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &defe
   batch.count = 0;
 }
 
-void Scheduler::prefetch_settling(const Dispatch &item) {
-  // Tasks without data (a wide graph's, a chain's) settle on task states alone, which sit in
-  // task order: the hardware's prefetcher finds those, and a chain's links pay no more here.
-  if (item.handed_off || (item.inputs.empty() && item.outputs.empty())) return;
+void Scheduler::prefetch_data_settling(const Dispatch &item) {
+  if (item.handed_off) return;
   const RunState &run = *item.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(item.task);

@@ -212,7 +212,12 @@ class Scheduler {
   // its body has run: settling a tree's tasks waited mostly on those misses. A hint: it reads
   // only what is immutable while the task is unsettled (the frozen graph, where the run's arrays
   // are).
-  static void prefetch_settling(const Dispatch &item);
+  static void prefetch_settling(const Dispatch &item) {
+    // Tasks without data (a wide graph's, a chain's) settle on task states alone, which sit in
+    // task order: the hardware's prefetcher finds those, and such tasks pay no call here.
+    if (!item.inputs.empty() || !item.outputs.empty()) prefetch_data_settling(item);
+  }
+  static void prefetch_data_settling(const Dispatch &item);
   // A GPU task whose device work has finished (device_error empty on success). Takes the lock.
   void finish_async(WorkerState &worker, Dispatch &done, const std::string &device_error);
   // A body asks for a dynamic-size output: charge device memory now (takes the lock).

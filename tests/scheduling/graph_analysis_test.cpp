@@ -286,6 +286,22 @@ TEST(GraphAnalysis, AlikePreviousMarksRunsOfPlainTasksOfOneKeyAndPriority) {
   want.emplace_back(add_one([&](gf_task_desc &d) { d.user_data = &other_fn_data; }), false);
   want.emplace_back(add_one([&](gf_task_desc &d) { d.user_data = &other_fn_data; }), true);
   for (auto [t, alike] : want) EXPECT_EQ(g.alike_previous(t), alike) << "task #" << t;
+  EXPECT_TRUE(g.has_alike_tasks());
+}
+
+TEST(GraphAnalysis, AGraphOfMixedBodiesHasNoAlikeTasks) {
+  // The scheduler skips its folds of alike tasks for such a graph without looking at each task.
+  Graph g;
+  gf_task_desc d = GF_TASK_DESC_INIT;
+  d.cpu_fn = noop;
+  d.gpu_fn = noop;
+  for (int i = 0; i < 4; ++i) g.add_task(d);
+  EXPECT_FALSE(g.has_alike_tasks());
+  d.gpu_fn = nullptr;
+  g.add_task(d);
+  EXPECT_FALSE(g.has_alike_tasks());  // the task before it may run on GPUs
+  g.add_task(d);
+  EXPECT_TRUE(g.has_alike_tasks());
 }
 
 }  // namespace gf
