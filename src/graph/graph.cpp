@@ -434,7 +434,7 @@ void Graph::push_task(TaskDesc &&task) {
     alike_previous_.pop_back();
     throw;
   }
-  if (alike) ++alike_tasks_;
+  has_alike_tasks_ |= alike;
 }
 
 uint32_t Graph::intern_cost_key(std::string_view name, gf_task_fn fn) {

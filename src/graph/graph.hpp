@@ -156,7 +156,7 @@ class Graph {
   bool alike_previous(TaskIndex t) const { return alike_previous_[t]; }
   // Whether any task is alike the one before it: the scheduler's folds of alike tasks look no
   // further in a graph without any (one of GPU or mixed bodies, of inputs everywhere).
-  bool has_alike_tasks() const { return alike_tasks_ > 0; }
+  bool has_alike_tasks() const { return has_alike_tasks_; }
   const DataDesc &data(DataIndex d) const { return data_[d]; }
   const DataIndex *inputs(const TaskDesc &t) const { return input_refs_.data() + t.inputs_begin; }
   const DataIndex *outputs(const TaskDesc &t) const {
@@ -192,7 +192,7 @@ class Graph {
   // read them scattered.
   std::vector<TaskDesc, LargeArrayAllocator<TaskDesc>> tasks_;
   std::vector<bool> alike_previous_;  // by task
-  size_t alike_tasks_ = 0;            // how many of those bits are set
+  bool has_alike_tasks_ = false;      // whether any of those bits is set
   std::vector<DataDesc, LargeArrayAllocator<DataDesc>> data_;
   std::vector<DataIndex> input_refs_;
   std::vector<DataIndex> output_refs_;

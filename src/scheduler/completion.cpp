@@ -185,7 +185,7 @@ size_t Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t cou
     worker.backlog_s -= tr.estimate_s;
     if (done.timed) {
       if (!estimate) estimate = &estimate_slot(run, done.task, worker.kind);
-      *estimate = *estimate < 0 ? done.seconds : 0.8 * *estimate + 0.2 * done.seconds;
+      blend_estimate(*estimate, done.seconds);
     }
     const TaskDesc &task = graph.task(done.task);
     if (task.output_count) store_outputs(worker, done, task);

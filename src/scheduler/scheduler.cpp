@@ -321,7 +321,7 @@ std::string Scheduler::cost_key_name(uint32_t cost_id) {
 
 void Scheduler::learn(const RunState &run, TaskIndex t, gf_worker_kind kind, double seconds) {
   double &e = estimate_slot(run, t, kind);
-  e = e < 0 ? seconds : 0.8 * e + 0.2 * seconds;
+  blend_estimate(e, seconds);
   note_tiny(run, t, kind, e);
 }
 

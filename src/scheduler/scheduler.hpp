@@ -448,6 +448,10 @@ class Scheduler {
   // learn's parts: the estimate of t's cost key on `kind` (negative: none yet; valid until the
   // next call), and publishing whether a CPU estimate makes t's key tiny.
   double &estimate_slot(const RunState &run, TaskIndex t, gf_worker_kind kind);
+  // One more measured duration into an estimate (negative: none yet).
+  static void blend_estimate(double &estimate_s, double seconds) {
+    estimate_s = estimate_s < 0 ? seconds : 0.8 * estimate_s + 0.2 * seconds;
+  }
   void note_tiny(const RunState &run, TaskIndex t, gf_worker_kind kind, double estimate_s);
   static size_t cost_slot(const RunState &run, TaskIndex t, gf_worker_kind kind) {
     return size_t{run.cost_ids[run.graph().task(t).cost_key]} * 2 + (kind == GF_WORKER_GPU);
