@@ -132,6 +132,29 @@ TEST(HandedDownPool, GarbageRefusedAtCreationByName) {
   EXPECT_NE(m.find("SLURM_JOB_GPUS='gpu:2': entry 'gpu:2'"), std::string::npos) << m;
 }
 
+// A GPU node hands its list down to everything it starts (the NVIDIA container runtime sets
+// NVIDIA_VISIBLE_DEVICES=0 in every process of the container): a CPU-only pool, no emulated
+// devices, names none of those GPUs and still starts, and runs its tasks.
+TEST(HandedDownPool, ACpuOnlyPoolStartsWhateverGpusTheNodeHandsDown) {
+  for (const Settings &settings :
+       {Settings{{"NVIDIA_VISIBLE_DEVICES", "0"}}, Settings{{"CUDA_VISIBLE_DEVICES", "3,5"}},
+        Settings{{"SLURM_STEP_GPUS", "1"}}}) {
+    Handed handed(settings);
+    Pool pool = make_pool(host_config(1, -1));
+    ASSERT_TRUE(pool) << settings.front().first;
+    uint32_t count = 99;
+    EXPECT_EQ(gf_pool_device_count(&count, pool.get()), GF_OK);
+    EXPECT_EQ(count, 0u) << settings.front().first;
+    Graph g = make_graph();
+    TaskSpec t;
+    t.name = "on-a-cpu";
+    t.cpu = [](gf_task_ctx *) { return 0; };
+    must_add_task(g.get(), t);
+    RunPtr run(submit(pool.get(), g.get()));
+    GF_EXPECT_OK(gf_run_wait(run.get(), 30000));
+  }
+}
+
 // A GPU task of the pool runs on a device it was handed, and sees it numbered from 0.
 TEST(HandedDownPool, TasksRunOnTheHandedDevicesOnly) {
   Handed handed(Settings{{"CUDA_VISIBLE_DEVICES", "3"}});

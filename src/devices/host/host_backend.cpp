@@ -16,12 +16,14 @@ uint64_t aligned_size(uint64_t bytes) {
 HostBackend::HostBackend(const HostBackendConfig &config) : config_(config) {
   std::vector<std::string> node;
   for (int d = 0; d < config_.devices; ++d) node.push_back(emulated_uuid(d));
-  const std::string count = std::to_string(config_.devices) + " emulated devices";
-  node_ordinals_ = select_devices(config_.handed_down, node,
-                                  node.empty() ? "this node has no emulated devices"
-                                               : "this node has " + count + ", 0 to " +
-                                                     std::to_string(config_.devices - 1) + " (" +
-                                                     node.front() + " to " + node.back() + ")");
+  // A pool without emulated devices is a CPU-only pool: the list a GPU node hands down (a
+  // container runtime sets NVIDIA_VISIBLE_DEVICES, Slurm its GPUs) names real GPUs, none of its.
+  if (!node.empty()) {
+    node_ordinals_ = select_devices(
+        config_.handed_down, node,
+        "this node has " + std::to_string(config_.devices) + " emulated devices, 0 to " +
+            std::to_string(config_.devices - 1) + " (" + node.front() + " to " + node.back() + ")");
+  }
   for (size_t d = 0; d < node_ordinals_.size(); ++d) {
     engines_.push_back(std::make_unique<CopyEngine>(config_.bandwidth));
   }
