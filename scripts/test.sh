@@ -7,6 +7,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
+# The suites emulate devices and hand device lists down themselves: a list this machine hands
+# down (a GPU container's NVIDIA_VISIBLE_DEVICES, a Slurm job's GPUs) would narrow every
+# emulated pool. A GPU test still finds the devices the container or the job's cgroup shows.
+unset CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES SLURM_STEP_GPUS SLURM_JOB_GPUS
 # Formatting first: it takes seconds and needs no build (scripts/check-format.sh says how to fix).
 scripts/check-format.sh
 
