@@ -9,12 +9,27 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 /* ---- Task bodies ------------------------------------------------------------------------- */
+
+/* --work-us: every body first keeps its core busy this long (scaling with tasks that are not
+ * empty: no scheduler scales no-op tasks past the cost of handing them out). */
+static long work_ns;
+
+static void work(void) {
+  if (work_ns <= 0) return;
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  } while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < work_ns);
+}
 
 static int noop(gf_task_ctx *ctx, void *user_data) {
   (void)ctx;
   (void)user_data;
+  work();
   return 0;
 }
 
@@ -24,6 +39,7 @@ static atomic_int chain_out_of_order;
 static int chain_step(gf_task_ctx *ctx, void *user_data) {
   (void)ctx;
   const long i = (long)(intptr_t)user_data;
+  work();
   if (atomic_load_explicit(&chain_next, memory_order_relaxed) != i)
     atomic_store_explicit(&chain_out_of_order, 1, memory_order_relaxed);
   atomic_store_explicit(&chain_next, i + 1, memory_order_relaxed);
@@ -32,6 +48,7 @@ static int chain_step(gf_task_ctx *ctx, void *user_data) {
 
 static int one(gf_task_ctx *ctx, void *user_data) {
   (void)user_data;
+  work();
   void *out;
   if (gf_task_ctx_output(&out, ctx, 0, sizeof(int64_t)) != GF_OK) return 1;
   *(int64_t *)out = 1;
@@ -40,6 +57,7 @@ static int one(gf_task_ctx *ctx, void *user_data) {
 
 static int add(gf_task_ctx *ctx, void *user_data) {
   (void)user_data;
+  work();
   const void *a, *b;
   uint64_t size_a, size_b;
   void *out;

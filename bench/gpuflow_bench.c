@@ -27,8 +27,11 @@
  *   --workers 1,2,4 scaling (issue 29): the same runs on one embedded pool per CPU worker count,
  *                   in the order given (CPU bodies only: not with --gpu or --connected); one JSON
  *                   line per count as above ("ncpu" is the count), then a summary line
- *                   {"bench": "scaling", "workers": [...], "tasks_per_s": [...], "vs_first": [...]}
- *                   ("vs_first": tasks/s over the first count's). */
+ *                   {"bench": "scaling", "workers": [...], "tasks_per_s": [...], "vs_first": [...],
+ *                   "work_us": U}
+ *                   ("vs_first": tasks/s over the first count's).
+ *   --work-us U     every task body first keeps its core busy U microseconds (default 0): how
+ *                   the pool scales tasks that do some work, beside the no-op figure. */
 #define _POSIX_C_SOURCE 200809L
 #include <gpuflow.h>
 
@@ -121,7 +124,7 @@ static double run_once(gf_pool *pool, const char *kind, long n, double *build, d
 static void usage(const char *argv0) {
   fprintf(stderr,
           "usage: %s wide|chain|tree N REPEATS [--gpu|--mixed] [--devices D] [--connected "
-          "ENDPOINT | --workers W1,W2,...]   (N >= 1, REPEATS >= 1)\n",
+          "ENDPOINT | --workers W1,W2,...] [--work-us U]   (N >= 1, REPEATS >= 1)\n",
           argv0);
   exit(2);
 }
@@ -230,7 +233,7 @@ static int scaling(const char *kind, long n, long ntasks, int reps, const int *c
   for (int i = 0; i < k; i++) printf("%s%.1f", i ? ", " : "", tps[i]);
   printf("], \"vs_first\": [");
   for (int i = 0; i < k; i++) printf("%s%.3f", i ? ", " : "", tps[i] / tps[0]);
-  printf("]}\n");
+  printf("], \"work_us\": %.3f}\n", (double)work_ns / 1e3);
   series_free(&s);
   return 0;
 }
@@ -257,6 +260,8 @@ int main(int argc, char **argv) {
       connected = argv[++i];
     } else if (!strcmp(argv[i], "--workers") && i + 1 < argc) {
       ncounts = parse_workers(argv[++i], counts);
+    } else if (!strcmp(argv[i], "--work-us") && i + 1 < argc && atof(argv[i + 1]) >= 0) {
+      work_ns = (long)(atof(argv[++i]) * 1000);
     } else {
       usage(argv[0]);
     }
