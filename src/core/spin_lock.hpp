@@ -20,12 +20,17 @@ inline void cpu_relax() {
 // About 1 to 15 µs: PAUSE takes 10 to 140 cycles, depending on the processor.
 inline constexpr int kLockSpins = 300;
 
+// Between tries the pauses double, up to `most_pauses`: every try writes the mutex's cache line,
+// and many threads trying back to back take it from the holder over and over (issue 29, 16
+// CPU workers on a no-op wide graph: 1.7x the tasks/s with 8 against 1). With one other thread
+// waiting at most, a pause or two lets the mutex change hands soonest.
 template <class Mutex>
-std::unique_lock<Mutex> lock_spinning(Mutex &mutex) {
+std::unique_lock<Mutex> lock_spinning(Mutex &mutex, int most_pauses = 1) {
   std::unique_lock<Mutex> lock(mutex, std::try_to_lock);
-  for (int spin = 0; spin < kLockSpins && !lock.owns_lock(); ++spin) {
-    cpu_relax();
+  for (int spun = 0, pauses = 1; spun < kLockSpins && !lock.owns_lock(); spun += pauses) {
+    for (int p = 0; p < pauses; ++p) cpu_relax();
     (void)lock.try_lock();
+    if (pauses < most_pauses) pauses *= 2;
   }
   if (!lock.owns_lock()) lock.lock();
   return lock;

@@ -118,7 +118,7 @@ bool Scheduler::next_batch(WorkerState &worker, Batch &batch, Deferred &deferred
   // tiny tasks. Device workers' tasks are longer, and on a busy machine (a connected pool and its
   // service on two vCPUs) their spinning took the CPU from the threads they waited on: connected
   // trees ran 0.85x.
-  Lock lock = worker.kind == GF_WORKER_CPU ? lock_spinning(mu_) : Lock(mu_);
+  Lock lock = worker.kind == GF_WORKER_CPU ? lock_spinning(mu_, lock_pauses_) : Lock(mu_);
   complete_batch(worker, batch, deferred);
   for (;;) {
     if (stopping_) return false;

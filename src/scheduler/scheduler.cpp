@@ -21,11 +21,16 @@ Scheduler::Scheduler(DeviceBackend &backend, ResourceRegistry registry,
       gpu_memory_(gpu_memory),
       space_owner_(kMaxSpaces, nullptr),
       spill_threshold_(spill_threshold) {
+  uint32_t cpu_threads = 0;
   for (auto &w : workers_) {
+    if (w->kind == GF_WORKER_CPU) cpu_threads += w->threads;
     if (w->space == kHostSpace) continue;
     space_owner_.at(w->space) = w.get();
     w->memory.bind(&w->ledger, gpu_memory_);
   }
+  // About one pause per other thread that may be trying at once, in twos: 2 CPU threads keep
+  // trying after every pause (measured best there), 16 space their tries by up to 8.
+  lock_pauses_ = static_cast<int>(std::clamp<uint32_t>(cpu_threads / 2, 1, kMostLockPauses));
 }
 
 Scheduler::~Scheduler() = default;

@@ -460,6 +460,10 @@ class Scheduler {
   // Guards every run's state, the workers' ledgers and queues, and everything below. Private: no
   // caller outside the scheduler takes it (queries return snapshots).
   std::mutex mu_;
+  // The most pauses between tries of a thread spinning for mu_ (lock_spinning), by the number
+  // of CPU threads that may try at once.
+  static constexpr uint32_t kMostLockPauses = 8;
+  int lock_pauses_ = 1;
   DeviceBackend &backend_;
   const EventHub *events_ = nullptr;
   ResourceRegistry registry_;
