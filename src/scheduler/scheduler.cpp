@@ -28,8 +28,8 @@ Scheduler::Scheduler(DeviceBackend &backend, ResourceRegistry registry,
     space_owner_.at(w->space) = w.get();
     w->memory.bind(&w->ledger, gpu_memory_);
   }
-  // About one pause per other thread that may be trying at once, in twos: 2 CPU threads keep
-  // trying after every pause (measured best there), 16 space their tries by up to 8.
+  // A pause for every two CPU threads that may be trying at once: 2 threads try again after
+  // every pause (measured best there), 16 space their tries by up to 8 (docs/benchmarks.md).
   lock_pauses_ = static_cast<int>(std::clamp<uint32_t>(cpu_threads / 2, 1, kMostLockPauses));
 }
 

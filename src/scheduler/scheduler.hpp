@@ -460,10 +460,6 @@ class Scheduler {
   // Guards every run's state, the workers' ledgers and queues, and everything below. Private: no
   // caller outside the scheduler takes it (queries return snapshots).
   std::mutex mu_;
-  // The most pauses between tries of a thread spinning for mu_ (lock_spinning), by the number
-  // of CPU threads that may try at once.
-  static constexpr uint32_t kMostLockPauses = 8;
-  int lock_pauses_ = 1;
   DeviceBackend &backend_;
   const EventHub *events_ = nullptr;
   ResourceRegistry registry_;
@@ -493,6 +489,10 @@ class Scheduler {
   std::vector<PlacementOption> placement_options_;
   std::vector<double> estimates_;  // by cost slot; negative: never learnt
   double spill_threshold_;
+  // The most pauses between tries of a thread spinning for mu_ (lock_spinning), by the number
+  // of CPU threads that may try at once. Not beside mu_: its line is the one the spinners write.
+  static constexpr uint32_t kMostLockPauses = 8;
+  int lock_pauses_ = 1;
   std::function<void()> demand_listener_;
   uint64_t lru_clock_ = 0;
   // Cost keys to scheduler-wide ids; prepare maps them outside `mu`, under cost_mu_.
