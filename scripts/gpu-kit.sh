@@ -12,6 +12,7 @@
 #                  one version each, pinned by bindings/python/requirements.txt
 #   run.sh         the one call on the GPU machine (scripts/gpu-kit/run.sh)
 #   kit.env, elf-files.txt, ctest-files.txt, MANIFEST.txt   what run.sh and its readers need
+#   bin/           taskflow_bench, when GPU_KIT_TASKFLOW_BENCH names Taskflow's harness
 # Usage: scripts/gpu-kit.sh            (GPU_KIT_JOBS=N builds with N jobs; default 2)
 # The build tree is build-gpu-kit/ (reused; kept between runs); downloaded wheels are kept in
 # build-gpu-kit/wheels/, so a second run needs no network.
@@ -108,6 +109,18 @@ done
 cp -L "$ucx_lib" "$kit/lib/libucp.so.0"
 for f in "$kit"/lib/*.so* "$kit"/lib/ucx/*.so*; do echo "${f#"$kit"/}" >> "$stage/elf-files.txt"; done
 
+# Taskflow's harness, when GPU_KIT_TASKFLOW_BENCH names one (../shared/bench/taskflow_bench.cpp,
+# built as ../shared/README.md says): the scaling step runs it beside gpuflow at each count.
+if [ -n "${GPU_KIT_TASKFLOW_BENCH:-}" ]; then
+  if ! [ -x "$GPU_KIT_TASKFLOW_BENCH" ] || ! is_elf "$GPU_KIT_TASKFLOW_BENCH"; then
+    die "GPU_KIT_TASKFLOW_BENCH=$GPU_KIT_TASKFLOW_BENCH is not an executable"
+  fi
+  mkdir -p "$kit/bin"
+  strip --strip-unneeded -o "$kit/bin/taskflow_bench" "$GPU_KIT_TASKFLOW_BENCH"
+  chmod +x "$kit/bin/taskflow_bench"
+  echo "bin/taskflow_bench" >> "$stage/elf-files.txt"
+fi
+
 # What the device must offer: the highest symbol versions any of the kit's files needs.
 need() {  # need PREFIX FILES...: the highest PREFIX_x.y.z version referenced
   for f in "${@:2}"; do objdump -T "$f" 2>/dev/null; done | grep -o "$1_[0-9][0-9.]*" |
@@ -175,6 +188,11 @@ total=$(du -sb "$kit" | cut -f1)
   echo "lib/          $(mib "$(du -sb "$kit/lib" | cut -f1)"): $(cd "$kit/lib" && find . -type f | sed 's|^\./||' | sort | tr '\n' ' ')"
   echo "python/       $(mib "$(du -sb "$kit/python" | cut -f1)"): gpuflow package, gpu_kit_checks.py"
   echo "wheels/       $(mib "$(du -sb "$kit/wheels" | cut -f1)"): $(grep -v '^#' "$kit/wheels/requirements.txt" | tr '\n' ' ')"
+  if [ -e "$kit/bin/taskflow_bench" ]; then
+    echo "bin/          taskflow_bench (Taskflow's harness, for the scaling step)"
+  else
+    echo "bin/          none: no Taskflow harness (GPU_KIT_TASKFLOW_BENCH=PATH adds one)"
+  fi
   echo "run.sh        the one call: bash .gpu-kit/run.sh (--list names its steps)"
   echo
   echo "total         $(mib "$total") (limit $max_mib MiB)"

@@ -23,7 +23,7 @@ all_steps=(kit gpu ctest seed overhead spill service python scaling)
 gpu_steps=" gpu seed overhead spill service python "
 # Seconds each step may take (at most; the sum is the default budget).
 declare -A limit=([kit]=15 [gpu]=25 [ctest]=100 [seed]=80 [overhead]=25 [spill]=30
-  [service]=55 [python]=90 [scaling]=30)
+  [service]=55 [python]=90 [scaling]=150)
 declare -A about=(
   [kit]="the kit on this machine: glibc, libstdc++, the build paths baked into test binaries, every binary's libraries resolved from the kit"
   [gpu]="the GPU as seen: nvidia-smi, gpu_probe info, gpuflow info and doctor (devices in PCI order, UUIDs, memory, compute capability, MPS, UCX)"
@@ -33,7 +33,7 @@ declare -A about=(
   [spill]="gpu_spill: live data 1.5x a 2 GiB device_memory_limit, result checked, bytes spilled"
   [service]="gpuflow serve on the GPU, two gpuflow lease --gpus 0.5 jobs allocating device memory, doctor, MPS and its pinned-memory limit"
   [python]="CuPy chunks through gpuflow.dask (seed, sum checked) and LocalGPUCluster on the GPU; wheels installed from the kit without a registry"
-  [scaling]="gpuflow_bench wide/chain/tree at 1, 2, 4, 8, 16 CPU workers (those this machine has): tasks/s; the scheduler mutex held per task at the most"
+  [scaling]="gpuflow_bench wide/chain/tree at 1, 2, 4, 8, 16 CPU workers (those this machine has): tasks/s of no-op and of 5 us tasks, Taskflow beside when the kit carries it; the scheduler mutex held per task at 2 and at the most"
 )
 
 usage() {
@@ -672,7 +672,7 @@ lock_profile_at() {  # lock_profile_at WORKERS SIZES_ARRAY_NAME
     "| graph | tasks/s | held per task | waited per task | acquired per task | ceiling: 1 / held |" \
     "| --- | --- | --- | --- | --- | --- |"
   for g in wide chain tree; do
-    log=$LOGS/lock-profile-$g.log
+    log=$LOGS/lock-profile-$workers-$g.log
     rc=0
     tmo 60 env LD_PRELOAD="$lp" GPUFLOW_CPU_WORKERS="$workers" \
       "$B/bench/gpuflow_bench" "$g" "${sizes[$g]}" 3 > "$log" 2>&1 || rc=$?
@@ -702,43 +702,95 @@ EOF
 }
 
 # ---- scaling: the scheduler against CPU worker counts ---------------------------------------------------
+# One gpuflow_bench --workers run (every count of `counts`, the caller's): its row into the
+# details, its tasks/s into scaling_tps (empty where the run failed; `fails` counts those).
+scaling_run() {  # scaling_run LOG_NAME GRAPH N [gpuflow_bench options...]
+  local log=$LOGS/scaling-$1.log g=$2 n=$3 rc=0 i line
+  shift 3
+  tmo $((10 * ${#counts[@]})) "$B/bench/gpuflow_bench" "$g" "$n" 3 \
+    --workers "$(IFS=,; echo "${counts[*]}")" "$@" > "$log" 2>&1 || rc=$?
+  scaling_tps=()
+  if [ $rc = 0 ] && [ "$(jget "$log" bench '')" = scaling ]; then
+    read -ra scaling_tps <<< "$(jget "$log" tasks_per_s '' | tr -d '[],')"
+  fi
+  line="| $g | $n |"
+  for i in "${!counts[@]}"; do
+    if [ -z "${scaling_tps[$i]:-}" ]; then
+      fails=$((fails + 1)); line="$line FAIL ($rc) |"
+    else
+      line="$line $(awk -v t="${scaling_tps[$i]}" 'BEGIN { printf "%.0fk", t / 1000 }') |"
+    fi
+  done
+  detail "$line"
+}
+# The last count's tasks/s over the second's (16 over 2 workers on a 16-core machine), from
+# scaling_tps: "0.49x", or "?" where a run failed.
+scaling_ratio() {
+  local last=$((${#counts[@]} - 1))
+  if [ -n "${scaling_tps[1]:-}" ] && [ -n "${scaling_tps[$last]:-}" ]; then
+    awk -v a="${scaling_tps[$last]}" -v b="${scaling_tps[1]}" 'BEGIN { printf "%.2fx", a / b }'
+  else
+    echo "?"
+  fi
+}
+
 step_scaling() {
   local counts=() w
   for w in 1 2 4 8 16; do [ "$w" -le "$nproc" ] && counts+=("$w"); done
   local -A size=([wide]=100000 [chain]=10000 [tree]=65536)
-  [ $quick = 1 ] && size=([wide]=5000 [chain]=1000 [tree]=2048)  # a check, not a measurement
-  local g log rc fails=0 line
-  detail "| graph | N | $(printf 'workers=%s | ' "${counts[@]}")" \
-    "| --- | --- | $(printf -- '--- | %.0s' "${counts[@]}")"
-  local summary=()
+  local -A work_size=([wide]=100000 [tree]=65536)
+  local rounds=3
+  if [ $quick = 1 ]; then  # a check, not a measurement
+    size=([wide]=5000 [chain]=1000 [tree]=2048)
+    work_size=([wide]=2000 [tree]=1024)
+    rounds=1
+  fi
+  local g fails=0 scaling_tps=() header rule
+  header="| graph | N | $(printf 'workers=%s | ' "${counts[@]}")"
+  rule="| --- | --- | $(printf -- '--- | %.0s' "${counts[@]}")"
+  local summary=() noop_ratios=() work_ratios=()
+  detail "No-op tasks:" "" "$header" "$rule"
   for g in wide chain tree; do
-    line="| $g | ${size[$g]} |"
-    local best="" tps=()
-    # One run per graph at every count (gpuflow_bench --workers): a line per count, then the
-    # summary line whose tasks_per_s lists them in the order asked.
-    log=$LOGS/scaling-$g.log
-    rc=0
-    tmo $((10 * ${#counts[@]})) "$B/bench/gpuflow_bench" "$g" "${size[$g]}" 3 \
-      --workers "$(IFS=,; echo "${counts[*]}")" > "$log" 2>&1 || rc=$?
-    if [ $rc = 0 ] && [ "$(jget "$log" bench '')" = scaling ]; then
-      read -ra tps <<< "$(jget "$log" tasks_per_s '' | tr -d '[],')"
-    fi
-    for i in "${!counts[@]}"; do
-      if [ -z "${tps[$i]:-}" ]; then
-        fails=$((fails + 1)); line="$line FAIL ($rc) |"
-      else
-        line="$line $(awk -v t="${tps[$i]}" 'BEGIN { printf "%.0fk", t / 1000 }') |"
-        best="${best:+$best/}$(awk -v t="${tps[$i]}" 'BEGIN { printf "%.0fk", t / 1000 }')"
-      fi
+    scaling_run "$g" "$g" "${size[$g]}"
+    local best="" t
+    for t in "${scaling_tps[@]}"; do
+      best="${best:+$best/}$(awk -v t="$t" 'BEGIN { printf "%.0fk", t / 1000 }')"
     done
-    detail "$line"
     summary+=("$g $best")
+    noop_ratios+=("$g $(scaling_ratio)")
   done
   detail "" "tasks/s (thousands), gpuflow_bench GRAPH N 3 --workers $(IFS=,; echo "${counts[*]}"); raw JSON in the logs."
+  # Tasks that do some work: how far more workers pay once a task is not empty (issue 29's target
+  # is 16 workers >= 4x 2; no scheduler scales no-op tasks that far on real cores).
+  detail "" "Tasks of 5 us each (--work-us 5):" "" "$header" "$rule"
+  for g in wide tree; do
+    scaling_run "work-$g" "$g" "${work_size[$g]}" --work-us 5
+    work_ratios+=("$g $(scaling_ratio)")
+  done
+  # Taskflow's harness beside gpuflow at each count, when the kit carries it.
+  local tf=$KIT/bin/taskflow_bench log rc=0
+  if [ -x "$tf" ] && [ ${#counts[@]} -gt 1 ]; then
+    log=$LOGS/scaling-vs-taskflow.log
+    tmo 100 env BENCH="$B/bench/gpuflow_bench" python3 "$ROOT/bench/scaling_vs_taskflow.py" \
+      "$rounds" "$(IFS=,; echo "${counts[*]}")" "$LD_LIBRARY_PATH" "$tf" > "$log" 2>&1 || rc=$?
+    detail "" "gpuflow beside Taskflow (bench/scaling_vs_taskflow.py $rounds, exit $rc):"
+    detail_log "$log" 14
+    [ $rc = 0 ] || fails=$((fails + 1))
+  else
+    detail "" "No Taskflow harness in the kit (GPU_KIT_TASKFLOW_BENCH when building it)."
+  fi
+  # The mutex at 2 workers and at the most: how its hold per task grows with the workers.
+  if [ "${counts[-1]}" -gt 2 ]; then lock_profile_at 2 size; fi
   lock_profile_at "${counts[-1]}" size
   local joined
   joined=$(IFS=';'; echo "${summary[*]}")
   figure="tasks/s at $(IFS=/; echo "${counts[*]}") workers: ${joined//;/; }"
+  if [ "${counts[-1]}" -gt 2 ]; then
+    joined=$(IFS=';'; echo "${noop_ratios[*]}")
+    figure="$figure; ${counts[-1]} over 2 workers: no-op ${joined//;/, }"
+    joined=$(IFS=';'; echo "${work_ratios[*]}")
+    figure="$figure; 5 us tasks ${joined//;/, }"
+  fi
   if [ $fails = 0 ]; then result="PASS"; else result="FAIL ($fails runs)"; return 1; fi
 }
 
