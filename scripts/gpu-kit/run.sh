@@ -703,7 +703,8 @@ EOF
 
 # ---- scaling: the scheduler against CPU worker counts ---------------------------------------------------
 # One gpuflow_bench --workers run (every count of `counts`, the caller's): its row into the
-# details, its tasks/s into scaling_tps (empty where the run failed; `fails` counts those).
+# details, its tasks/s into scaling_tps (empty where the run failed; `fails` counts those) and,
+# in thousands, into scaling_kilo ("24796k/23000k/...").
 scaling_run() {  # scaling_run LOG_NAME GRAPH N [gpuflow_bench options...]
   local log=$LOGS/scaling-$1.log g=$2 n=$3 rc=0 i line
   shift 3
@@ -714,11 +715,15 @@ scaling_run() {  # scaling_run LOG_NAME GRAPH N [gpuflow_bench options...]
     read -ra scaling_tps <<< "$(jget "$log" tasks_per_s '' | tr -d '[],')"
   fi
   line="| $g | $n |"
+  scaling_kilo=""
+  local kilo
   for i in "${!counts[@]}"; do
     if [ -z "${scaling_tps[$i]:-}" ]; then
       fails=$((fails + 1)); line="$line FAIL ($rc) |"
     else
-      line="$line $(awk -v t="${scaling_tps[$i]}" 'BEGIN { printf "%.0fk", t / 1000 }') |"
+      kilo=$(awk -v t="${scaling_tps[$i]}" 'BEGIN { printf "%.0fk", t / 1000 }')
+      line="$line $kilo |"
+      scaling_kilo="${scaling_kilo:+$scaling_kilo/}$kilo"
     fi
   done
   detail "$line"
@@ -745,18 +750,14 @@ step_scaling() {
     work_size=([wide]=2000 [tree]=1024)
     rounds=1
   fi
-  local g fails=0 scaling_tps=() header rule
+  local g fails=0 scaling_tps=() scaling_kilo="" header rule
   header="| graph | N | $(printf 'workers=%s | ' "${counts[@]}")"
   rule="| --- | --- | $(printf -- '--- | %.0s' "${counts[@]}")"
   local summary=() noop_ratios=() work_ratios=()
   detail "No-op tasks:" "" "$header" "$rule"
   for g in wide chain tree; do
     scaling_run "$g" "$g" "${size[$g]}"
-    local best="" t
-    for t in "${scaling_tps[@]}"; do
-      best="${best:+$best/}$(awk -v t="$t" 'BEGIN { printf "%.0fk", t / 1000 }')"
-    done
-    summary+=("$g $best")
+    summary+=("$g $scaling_kilo")
     noop_ratios+=("$g $(scaling_ratio)")
   done
   detail "" "tasks/s (thousands), gpuflow_bench GRAPH N 3 --workers $(IFS=,; echo "${counts[*]}"); raw JSON in the logs."
