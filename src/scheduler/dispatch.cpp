@@ -11,11 +11,11 @@ namespace {
 
 // Tasks without resources or device outputs are handed out up to kMaxBatch at a time, so the
 // mutex is taken once per batch rather than once per task; up to kLongBatch while the batch's
-// learnt durations add up to less than kBatchBudget, so that tasks known to be tiny take it far
-// less often (tasks not yet learnt count kUnknownDuration: they stay in batches of kMaxBatch).
+// learnt durations add up to less than the scheduler's batch budget (batch_budget_for), so that
+// tasks known to be tiny take it far less often (tasks not yet learnt count kUnknownDuration:
+// they stay in batches of kMaxBatch).
 constexpr size_t kMaxBatch = 8;
 constexpr size_t kLongBatch = 64;
-constexpr double kBatchBudget = 20e-6;
 // How far down its queue a worker looks for a task that fits while the first ones do not.
 constexpr int kScanDepth = 8;
 
@@ -185,7 +185,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
       // `left` tasks still queued here.
       auto full = [&](double estimate_s, size_t left) {
         batch_estimate += estimate_s;
-        const bool tiny = batch_estimate < kBatchBudget;
+        const bool tiny = batch_estimate < batch_budget_s_;
         // Leave the tail for other workers to steal: all of it unless the batch is known to be
         // tiny, and half of what was queued while a worker is idle (a thief takes half a
         // queue). Taking one tiny task at a time whenever any thread idled made most of a
@@ -318,7 +318,7 @@ void Scheduler::dispatched_alike(WorkerState &worker, RunState &run, TaskIndex f
 
 bool Scheduler::StealBudget::allows(size_t thief_has, size_t victim_has, size_t more_tasks,
                                     double more_seconds) const {
-  return tasks + more_tasks < kLongBatch && seconds + more_seconds < kBatchBudget &&
+  return tasks + more_tasks < kLongBatch && seconds + more_seconds < limit_s &&
          thief_has < victim_has;
 }
 
@@ -333,7 +333,7 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   // Tasks known to be tiny move in bulk, up to half the victim's queue and a long batch's worth
   // of learnt time, so that a thief takes the mutex once per batch and not once per task (a wide
   // graph's roots all start on one worker: its siblings' group). Others move one at a time.
-  StealBudget budget;
+  StealBudget budget{batch_budget_s_};
   MovedAsQueued moved;
   while (!victim->ready.empty() && budget.allows(thief.ready.size(), victim->ready.size())) {
     if (!steal_one(thief, victim, deferred, moved, budget)) break;

@@ -251,6 +251,8 @@ class Scheduler {
   // Where transfers and spills are reported (the pool's event stream). Set once, before any run.
   void set_events(const EventHub *events) { events_ = events; }
   ResourceId gpu_memory_resource() const { return gpu_memory_; }
+  // Seconds of learnt work a batch of tiny tasks may hold in a pool of `cpu_threads` CPU threads.
+  static double batch_budget_for(uint32_t cpu_threads);
 
  private:
   using Lock = std::unique_lock<std::mutex>;
@@ -352,6 +354,7 @@ class Scheduler {
   };
   // What one steal() has taken so far: tasks and their estimated seconds.
   struct StealBudget {
+    double limit_s;  // the scheduler's batch_budget_s_
     size_t tasks = 0;
     double seconds = 0;
     // Whether, having taken `more_tasks` (`more_seconds`) beyond these, the steal may take one
@@ -493,6 +496,10 @@ class Scheduler {
   // of CPU threads that may try at once. Not beside mu_: its line is the one the spinners write.
   static constexpr uint32_t kMostLockPauses = 8;
   int lock_pauses_ = 1;
+  // How much learnt work a batch of tiny tasks (and a thief's haul of them) may hold
+  // (dispatch.cpp): longer with more CPU threads, so that the mutex, taken once per batch, is
+  // held for a smaller share of the time each thread spends away from it.
+  double batch_budget_s_ = 0;
   std::function<void()> demand_listener_;
   uint64_t lru_clock_ = 0;
   // Cost keys to scheduler-wide ids; prepare maps them outside `mu`, under cost_mu_.
