@@ -9,7 +9,9 @@ scripts/install-deps.sh
 jobs=$(nproc)
 # The suites emulate devices and hand device lists down themselves: a list this machine hands
 # down (a GPU container's NVIDIA_VISIBLE_DEVICES, a Slurm job's GPUs) would narrow every
-# emulated pool. A GPU test still finds the devices the container or the job's cgroup shows.
+# emulated pool. ctest starts its tests without them anyway (cmake/test_environment.cmake); the
+# Python, Rust and wheel checks below are not ctest's. A GPU test still finds the devices the
+# container or the job's cgroup shows.
 unset CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES SLURM_STEP_GPUS SLURM_JOB_GPUS
 # Formatting first: it takes seconds and needs no build (scripts/check-format.sh says how to fix).
 scripts/check-format.sh
