@@ -91,9 +91,12 @@ check_run() {  # check_run NAME EXPECTED_SKIP ENV... : run.sh --quick, then its 
   [ "$(find "$out" -type f | wc -l)" = 3 ] || fail "$name: \$OUT holds $(ls "$out")"
   grep -q '^| scaling | PASS' "$out/gpu-report.md" || fail "$name: the report lacks the scaling row"
   # The scaling step's lock profile: a row per graph, each with its figures; or why there is none.
-  # No-op tasks (wide, chain, tree) and 5 us tasks (wide, tree): a figure at every count.
-  grep -q '^Tasks of 5 us each' "$out/gpu-report.md" || fail "$name: the report lacks the 5 us tasks"
-  [ "$(grep -cE '^\| (wide|chain|tree) \| [0-9]+ \|( [0-9]+k \|)+$' "$out/gpu-report.md")" = 5 ] ||
+  # No-op tasks (wide, chain, tree), 1 us and 5 us tasks (wide, tree): a figure at every count.
+  for us in 1 5; do
+    grep -q "^Tasks of $us us each" "$out/gpu-report.md" ||
+      fail "$name: the report lacks the $us us tasks"
+  done
+  [ "$(grep -cE '^\| (wide|chain|tree) \| [0-9]+ \|( [0-9]+k \|)+$' "$out/gpu-report.md")" = 7 ] ||
     fail "$name: the scaling tables lack rows: $(grep -A12 '^### scaling' "$out/gpu-report.md")"
   grep -q '^No Taskflow harness in the kit' "$out/gpu-report.md" ||
     fail "$name: no Taskflow harness, and no word why"
