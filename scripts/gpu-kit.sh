@@ -45,6 +45,10 @@ stage=$(mktemp -d "${TMPDIR:-/tmp}/gpu-kit-stage.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 
 is_elf() { [ "$(head -c 4 "$1" 2>/dev/null | od -An -c | tr -d ' ')" = '177ELF' ]; }
+# A test that runs ctest itself names this machine's (devices.lists_kept_from_tests): the GPU
+# machine's is elsewhere.
+build_ctest=$(sed -n 's/^CMAKE_CTEST_COMMAND:INTERNAL=//p' "$build/CMakeCache.txt" 2>/dev/null)
+build_ctest=${build_ctest:-/usr/bin/ctest}
 sed_escape() { printf '%s' "$1" | sed 's/[][\\/.*^$|]/\\&/g'; }
 
 # ---- 2. The build tree's binaries and ctest files, stripped, paths as placeholders -------------
@@ -65,7 +69,7 @@ mkdir -p "$sb"
     cp -P "$src" "$sb/$f"                       # libgpuflow.so -> .so.0 -> .so.0.7.0
   elif case $f in CTestTestfile.cmake|*/CTestTestfile.cmake|*_include.cmake|*_tests.cmake) true ;; *) false ;; esac; then
     sed -e "s/$(sed_escape "$build")/@GPU_KIT_BUILD@/g" -e "s/$(sed_escape "$root")/@GPU_KIT_SOURCE@/g" \
-      "$src" > "$sb/$f"
+      -e "s/$(sed_escape "$build_ctest")/@GPU_KIT_CTEST@/g" "$src" > "$sb/$f"
     echo "$f" >> "$stage/ctest-files.txt"
   elif is_elf "$src"; then
     strip --strip-unneeded -o "$sb/$f" "$src"

@@ -288,10 +288,13 @@ step_kit() {
   else
     notes+=("note: $KIT_BUILD_DIR is a real build tree here: binaries named by path come from it")
   fi
-  # ctest's files with the kit's real paths (the kit keeps them with placeholders).
-  local f
+  # ctest's files with the kit's real paths (the kit keeps them with placeholders), and this
+  # machine's ctest for the tests that run it.
+  local f ctest_here
+  ctest_here=$(command -v ctest || echo ctest)
   while IFS= read -r f; do
-    sed -i -e "s|@GPU_KIT_BUILD@|$B|g" -e "s|@GPU_KIT_SOURCE@|$ROOT|g" "$B/$f"
+    sed -i -e "s|@GPU_KIT_BUILD@|$B|g" -e "s|@GPU_KIT_SOURCE@|$ROOT|g" \
+      -e "s|@GPU_KIT_CTEST@|$ctest_here|g" "$B/$f"
   done < "$KIT/ctest-files.txt"
   # Every binary's libraries, from the kit (or the system's glibc and libstdc++).
   local missing=() elf path count=0
