@@ -387,10 +387,9 @@ step_ctest() {
   [ $quick = 1 ] && filter=(-R "$ctest_quick")
   # GPU_KIT_CTEST_REGEX narrows the rest to what it matches (a second run of what failed).
   [ -n "${GPU_KIT_CTEST_REGEX:-}" ] && filter=(-R "$GPU_KIT_CTEST_REGEX")
-  # The rest emulate devices and hand lists down themselves: the machine's own list (a GPU
-  # container's NVIDIA_VISIBLE_DEVICES=0) would narrow every emulated pool to its device 0.
-  tmo 86400 env -u CUDA_VISIBLE_DEVICES -u NVIDIA_VISIBLE_DEVICES -u SLURM_STEP_GPUS \
-    -u SLURM_JOB_GPUS ctest --test-dir "$B" "${filter[@]}" -E "^Cuda\.|$ctest_exclude" \
+  # The rest emulate devices and hand lists down themselves: ctest starts them without the
+  # machine's own list (a GPU container's NVIDIA_VISIBLE_DEVICES=0), cmake/test_environment.cmake.
+  tmo 86400 ctest --test-dir "$B" "${filter[@]}" -E "^Cuda\.|$ctest_exclude" \
     -j "$nproc" --output-on-failure > "$rest_log" 2>&1 || true
   local r_all r_pass r_skip r_fail
   r_all=$(ctest_parse "$rest_log" | wc -l)
