@@ -102,7 +102,6 @@ void Worker::run_batch(Batch &batch, ThreadContext &thread) {
   // third of its time reading the clock); their estimates learn from those batches alone.
   bool tiny = !per_task;
   for (size_t i = 0; tiny && i < batch.count; ++i) tiny = batch.items[i].tiny;
-  batch.joins.clear();
   if (tiny && ++batch.untimed < kTimedEvery) {
     for (size_t i = 0; i < batch.count; ++i) {  // count grows as successors are run directly
       execute(batch.items[i], thread, Clock::time_point{}, false);

@@ -2,6 +2,7 @@
 // ledger, outputs become data, dependents become ready or fail, data is freed after its last
 // consumer, and a run finishes when its last task settles.
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 #include "core/error.hpp"
@@ -158,9 +159,13 @@ void Scheduler::release_successors(WorkerState &worker, RunState &run, TaskIndex
   for (uint32_t e = a.successor_begin[t]; e < a.successor_begin[t + 1]; ++e) {
     TaskIndex s = a.successors[e];
     TaskRun &next = run.tasks[s];
-    // A claimed waiting task ran already, in this thread's batch: complete_batch adopts it.
-    if (--next.remaining_deps == 0 && next.state == GF_TASK_WAITING && !next.claim.is_taken()) {
+    if (--next.remaining_deps != 0 || next.state != GF_TASK_WAITING) continue;
+    // A claimed waiting task ran already: in the batch being completed, which adopts it, or in
+    // one completed earlier, which left it parked for this.
+    if (!next.claim.is_taken()) {
       make_ready(run, s, worker.index, deferred);
+    } else if (!parked_.empty()) {
+      adopt_parked(run, s, deferred);
     }
   }
 }
@@ -170,8 +175,9 @@ size_t Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t cou
   RunState &run = *items[0].run;
   const Graph &graph = run.graph();
   const GraphAnalysis &a = graph.analysis();
-  // Alike tasks share a cost key: their times are learnt into one estimate, found once.
-  double *estimate = nullptr;
+  // Alike tasks share a cost key: their times are learnt into one estimate, found once (by
+  // index: a parked successor completed on the way may learn into a new slot).
+  size_t estimate = SIZE_MAX;
   size_t settled = 0;
   for (; settled < count; ++settled) {
     Dispatch &done = items[settled];
@@ -184,8 +190,11 @@ size_t Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t cou
     TaskRun &tr = run.tasks[done.task];
     worker.backlog_s -= tr.estimate_s;
     if (done.timed) {
-      if (!estimate) estimate = &estimate_slot(run, done.task, worker.kind);
-      blend_estimate(*estimate, done.seconds);
+      if (estimate == SIZE_MAX) {
+        estimate_slot(run, done.task, worker.kind);
+        estimate = cost_slot(run, done.task, worker.kind);
+      }
+      blend_estimate(estimates_[estimate], done.seconds);
     }
     const TaskDesc &task = graph.task(done.task);
     if (task.output_count) store_outputs(worker, done, task);
@@ -195,7 +204,7 @@ size_t Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t cou
       release_successors(worker, run, done.task, deferred);
     }
   }
-  if (estimate) note_tiny(run, items[0].task, worker.kind, *estimate);
+  if (estimate != SIZE_MAX) note_tiny(run, items[0].task, worker.kind, estimates_[estimate]);
   worker.running -= static_cast<uint32_t>(settled);
   running_total_ -= settled;
   run.succeeded += settled;
@@ -324,9 +333,10 @@ void Scheduler::cancel_locked(RunState &run, const char *reason, Deferred &defer
   for (TaskIndex t = 0; t < run.tasks.size(); ++t) {
     TaskRun &tr = run.tasks[t];
     if (tr.state != GF_TASK_WAITING && tr.state != GF_TASK_QUEUED) continue;
-    // A waiting task a worker has claimed runs already, right after its only predecessor
-    // (scheduler/continuation.cpp): it settles when that worker reports its batch, as any task
-    // dispatched before the cancel does.
+    // A waiting task a worker has claimed ran already, or runs now, right after its last
+    // predecessor (scheduler/continuation.cpp): it settles once that worker has reported its
+    // batch and its predecessors are reported too (parked until then), as any task dispatched
+    // before the cancel does.
     if (tr.state == GF_TASK_WAITING && !tr.claim.take()) continue;
     if (tr.state == GF_TASK_QUEUED) workers_[tr.worker]->backlog_s -= tr.estimate_s;
     set_error(run, t, reason);

@@ -1,13 +1,16 @@
 // A worker runs successors of its batch's tasks directly (issue 29, item 2): a chain link, or a
-// tree's sum whose two inputs were made in the batch, costs no placement, queueing or picking,
-// and no taking of the scheduler's mutex of its own. The worker thread decides without the mutex,
-// from what is immutable once a run started (the frozen graph, the run's resolved requests and
-// bodies, its sequence) and from what the batch itself made; the scheduler adopts each successor
-// as dispatched when it completes the batch, right after the predecessors that made it ready. A
-// cancel meanwhile leaves a claimed task to that report (TaskRun::claim), so a task whose body
-// ran is never reported cancelled. Only successors that need nothing beyond a CPU slot and read
-// host buffers qualify, so the ledger, device memory, transfers and spilling never see the
-// difference.
+// tree's sum, costs no placement, queueing or picking, and no taking of the scheduler's mutex of
+// its own. Each successful task counts down its successors' predecessors (TaskRun::unrun, an
+// atomic join count, after publishing the buffers it made); the thread that counts a successor's
+// last one down may run it at once, whichever threads ran the others. It decides without the
+// mutex, from what is immutable once a run started (the frozen graph, the run's resolved requests
+// and bodies, its sequence), the counts and the published buffers. The scheduler adopts each
+// successor as dispatched when it completes the batch, once every predecessor of it has been
+// reported: right after them in the same batch, or, when some ran in another thread's batch not
+// yet reported, by keeping it parked until the last of those is (Scheduler::park). A cancel
+// meanwhile leaves a claimed task to that report (TaskRun::claim), so a task whose body ran is
+// never reported cancelled. Only successors that need nothing beyond a CPU slot and read host
+// buffers qualify, so the ledger, device memory, transfers and spilling never see the difference.
 #include <algorithm>
 
 #include "scheduler/scheduler.hpp"
@@ -20,20 +23,22 @@ namespace {
 // estimates stay about as fresh as a long batch's (dispatch.cpp's kLongBatch).
 constexpr size_t kMaxBatchWithContinued = 128;
 
-// Where input `k` of task `s` is, when the caller gave it or a task of the batch made it: the
-// batch's items before `end` (up to the task just finished) hold its predecessors' outputs.
+// Where input `k` of task `s` is: given by the caller, or made by one of its predecessors, in
+// this batch (items before `end`, searched from the task just finished back: a successor's
+// inputs are mostly made by the tasks that ran last) or by a thread that published it before
+// counting `s` down (TaskRun::unrun). Values are counted as in use at dispatch: a task reading
+// one is not run directly.
 bool find_input(const Batch &batch, size_t end, const RunState &run, TaskIndex s, uint32_t k,
                 std::pair<const void *, uint64_t> &out) {
-  // Searched from the task just finished back: a successor's inputs are mostly made by the
-  // tasks that ran last.
   const Graph &graph = run.graph();
   const DataIndex d = graph.inputs(graph.task(s))[k];
   const DataDesc &desc = graph.data(d);
-  if (desc.kind != DataKind::kBuffer) return false;  // values are counted as in use at dispatch
+  if (desc.kind != DataKind::kBuffer) return false;
   if (desc.origin == DataOrigin::kHostBuffer) {
     out = {desc.host_bytes, desc.size};
     return true;
   }
+  if (desc.origin != DataOrigin::kProduced) return false;
   for (size_t i = end; i-- > 0;) {
     const Dispatch &item = batch.items[i];
     if (item.run != &run || item.task != desc.producer) continue;
@@ -46,7 +51,19 @@ bool find_input(const Batch &batch, size_t end, const RunState &run, TaskIndex s
     }
     return false;
   }
-  return false;
+  out = {run.made_buffers[d].ptr, run.made_buffers[d].size};
+  return true;
+}
+
+// Publishes the buffers `done` made, for successors that other threads may run at once.
+void publish_outputs(RunState &run, const Dispatch &done) {
+  const Graph &graph = run.graph();
+  const TaskDesc &task = graph.task(done.task);
+  const DataIndex *out = graph.outputs(task);
+  for (uint32_t o = 0; o < task.output_count; ++o) {
+    if (graph.data(out[o]).kind != DataKind::kBuffer) continue;
+    run.made_buffers[out[o]] = {done.outputs[o].ptr, done.outputs[o].size};
+  }
 }
 
 // Whether task `s` may run on this CPU worker with nothing but a CPU slot. Asked for every
@@ -75,38 +92,43 @@ void Scheduler::allow_continuation(WorkerState &worker, Batch &batch) {
 }
 
 void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t done_index) {
-  if (!batch.may_continue || batch.count >= kMaxBatchWithContinued) return;
+  if (!batch.may_continue) return;
   const Dispatch &done = batch.items[done_index];
   // (An output it did not set failed it already, in Worker::execute: its successors must not
-  // run, as it may be retried.)
+  // run, as it may be retried.) Nothing is counted down for a task that did not succeed here:
+  // its successors become ready, or fail, the usual way.
   if (!done.ok || done.skipped || done.handed_off) return;
   RunState &run = *done.run;
   if (run.cancel_requested.load(std::memory_order_relaxed)) return;
   const GraphAnalysis &a = run.graph().analysis();
   const TaskIndex finished = done.task;
   const uint32_t first = a.successor_begin[finished], last = a.successor_begin[finished + 1];
+  if (first == last) return;
+  bool published = false;
   // A sole successor of a sole predecessor is a chain's next link, run whatever it costs: it
   // could only start after this task anyway. Others are run here only when known to be tiny, so
   // that a fan-out of long tasks still spreads over the workers.
   const bool chain_link = last - first == 1 && a.predecessor_count[a.successors[first]] == 1;
-  for (uint32_t e = first; e < last && batch.count < kMaxBatchWithContinued; ++e) {
+  for (uint32_t e = first; e < last; ++e) {
     const TaskIndex s = a.successors[e];
+    // Every edge is counted down (edges counted as often as the graph lists them, the same on
+    // both sides), whatever is done with the successor: ready once the last of its predecessors
+    // has succeeded, here or on another thread, before it reported. A successor of this task
+    // alone (a chain's link, a fan-out's branch) needs no count, nor one whose other
+    // predecessors all counted already: this thread is its last, and reads what this task made
+    // from the batch. Otherwise another thread may be, and reads it from what is published.
+    if (!chain_link && a.predecessor_count[s] > 1 && !run.tasks[s].unrun.is_last()) {
+      if (!published && run.graph().task(finished).output_count) {
+        publish_outputs(run, batch.items[done_index]);  // (`done` may have moved)
+      }
+      published = true;
+      if (!run.tasks[s].unrun.count_down()) continue;
+    }
+    if (batch.count >= kMaxBatchWithContinued) continue;
     const TaskDesc &task = run.graph().task(s);
     const bool tiny = run.tiny_costs[task.cost_key].load(std::memory_order_relaxed);
     if (!chain_link && !tiny) continue;
     if (!runs_plainly_here(worker, batch, run, s)) continue;
-    if (!chain_link && a.predecessor_count[s] > 1) {
-      // Ready once all its predecessors have succeeded in this batch (edges counted as often
-      // as the graph lists them, the same on both sides).
-      auto join = std::find_if(batch.joins.begin(), batch.joins.end(),
-                               [&](const Batch::Join &j) { return j.task == s && j.run == &run; });
-      if (join == batch.joins.end()) {
-        batch.joins.push_back(Batch::Join{&run, s, 1});
-        continue;
-      }
-      if (++join->succeeded < a.predecessor_count[s]) continue;
-      batch.joins.erase(join);
-    }
     // Priorities and graph order: it must not overtake what was first in this worker's queue
     // when the batch was picked (tasks queued later wait for the batch, as they would anyway).
     if (batch.has_bar &&
@@ -135,8 +157,9 @@ void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t don
 bool Scheduler::adopt(WorkerState &worker, Dispatch &item) {
   RunState &run = *item.run;
   TaskRun &tr = run.tasks[item.task];
-  // Its predecessors, completed just before it in this batch, succeeded and left it waiting for
-  // this (the worker's checks and the claim see to that); anything else is not adopted.
+  // Its predecessors, all completed by now (earlier in this batch, or in batches reported
+  // before: it was parked until the last of them), succeeded and left it waiting for this (the
+  // counts, the worker's checks and the claim see to that); anything else is not adopted.
   if (tr.state != GF_TASK_WAITING || tr.remaining_deps != 0) return false;
   // What try_dispatch does for a task without resources on a CPU worker; it never sat in a
   // queue, so it was never counted in the worker's backlog.
@@ -150,6 +173,31 @@ bool Scheduler::adopt(WorkerState &worker, Dispatch &item) {
   worker.running++;
   running_total_++;
   return true;
+}
+
+bool Scheduler::waits_for_predecessors(const Dispatch &item) {
+  const TaskRun &tr = item.run->tasks[item.task];
+  return tr.state == GF_TASK_WAITING && tr.remaining_deps != 0;
+}
+
+void Scheduler::park(WorkerState &worker, Dispatch &item) {
+  parked_.push_back(ParkedTask{std::move(item), worker.index});
+}
+
+void Scheduler::adopt_parked(RunState &run, TaskIndex t, Deferred &deferred) {
+  auto it = std::find_if(parked_.begin(), parked_.end(), [&](const ParkedTask &p) {
+    return p.item.task == t && p.item.run == &run;
+  });
+  if (it == parked_.end()) return;  // later in the batch being completed, which adopts it
+  ParkedTask parked = std::move(*it);
+  *it = std::move(parked_.back());
+  parked_.pop_back();
+  WorkerState &ran_on = *workers_[parked.worker];
+  if (!adopt(ran_on, parked.item)) {
+    drop_continued(ran_on, parked.item, deferred);
+    return;
+  }
+  finish(ran_on, parked.item, deferred);
 }
 
 void Scheduler::drop_continued(WorkerState &worker, Dispatch &item, Deferred &deferred) {

@@ -66,10 +66,15 @@ void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &defe
       item.handed_off = false;
       continue;
     }
-    // A successor run directly: its predecessors were completed above, in this batch, and left
-    // it to be adopted here (succeed() skips claimed tasks).
+    // A successor run directly: its predecessors that ran in this batch were completed above
+    // and left it to be adopted here (succeed() skips claimed tasks). One whose predecessors
+    // ran on other threads too waits for their reports (park).
     if (item.continued) {
       item.continued = false;
+      if (!dropping && waits_for_predecessors(item)) {
+        park(worker, item);
+        continue;
+      }
       if (dropping || !adopt(worker, item)) {
         drop_continued(worker, item, deferred);
         dropping = true;  // what ran after it may have read what it made: drop that too

@@ -11,7 +11,9 @@ void set_up_tasks(RunState &run, const GraphAnalysis &analysis) {
   const size_t n = run.graph().task_count();
   run.tasks.reserve(n);
   for (TaskIndex t = 0; t < n; ++t) {
-    run.tasks.emplace_back().remaining_deps = analysis.predecessor_count[t];
+    TaskRun &task = run.tasks.emplace_back();
+    task.remaining_deps = analysis.predecessor_count[t];
+    task.unrun.reset(analysis.predecessor_count[t]);
   }
 }
 

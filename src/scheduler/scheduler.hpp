@@ -6,8 +6,9 @@
 // and no lock is taken inside a task body. Work that must not run under the mutex (freeing memory,
 // destructors, completion callbacks, dropping runs) is collected in a Deferred and done after.
 // One exception: a worker thread may run a successor of its batch's tasks before the scheduler has
-// seen it ready, when every predecessor of it ran in that batch (waiting -> running when the batch
-// is reported; scheduler/continuation.cpp), deciding from immutable state and a per-task claim.
+// seen it ready, when it counted down the last of its predecessors (waiting -> running once the
+// batch and those predecessors are reported; scheduler/continuation.cpp), deciding from immutable
+// state, per-task atomic join counts and a per-task claim.
 #pragma once
 
 #include <atomic>
@@ -101,13 +102,6 @@ struct Batch {
   // looked up for the last successor considered (reset when the batch is picked).
   const RunState *plain_run = nullptr;
   bool plain_here = false;
-  // Successors some of whose predecessors succeeded in this batch, with how many did.
-  struct Join {
-    const RunState *run;
-    TaskIndex task;
-    uint32_t succeeded;
-  };
-  std::vector<Join> joins;
   // pick()'s scratch: tasks it looked past, put back afterwards (here, not thread_local: pick
   // runs once per batch, and TLS in a shared library costs a call each time).
   std::vector<QueuedTask> passed_over;
@@ -201,11 +195,12 @@ class Scheduler {
   // Completes `batch` for a thread that exits instead of picking again (a spare thread is no
   // longer needed), waking another thread for whatever became ready.
   void retire_thread(WorkerState &worker, Batch &batch, Deferred &deferred);
-  // After item `done` of `batch` ran: appends to the batch the successors of that item this
-  // thread may run at once, without the mutex: every predecessor succeeded in this batch, they
-  // need nothing beyond a CPU slot and host buffers made in the batch or given by the caller, and
-  // nothing queued should run first. Reads only what is immutable once the run started (and
-  // atomics). The caller runs what was appended after the rest of the batch.
+  // After item `done` of `batch` ran: counts down its successors' predecessors, and appends to
+  // the batch those this thread may run at once, without the mutex: it counted down the last of
+  // their predecessors, they need nothing beyond a CPU slot and host buffers made by those or
+  // given by the caller, and nothing queued should run first. Reads only what is immutable once
+  // the run started (and atomics, and buffers published before the counts). The caller runs what
+  // was appended after the rest of the batch.
   static void continuation(const WorkerState &worker, Batch &batch, size_t done);
   // Asks for the cache lines that settling `item` under the mutex will write (its task's state,
   // its inputs' and outputs' data states, its successors' states), from its worker thread once
@@ -333,6 +328,12 @@ class Scheduler {
   void allow_continuation(WorkerState &worker, Batch &batch);
   bool adopt(WorkerState &worker, Dispatch &item);
   void drop_continued(WorkerState &worker, Dispatch &item, Deferred &deferred);
+  // A successor run directly whose predecessors have not all been reported yet (some ran in
+  // other threads' batches, still running or unreported): kept, with what its body made, until
+  // the last of them is completed (release_successors), then adopted and completed there.
+  static bool waits_for_predecessors(const Dispatch &item);
+  void park(WorkerState &worker, Dispatch &item);
+  void adopt_parked(RunState &run, TaskIndex t, Deferred &deferred);
   bool pick(WorkerState &worker, Batch &batch, Deferred &deferred);
   // Task t starts on `worker` (its resources taken, if any): counted as running, `out` made
   // ready for its body.
@@ -486,6 +487,14 @@ class Scheduler {
   uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
   uint64_t wakes_pending_total_ = 0;       // WorkerState::wakes_pending, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
+  // Successors run directly that wait for their predecessors' reports (park), with the worker
+  // that ran them. Few at a time: a join's predecessors finish on different threads at about
+  // the same time.
+  struct ParkedTask {
+    Dispatch item;
+    uint32_t worker;
+  };
+  std::vector<ParkedTask> parked_;
   // The last finished run's arrays, for the next run's (RunState::spare_arrays).
   std::shared_ptr<SpareRunArrays> spare_arrays_ = std::make_shared<SpareRunArrays>();
   // make_ready's scratch (a member, not thread_local: TLS in a shared library costs a call).
