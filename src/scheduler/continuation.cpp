@@ -1,6 +1,6 @@
 // A worker runs successors of its batch's tasks directly (issue 29, item 2): a chain link, or a
 // tree's sum, costs no placement, queueing or picking, and no taking of the scheduler's mutex of
-// its own. Each successful task counts down its successors' predecessors (TaskRun::unrun, an
+// its own. Each successful task counts down its successors' predecessors (RunState::join_counts, an
 // atomic join count, after publishing the buffers it made); the thread that counts a successor's
 // last one down may run it at once, whichever threads ran the others. It decides without the
 // mutex, from what is immutable once a run started (the frozen graph, the run's resolved requests
@@ -26,8 +26,8 @@ constexpr size_t kMaxBatchWithContinued = 128;
 // Where input `k` of task `s` is: given by the caller, or made by one of its predecessors, in
 // this batch (items before `end`, searched from the task just finished back: a successor's
 // inputs are mostly made by the tasks that ran last) or by a thread that published it before
-// counting `s` down (TaskRun::unrun). Values are counted as in use at dispatch: a task reading
-// one is not run directly.
+// counting `s` down (RunState::join_counts). Values are counted as in use at dispatch: a task
+// reading one is not run directly.
 bool find_input(const Batch &batch, size_t end, const RunState &run, TaskIndex s, uint32_t k,
                 std::pair<const void *, uint64_t> &out) {
   const Graph &graph = run.graph();
@@ -117,12 +117,12 @@ void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t don
     // alone (a chain's link, a fan-out's branch) needs no count, nor one whose other
     // predecessors all counted already: this thread is its last, and reads what this task made
     // from the batch. Otherwise another thread may be, and reads it from what is published.
-    if (!chain_link && a.predecessor_count[s] > 1 && !run.tasks[s].unrun.is_last()) {
+    if (!chain_link && a.predecessor_count[s] > 1 && !run.join_count(s).is_last()) {
       if (!published && run.graph().task(finished).output_count) {
         publish_outputs(run, batch.items[done_index]);  // (`done` may have moved)
       }
       published = true;
-      if (!run.tasks[s].unrun.count_down()) continue;
+      if (!run.join_count(s).count_down()) continue;
     }
     if (batch.count >= kMaxBatchWithContinued) continue;
     const TaskDesc &task = run.graph().task(s);

@@ -1,5 +1,6 @@
 #include "scheduler/run_setup.hpp"
 
+#include <memory>
 #include <system_error>
 
 namespace gf {
@@ -11,9 +12,12 @@ void set_up_tasks(RunState &run, const GraphAnalysis &analysis) {
   const size_t n = run.graph().task_count();
   run.tasks.reserve(n);
   for (TaskIndex t = 0; t < n; ++t) {
-    TaskRun &task = run.tasks.emplace_back();
-    task.remaining_deps = analysis.predecessor_count[t];
-    task.unrun.reset(analysis.predecessor_count[t]);
+    const uint32_t predecessors = analysis.predecessor_count[t];
+    run.tasks.emplace_back().remaining_deps = predecessors;
+    if (predecessors > 1) {
+      if (!run.join_counts) run.join_counts = std::make_unique_for_overwrite<uint32_t[]>(n);
+      run.join_counts[t] = predecessors;
+    }
   }
 }
 

@@ -41,59 +41,37 @@ struct ClaimFlag {
   std::atomic<bool> taken{false};
 };
 
-// How many predecessors of a task have yet to succeed on a worker thread that counts them down
-// (scheduler/continuation.cpp): the thread that counts the last one down may run the task at
-// once, on its own thread. A hint read without the scheduler's mutex: a predecessor that is not
-// counted (a GPU task, a failure, a thread that may not run successors) leaves it above zero, and
-// the task becomes ready the usual way. Copies (the vector of a run's tasks, built before the run
-// starts) copy the value.
-struct JoinCount {
-  JoinCount() = default;
-  JoinCount(const JoinCount &other) : left(other.left.load(std::memory_order_relaxed)) {}
-  JoinCount &operator=(const JoinCount &other) {
-    left.store(other.left.load(std::memory_order_relaxed), std::memory_order_relaxed);
-    return *this;
-  }
-  void reset(uint32_t count) { left.store(count, std::memory_order_relaxed); }
+// How many predecessors of a task with several have yet to succeed on a worker thread that
+// counts them down (scheduler/continuation.cpp): the thread that counts the last one down may run
+// the task at once, on its own thread. A hint read without the scheduler's mutex: a predecessor
+// that is not counted (a GPU task, a failure, a thread that may not run successors) leaves it
+// above zero, and the task becomes ready the usual way. Set up before the run starts (plain
+// stores, published with the run); counted atomically from then on.
+class JoinCount {
+ public:
+  explicit JoinCount(uint32_t &left) : left_(left) {}
   // One predecessor succeeded; true for the call that counts the last one down. Acquire and
   // release: that caller sees what every counted predecessor's thread published before it.
-  bool count_down() { return left.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+  bool count_down() { return left_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
   // Whether the caller's predecessor is the last to be counted (every other one counted down
   // already: the caller then need not count, nor publish for anyone). Acquire, as count_down.
-  bool is_last() const { return left.load(std::memory_order_acquire) == 1; }
+  bool is_last() const { return left_.load(std::memory_order_acquire) == 1; }
 
  private:
-  std::atomic<uint32_t> left{0};
-};
-
-// A gf_task_state in one byte (the enum is as wide as an int).
-class TaskStateByte {
- public:
-  TaskStateByte &operator=(gf_task_state state) {
-    value_ = static_cast<uint8_t>(state);
-    return *this;
-  }
-  operator gf_task_state() const { return static_cast<gf_task_state>(value_); }
-
- private:
-  uint8_t value_ = GF_TASK_WAITING;
+  std::atomic_ref<uint32_t> left_;
 };
 
 struct TaskRun {
+  gf_task_state state = GF_TASK_WAITING;
   uint32_t remaining_deps = 0;
   uint32_t attempts = 0;
   uint32_t worker = kNoIndex;    // placed on / ran on
   uint32_t missing_inputs = 0;   // inputs still moving to the worker's memory space
   uint32_t placement_epoch = 0;  // bumped on every placement; stale transfer waiters ignored
+  bool memory_blocked = false;   // an input transfer waits for device memory
+  ClaimFlag claim;               // read without the scheduler's mutex (as RunState::join_counts)
   float estimate_s = 0;          // counted in its worker's backlog while queued or running
-  JoinCount unrun;               // predecessors not yet counted as succeeded by their threads
-  // A byte each, so that a task's state fits in 32 bytes (issue 29's memory per task, and two
-  // tasks per cache line).
-  TaskStateByte state;
-  bool memory_blocked = false;  // an input transfer waits for device memory
-  ClaimFlag claim;              // read without the scheduler's mutex, like `unrun`
 };
-static_assert(sizeof(TaskRun) == 32);
 
 // How a device value moves to host memory and back (gf_value_ops, copied).
 struct ValueOps {
@@ -230,8 +208,12 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // mutex as estimates are learnt, read by worker threads deciding what to run directly
   // (scheduler/continuation.cpp); sized once, before the run starts.
   std::unique_ptr<std::atomic<bool>[]> tiny_costs;
+  // By task, for tasks with two or more predecessors (edges, as the graph lists them): their
+  // JoinCount. Null when the graph has no such task; other tasks' entries are never read.
+  std::unique_ptr<uint32_t[]> join_counts;
+  JoinCount join_count(TaskIndex t) { return JoinCount(join_counts[t]); }
   // By data: a produced buffer's bytes as its producer's worker thread made them, written by
-  // that thread before it counts down the producer's successors (TaskRun::unrun), and read by
+  // that thread before it counts down the producer's successors (join_counts), and read by
   // the thread that counts one down last, to run it at once (scheduler/continuation.cpp). Set
   // only for producers that succeeded; nothing else reads it.
   struct MadeBuffer {
