@@ -182,9 +182,10 @@ size_t Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t cou
   for (; settled < count; ++settled) {
     Dispatch &done = items[settled];
     // A successor run directly (a chain's next link): its predecessors settled just before it.
-    // One that is not the scheduler's to adopt ends the fold; complete_batch drops it.
+    // One that is not the scheduler's to adopt (yet) ends the fold; complete_batch parks or drops
+    // it.
     if (done.continued) {
-      if (!adopt(worker, done)) break;
+      if (adopt(worker, done) != Adoption::kAdopted) break;
       done.continued = false;
     }
     TaskRun &tr = run.tasks[done.task];

@@ -104,63 +104,75 @@ void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t don
   const TaskIndex finished = done.task;
   const uint32_t first = a.successor_begin[finished], last = a.successor_begin[finished + 1];
   if (first == last) return;
-  bool published = false;
   // A sole successor of a sole predecessor is a chain's next link, run whatever it costs: it
-  // could only start after this task anyway. Others are run here only when known to be tiny, so
-  // that a fan-out of long tasks still spreads over the workers.
-  const bool chain_link = last - first == 1 && a.predecessor_count[a.successors[first]] == 1;
+  // could only start after this task anyway, and has nothing to count.
+  if (last - first == 1 && a.predecessor_count[a.successors[first]] == 1) {
+    if (batch.count < kMaxBatchWithContinued) {
+      run_directly(worker, batch, run, a.successors[first], done_index, true);
+    }
+    return;
+  }
+  bool published = false;
   for (uint32_t e = first; e < last; ++e) {
     const TaskIndex s = a.successors[e];
     // Every edge is counted down (edges counted as often as the graph lists them, the same on
     // both sides), whatever is done with the successor: ready once the last of its predecessors
     // has succeeded, here or on another thread, before it reported. A successor of this task
-    // alone (a chain's link, a fan-out's branch) needs no count, nor one whose other
-    // predecessors all counted already: this thread is its last, and reads what this task made
-    // from the batch. Otherwise another thread may be, and reads it from what is published.
-    if (!chain_link && a.predecessor_count[s] > 1 && !run.join_count(s).is_last()) {
+    // alone (a fan-out's branch) needs no count, nor one whose other predecessors all counted
+    // already: this thread is its last, and reads what this task made from the batch. Otherwise
+    // another thread may be, and reads it from what is published.
+    if (a.predecessor_count[s] > 1 && !run.join_count(s).is_last()) {
       if (!published && run.graph().task(finished).output_count) {
         publish_outputs(run, batch.items[done_index]);  // (`done` may have moved)
       }
       published = true;
       if (!run.join_count(s).count_down()) continue;
     }
-    if (batch.count >= kMaxBatchWithContinued) continue;
-    const TaskDesc &task = run.graph().task(s);
-    const bool tiny = run.tiny_costs[task.cost_key].load(std::memory_order_relaxed);
-    if (!chain_link && !tiny) continue;
-    if (!runs_plainly_here(worker, batch, run, s)) continue;
-    // Priorities and graph order: it must not overtake what was first in this worker's queue
-    // when the batch was picked (tasks queued later wait for the batch, as they would anyway).
-    if (batch.has_bar &&
-        runs_later(QueuedTask{task.priority, a.order[s], run.sequence, nullptr, {}, s},
-                   batch.bar)) {
-      continue;
-    }
-    if (batch.count == batch.items.size()) batch.items.emplace_back();
-    Dispatch &next = batch.items[batch.count];  // `done` may have moved: not read below
-    next.inputs.resize(task.input_count);
-    bool inputs_here = true;
-    for (uint32_t k = 0; k < task.input_count && inputs_here; ++k) {
-      inputs_here = find_input(batch, done_index + 1, run, s, k, next.inputs[k]);
-    }
-    // Last: a cancel settling the run's waiting tasks takes the same claim, so either the cancel
-    // leaves this task to the batch's report, or this thread does not run it.
-    if (!inputs_here || !run.tasks[s].claim.take()) continue;
-    // Attempt 1: it has never run, its last predecessor finishes just now (assign() keeps the
-    // inputs found above, their count unchanged).
-    next.assign(&run, s, 1, task.input_count, Clock::time_point{}, tiny);
-    next.continued = true;
-    batch.count++;
+    if (batch.count < kMaxBatchWithContinued)
+      run_directly(worker, batch, run, s, done_index, false);
   }
 }
 
-bool Scheduler::adopt(WorkerState &worker, Dispatch &item) {
+void Scheduler::run_directly(const WorkerState &worker, Batch &batch, RunState &run, TaskIndex s,
+                             size_t done_index, bool chain_link) {
+  // Other successors than a chain's links run here only when known to be tiny, so that a
+  // fan-out of long tasks still spreads over the workers.
+  const TaskDesc &task = run.graph().task(s);
+  const bool tiny = run.tiny_costs[task.cost_key].load(std::memory_order_relaxed);
+  if (!chain_link && !tiny) return;
+  if (!runs_plainly_here(worker, batch, run, s)) return;
+  // Priorities and graph order: it must not overtake what was first in this worker's queue
+  // when the batch was picked (tasks queued later wait for the batch, as they would anyway).
+  const GraphAnalysis &a = run.graph().analysis();
+  if (batch.has_bar &&
+      runs_later(QueuedTask{task.priority, a.order[s], run.sequence, nullptr, {}, s}, batch.bar)) {
+    return;
+  }
+  if (batch.count == batch.items.size()) batch.items.emplace_back();
+  Dispatch &next = batch.items[batch.count];  // the task just finished may have moved
+  next.inputs.resize(task.input_count);
+  bool inputs_here = true;
+  for (uint32_t k = 0; k < task.input_count && inputs_here; ++k) {
+    inputs_here = find_input(batch, done_index + 1, run, s, k, next.inputs[k]);
+  }
+  // Last: a cancel settling the run's waiting tasks takes the same claim, so either the cancel
+  // leaves this task to the batch's report, or this thread does not run it.
+  if (!inputs_here || !run.tasks[s].claim.take()) return;
+  // Attempt 1: it has never run, its last predecessor finishes just now (assign() keeps the
+  // inputs found above, their count unchanged).
+  next.assign(&run, s, 1, task.input_count, Clock::time_point{}, tiny);
+  next.continued = true;
+  batch.count++;
+}
+
+Scheduler::Adoption Scheduler::adopt(WorkerState &worker, Dispatch &item) {
   RunState &run = *item.run;
   TaskRun &tr = run.tasks[item.task];
   // Its predecessors, all completed by now (earlier in this batch, or in batches reported
   // before: it was parked until the last of them), succeeded and left it waiting for this (the
   // counts, the worker's checks and the claim see to that); anything else is not adopted.
-  if (tr.state != GF_TASK_WAITING || tr.remaining_deps != 0) return false;
+  if (tr.state != GF_TASK_WAITING) return Adoption::kRefused;
+  if (tr.remaining_deps != 0) return Adoption::kWaits;
   // What try_dispatch does for a task without resources on a CPU worker; it never sat in a
   // queue, so it was never counted in the worker's backlog.
   tr.state = GF_TASK_RUNNING;
@@ -172,12 +184,7 @@ bool Scheduler::adopt(WorkerState &worker, Dispatch &item) {
   run.attempts++;
   worker.running++;
   running_total_++;
-  return true;
-}
-
-bool Scheduler::waits_for_predecessors(const Dispatch &item) {
-  const TaskRun &tr = item.run->tasks[item.task];
-  return tr.state == GF_TASK_WAITING && tr.remaining_deps != 0;
+  return Adoption::kAdopted;
 }
 
 void Scheduler::park(WorkerState &worker, Dispatch &item) {
@@ -193,7 +200,7 @@ void Scheduler::adopt_parked(RunState &run, TaskIndex t, Deferred &deferred) {
   *it = std::move(parked_.back());
   parked_.pop_back();
   WorkerState &ran_on = *workers_[parked.worker];
-  if (!adopt(ran_on, parked.item)) {
+  if (adopt(ran_on, parked.item) != Adoption::kAdopted) {
     drop_continued(ran_on, parked.item, deferred);
     return;
   }

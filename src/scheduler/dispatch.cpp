@@ -71,11 +71,12 @@ void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &defe
     // ran on other threads too waits for their reports (park).
     if (item.continued) {
       item.continued = false;
-      if (!dropping && waits_for_predecessors(item)) {
+      const Adoption adoption = dropping ? Adoption::kRefused : adopt(worker, item);
+      if (adoption == Adoption::kWaits) {
         park(worker, item);
         continue;
       }
-      if (dropping || !adopt(worker, item)) {
+      if (adoption == Adoption::kRefused) {
         drop_continued(worker, item, deferred);
         dropping = true;  // what ran after it may have read what it made: drop that too
         continue;

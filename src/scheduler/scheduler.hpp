@@ -202,6 +202,10 @@ class Scheduler {
   // the run started (and atomics, and buffers published before the counts). The caller runs what
   // was appended after the rest of the batch.
   static void continuation(const WorkerState &worker, Batch &batch, size_t done);
+  // continuation()'s last step for successor `s`, whose last predecessor was item `done_index`:
+  // appends it to the batch when this thread may run it.
+  static void run_directly(const WorkerState &worker, Batch &batch, RunState &run, TaskIndex s,
+                           size_t done_index, bool chain_link);
   // Asks for the cache lines that settling `item` under the mutex will write (its task's state,
   // its inputs' and outputs' data states, its successors' states), from its worker thread once
   // its body has run: settling a tree's tasks waited mostly on those misses. A hint: it reads
@@ -323,15 +327,16 @@ class Scheduler {
   // Dispatch (scheduler/dispatch.cpp).
   void complete_batch(WorkerState &worker, Batch &batch, Deferred &deferred);
   // Continuations (scheduler/continuation.cpp): what a picked batch allows its thread; the
-  // bookkeeping of dispatch for a successor that already ran (false: it is not the scheduler's
-  // to adopt); and giving back one that is not, with what its body made.
+  // bookkeeping of dispatch for a successor that already ran (kWaits: some of its predecessors
+  // are not reported yet; kRefused: it is not the scheduler's to adopt); and giving back one
+  // that is not, with what its body made.
   void allow_continuation(WorkerState &worker, Batch &batch);
-  bool adopt(WorkerState &worker, Dispatch &item);
+  enum class Adoption { kAdopted, kWaits, kRefused };
+  Adoption adopt(WorkerState &worker, Dispatch &item);
   void drop_continued(WorkerState &worker, Dispatch &item, Deferred &deferred);
   // A successor run directly whose predecessors have not all been reported yet (some ran in
   // other threads' batches, still running or unreported): kept, with what its body made, until
   // the last of them is completed (release_successors), then adopted and completed there.
-  static bool waits_for_predecessors(const Dispatch &item);
   void park(WorkerState &worker, Dispatch &item);
   void adopt_parked(RunState &run, TaskIndex t, Deferred &deferred);
   bool pick(WorkerState &worker, Batch &batch, Deferred &deferred);
