@@ -492,14 +492,6 @@ class Scheduler {
   uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
   uint64_t wakes_pending_total_ = 0;       // WorkerState::wakes_pending, all workers
   uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
-  // Successors run directly that wait for their predecessors' reports (park), with the worker
-  // that ran them. Few at a time: a join's predecessors finish on different threads at about
-  // the same time.
-  struct ParkedTask {
-    Dispatch item;
-    uint32_t worker;
-  };
-  std::vector<ParkedTask> parked_;
   // The last finished run's arrays, for the next run's (RunState::spare_arrays).
   std::shared_ptr<SpareRunArrays> spare_arrays_ = std::make_shared<SpareRunArrays>();
   // make_ready's scratch (a member, not thread_local: TLS in a shared library costs a call).
@@ -521,6 +513,14 @@ class Scheduler {
   std::unordered_map<std::string, uint32_t> cost_key_ids_;
   std::unordered_map<gf_task_fn, uint32_t> cost_fn_ids_;
   std::vector<std::string> cost_key_names_;  // by id
+  // Successors run directly that wait for their predecessors' reports (park), with the worker
+  // that ran them; under mu_. Few at a time: a join's predecessors finish on different threads
+  // at about the same time. Last: the members above keep the lines they were measured on.
+  struct ParkedTask {
+    Dispatch item;
+    uint32_t worker;
+  };
+  std::vector<ParkedTask> parked_;
 };
 
 }  // namespace gf
