@@ -160,6 +160,26 @@ TEST(JoinContinuation, SumsOfInputsMadeOnDifferentWorkersAreRight) {
   expect_trees_right(8, 5000, 8);
 }
 
+// A tree stopped midway (cancelled, or its pool shut down): every task ran at most once, after
+// its inputs, reading them right; each task whose body ran is reported succeeded and every other
+// cancelled.
+void expect_stopped_tree_settled(gf_run *run, const Tree &t) {
+  const gf_run_stats st = run_stats(run);
+  EXPECT_EQ(st.succeeded + st.cancelled, t.tasks.size());
+  EXPECT_EQ(st.failed, 0u);
+  EXPECT_EQ(t.record->out_of_order.load(), 0);
+  EXPECT_EQ(t.record->wrong_input.load(), 0);
+  uint64_t ran = 0;
+  for (size_t i = 0; i < t.tasks.size(); ++i) {
+    const int n = t.record->ran[i].load();
+    ASSERT_LE(n, 1) << "task " << i;
+    ran += static_cast<uint64_t>(n);
+    ASSERT_EQ(task_state(run, t.tasks[i]), n ? GF_TASK_SUCCEEDED : GF_TASK_CANCELLED)
+        << "task " << i;
+  }
+  EXPECT_EQ(ran, st.succeeded);
+}
+
 TEST(JoinContinuation, TreeCancelledMidFlight) {
   Pool pool = make_pool(host_config(4, -1));
   warm_up(pool.get(), 4096);
@@ -171,20 +191,7 @@ TEST(JoinContinuation, TreeCancelledMidFlight) {
     const gf_status s =
         wait_cancelled_after(run.get(), std::chrono::microseconds(rng() % 4000), kWaitMs);
     ASSERT_TRUE(s == GF_OK || s == GF_ERR_CANCELLED) << describe(s);
-    const gf_run_stats st = run_stats(run.get());
-    EXPECT_EQ(st.succeeded + st.cancelled, t->tasks.size());
-    EXPECT_EQ(st.failed, 0u);
-    EXPECT_EQ(t->record->out_of_order.load(), 0);
-    EXPECT_EQ(t->record->wrong_input.load(), 0);
-    uint64_t ran = 0;
-    for (size_t i = 0; i < t->tasks.size(); ++i) {
-      const int n = t->record->ran[i].load();
-      ASSERT_LE(n, 1) << "task " << i;
-      ran += static_cast<uint64_t>(n);
-      ASSERT_EQ(task_state(run.get(), t->tasks[i]), n ? GF_TASK_SUCCEEDED : GF_TASK_CANCELLED)
-          << "task " << i;
-    }
-    EXPECT_EQ(ran, st.succeeded);
+    expect_stopped_tree_settled(run.get(), *t);
   }
   expect_ledger_idle(pool.get());
 }
@@ -205,20 +212,7 @@ TEST(JoinContinuation, PoolShutDownWhileJoinsRunOnManyThreads) {
     pool.reset();
     const gf_status s = gf_run_wait(run.get(), kWaitMs);
     ASSERT_TRUE(s == GF_OK || s == GF_ERR_CANCELLED || s == GF_ERR_SHUT_DOWN) << describe(s);
-    const gf_run_stats st = run_stats(run.get());
-    EXPECT_EQ(st.succeeded + st.cancelled, t->tasks.size());
-    EXPECT_EQ(st.failed, 0u);
-    EXPECT_EQ(t->record->out_of_order.load(), 0);
-    EXPECT_EQ(t->record->wrong_input.load(), 0);
-    uint64_t ran = 0;
-    for (size_t i = 0; i < t->tasks.size(); ++i) {
-      const int n = t->record->ran[i].load();
-      ASSERT_LE(n, 1) << "task " << i;
-      ran += static_cast<uint64_t>(n);
-      ASSERT_EQ(task_state(run.get(), t->tasks[i]), n ? GF_TASK_SUCCEEDED : GF_TASK_CANCELLED)
-          << "task " << i;
-    }
-    EXPECT_EQ(ran, st.succeeded);
+    expect_stopped_tree_settled(run.get(), *t);
   }
 }
 
