@@ -131,15 +131,23 @@ std::string PoolSource::snapshot_json(double since) const {
   const Scheduler::PoolSnapshot snap = sched.pool_snapshot();
   const Collector::Merged m = collector_->merged();
   std::string j = "{\"kind\":\"pool\",\"t\":" + jnum(core.events().now_s());
+  // A comma before every item but the first (appended on its own: GCC 12 warns, wrongly, about
+  // overlapping copies in `(first ? "" : ",") + std::string(...)`).
+  auto comma_unless = [&j](bool first) {
+    if (!first) j += ',';
+  };
   j += ",\"connected\":" + std::string(core.connection() ? "true" : "false");
   j += ",\"names\":[";
-  for (size_t i = 0; i < m.names.size(); ++i) j += (i ? "," : "") + json_quoted(m.names[i]);
+  for (size_t i = 0; i < m.names.size(); ++i) {
+    comma_unless(i == 0);
+    j += json_quoted(m.names[i]);
+  }
   j += "],\"per_name\":[";
   for (size_t i = 0; i < m.names.size(); ++i) {
     const NameStats &s = m.stats[i];
     const uint64_t n = s.duration.count();
-    j += (i ? "," : "") + std::string("{\"succeeded\":") + num(s.succeeded) +
-         ",\"failed\":" + num(s.failed) +
+    comma_unless(i == 0);
+    j += std::string("{\"succeeded\":") + num(s.succeeded) + ",\"failed\":" + num(s.failed) +
          ",\"mean_s\":" + jnum(n ? s.duration.sum / static_cast<double>(n) : 0) +
          ",\"mean_wait_s\":" + jnum(n ? s.wait.sum / static_cast<double>(n) : 0) + "}";
   }
@@ -152,17 +160,19 @@ std::string PoolSource::snapshot_json(double since) const {
   j += ",\"runs\":[";
   for (size_t i = 0; i < snap.runs.size(); ++i) {
     const auto &r = snap.runs[i];
-    j += (i ? "," : "") + std::string("{\"run\":") + num(r.sequence) +
-         ",\"tasks\":" + num(r.tasks) + ",\"succeeded\":" + num(r.succeeded) +
-         ",\"failed\":" + num(r.failed) + ",\"cancelled\":" + num(r.cancelled) +
-         ",\"left\":" + num(r.left) + ",\"elapsed_s\":" + jnum(r.elapsed_s) +
+    comma_unless(i == 0);
+    j += std::string("{\"run\":") + num(r.sequence) + ",\"tasks\":" + num(r.tasks) +
+         ",\"succeeded\":" + num(r.succeeded) + ",\"failed\":" + num(r.failed) +
+         ",\"cancelled\":" + num(r.cancelled) + ",\"left\":" + num(r.left) +
+         ",\"elapsed_s\":" + jnum(r.elapsed_s) +
          ",\"finished\":" + (r.finished ? "true" : "false") + "}";
   }
   j += "],\"workers\":[";
   for (size_t w = 0; w < core.worker_count(); ++w) {
     const WorkerState &ws = core.worker(w);
     const auto &load = snap.workers[w];
-    j += (w ? "," : "") + std::string("{\"name\":") + json_quoted(ws.name) +
+    comma_unless(w == 0);
+    j += std::string("{\"name\":") + json_quoted(ws.name) +
          ",\"kind\":" + (ws.kind == GF_WORKER_GPU ? "\"gpu\"" : "\"cpu\"") +
          ",\"device\":" + std::to_string(ws.device) + ",\"threads\":" + num(uint64_t{ws.threads}) +
          ",\"ready\":" + num(load.ready) + ",\"fetching\":" + num(load.fetching) +
@@ -170,8 +180,8 @@ std::string PoolSource::snapshot_json(double since) const {
          ",\"granted\":" + (load.granted ? "true" : "false") + ",\"ledger\":[";
     bool first = true;
     for (const Ledger::Line &line : sched.ledger_lines(static_cast<uint32_t>(w))) {
-      j += (first ? "" : ",") + std::string("{\"resource\":") +
-           json_quoted(sched.registry().name(line.resource)) +
+      comma_unless(first);
+      j += std::string("{\"resource\":") + json_quoted(sched.registry().name(line.resource)) +
            ",\"capacity\":" + jnum(line.capacity.to_double()) +
            ",\"in_use\":" + jnum(line.in_use.to_double()) +
            ",\"peak\":" + jnum(line.peak.to_double()) + "}";
@@ -180,8 +190,9 @@ std::string PoolSource::snapshot_json(double since) const {
     j += "],\"bars\":[";
     first = true;
     for (const Bar &b : collector_->bars(w, since, 200)) {
-      j += (first ? "" : ",") + std::string("[") + jnum(b.start) + "," + jnum(b.end) + "," +
-           num(uint64_t{b.name}) + "," + (b.ok ? "1" : "0") + "]";
+      comma_unless(first);
+      j += std::string("[") + jnum(b.start) + "," + jnum(b.end) + "," + num(uint64_t{b.name}) +
+           "," + (b.ok ? "1" : "0") + "]";
       first = false;
     }
     j += "]}";
@@ -189,7 +200,8 @@ std::string PoolSource::snapshot_json(double since) const {
   j += "],\"devices\":[";
   for (size_t d = 0; d < core.devices().size(); ++d) {
     const gf_device_memory mem = sched.device_memory(static_cast<int>(d));
-    j += (d ? "," : "") + std::string("{\"device\":") + std::to_string(d) +
+    comma_unless(d == 0);
+    j += std::string("{\"device\":") + std::to_string(d) +
          ",\"name\":" + json_quoted(core.devices()[d].name) + ",\"capacity\":" + num(mem.capacity) +
          ",\"resident\":" + num(mem.resident) + ",\"reserved\":" + num(mem.reserved) +
          ",\"spilled\":" + num(mem.spilled) + ",\"spilled_total\":" + num(mem.spilled_total) +
