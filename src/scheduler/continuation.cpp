@@ -51,6 +51,7 @@ bool find_input(const Batch &batch, size_t end, const RunState &run, TaskIndex s
     }
     return false;
   }
+  if (!run.made_buffers) return false;  // a graph without joins publishes nothing
   out = {run.made_buffers[d].ptr, run.made_buffers[d].size};
   return true;
 }

@@ -215,7 +215,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // By data: a produced buffer's bytes as its producer's worker thread made them, written by
   // that thread before it counts down the producer's successors (join_counts), and read by
   // the thread that counts one down last, to run it at once (scheduler/continuation.cpp). Set
-  // only for producers that succeeded; nothing else reads it.
+  // only for producers that succeeded; nothing else reads it. Null when join_counts is.
   struct MadeBuffer {
     const void *ptr;
     uint64_t size;

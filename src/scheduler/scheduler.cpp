@@ -198,11 +198,14 @@ std::shared_ptr<RunState> Scheduler::prepare(std::shared_ptr<Graph> graph,
   run->requests = resolve_requests(*graph);
   run->cost_ids = map_cost_keys(*graph);
   run->tiny_costs = std::make_unique<std::atomic<bool>[]>(run->cost_ids.size());
-  // Written before read, each slot by its producer's thread: nothing to set up.
-  run->made_buffers = std::make_unique_for_overwrite<RunState::MadeBuffer[]>(graph->data_count());
   if (graph->has_named_kernels() || graph->has_commands()) resolve_bodies(*run, bodies);
   check_feasible(*run);
   set_up_tasks(*run, analysis);
+  // Read only for joins, after their counts (join_counts); written before read, each slot by its
+  // producer's thread: nothing to set up.
+  if (run->join_counts) {
+    run->made_buffers = std::make_unique_for_overwrite<RunState::MadeBuffer[]>(graph->data_count());
+  }
   data_setup.finish();
   run->tasks_left = graph->task_count();
   return run;
