@@ -198,7 +198,7 @@ void Scheduler::adopt_parked(RunState &run, TaskIndex t, Deferred &deferred) {
   });
   if (it == parked_.end()) return;  // later in the batch being completed, which adopts it
   ParkedTask parked = std::move(*it);
-  *it = std::move(parked_.back());
+  if (it != parked_.end() - 1) *it = std::move(parked_.back());  // (never onto itself)
   parked_.pop_back();
   WorkerState &ran_on = *workers_[parked.worker];
   if (adopt(ran_on, parked.item) != Adoption::kAdopted) {

@@ -303,4 +303,98 @@ TEST(JoinContinuation, FanOutOfLongTasksSpreadsOverWorkers) {
   EXPECT_EQ(used, 2);
 }
 
+// Joins of every shape a graph allows, run directly on many threads: producers with two outputs,
+// a join reading both outputs of one producer, one reading the same data twice, joins of three
+// inputs from different producers, and joins of joins. Every input a body reads holds what its
+// producer wrote (the buffers published for other threads' joins are each output's own), and
+// every task runs once.
+TEST(JoinContinuation, JoinsOfEveryShapeReadEachInputRight) {
+  Pool pool = make_pool(host_config(6, -1));
+  struct Counts {
+    std::atomic<int> wrong{0}, ran{0};
+  };
+  auto counts = std::make_shared<Counts>();
+  // A body writing `made` into its outputs after checking that its inputs hold `expected`.
+  auto body = [counts](std::vector<int64_t> expected, std::vector<int64_t> made) {
+    return [counts, expected, made](gf_task_ctx *ctx) {
+      counts->ran.fetch_add(1);
+      for (uint32_t k = 0; k < expected.size(); ++k) {
+        const void *p = nullptr;
+        uint64_t size = 0;
+        int64_t v = -1;
+        if (gf_task_ctx_input(&p, &size, ctx, k) == GF_OK && size == sizeof v && p) {
+          std::memcpy(&v, p, sizeof v);
+        }
+        if (v != expected[k]) counts->wrong.fetch_add(1);
+      }
+      for (uint32_t o = 0; o < made.size(); ++o) {
+        void *p = nullptr;
+        if (gf_task_ctx_output(&p, ctx, o, sizeof(int64_t)) != GF_OK) return 1;
+        std::memcpy(p, &made[o], sizeof(int64_t));
+      }
+      return 0;
+    };
+  };
+  std::mt19937 rng(4711);
+  auto run_graph = [&] {
+    Graph g = make_graph();
+    std::vector<gf_data> data;
+    std::vector<int64_t> value;  // what each data holds once made
+    size_t tasks = 0;
+    auto add = [&](const std::string &key, const std::vector<size_t> &inputs, int outputs) {
+      TaskSpec spec;
+      spec.cost_key = key;
+      std::vector<int64_t> expected, made;
+      for (size_t d : inputs) {
+        spec.inputs.push_back(data[d]);
+        expected.push_back(value[d]);
+      }
+      for (int o = 0; o < outputs; ++o) {
+        spec.outputs.push_back(must_add_buffer(g.get(), nullptr, sizeof(int64_t)));
+        data.push_back(spec.outputs.back());
+        made.push_back(static_cast<int64_t>(value.size()) * 7 + 3);
+        value.push_back(made.back());
+      }
+      spec.cpu = body(expected, made);
+      must_add_task(g.get(), spec);
+      ++tasks;
+    };
+    constexpr size_t kProducers = 600;
+    for (size_t i = 0; i < kProducers; ++i) add("make-two", {}, 2);  // data 2i, 2i + 1
+    const size_t first_join = data.size();
+    for (size_t i = 0; i < kProducers; ++i) {
+      const size_t p = rng() % kProducers, q = rng() % kProducers;
+      switch (i % 4) {
+        case 0:
+          add("join", {2 * p, 2 * p + 1}, 1);
+          break;  // both outputs of one task
+        case 1:
+          add("join", {2 * p + 1, 2 * p + 1}, 1);
+          break;  // the same data twice
+        case 2:
+          add("join", {2 * p, 2 * q + 1, 2 * ((p + 1) % kProducers)}, 1);
+          break;
+        default:
+          add("join", {2 * q, 2 * p + 1}, 1);
+          break;
+      }
+    }
+    const size_t joins = data.size() - first_join;
+    for (size_t i = 0; i + 1 < joins; i += 2) {
+      add("join", {first_join + i, first_join + i + 1, 2 * (rng() % kProducers)}, 1);
+    }
+    counts->ran = 0;
+    RunPtr run(submit(pool.get(), g.get()));
+    ASSERT_NE(run, nullptr);
+    ASSERT_EQ(gf_run_wait(run.get(), kWaitMs), GF_OK) << last_error();
+    const gf_run_stats st = run_stats(run.get());
+    EXPECT_EQ(st.succeeded, tasks);
+    EXPECT_EQ(st.attempts, tasks);
+    EXPECT_EQ(counts->ran.load(), static_cast<int>(tasks));
+    EXPECT_EQ(counts->wrong.load(), 0);
+  };
+  for (int round = 0; round < 6; ++round) run_graph();  // the first teaches that joins are tiny
+  expect_ledger_idle(pool.get());
+}
+
 }  // namespace
