@@ -82,6 +82,13 @@ std::string PoolSource::metrics() const {
     out.sample("gpuflow_worker_tasks", wl + "," + kv("state", "running"),
                num(uint64_t{snap.workers[w].running}));
   }
+  out.family("gpuflow_worker_batches_total", "counter",
+             "Batches each worker's threads took from its queue, each at one taking of the "
+             "scheduler's lock; tiny tasks share one the more, the more tasks each holds.");
+  for (size_t w = 0; w < snap.workers.size(); ++w) {
+    out.sample("gpuflow_worker_batches_total", kv("worker", core.worker(w).name),
+               num(snap.workers[w].batches));
+  }
   out.family("gpuflow_ledger_capacity", "gauge", "Resource capacity in each worker's ledger.");
   Metrics in_use, peak;
   for (size_t w = 0; w < core.worker_count(); ++w) {

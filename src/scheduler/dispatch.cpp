@@ -181,15 +181,16 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
     if (batch.count == batch.items.size()) batch.items.emplace_back();
     bool first_in_line = batch.count == 0 && passed_over.empty();
     const uint32_t alike = top.span - 1;  // read first: `top` is not read after try_dispatch
-    if (try_dispatch(worker, top, batch.items[batch.count], deferred, first_in_line)) {
+    const float estimate_s = estimate_at_start(worker, top);
+    if (try_dispatch(worker, top, estimate_s, batch.items[batch.count], deferred, first_in_line)) {
       const QueuedTask first = worker.ready.pop();
       batch.count++;
       // Only cheap tasks join a batch: a task holding resources should not wait behind others.
       if (!cheap) break;
       cheap_only = true;
-      // Whether the batch is long enough after its latest task (estimated `estimate_s`), with
+      // Whether the batch is long enough after its latest task (of the entry's estimate), with
       // `left` tasks still queued here.
-      auto full = [&](double estimate_s, size_t left) {
+      auto full = [&](size_t left) {
         batch_estimate += estimate_s;
         const bool tiny = batch_estimate < batch_budget_s_;
         // Leave the tail for other workers to steal: all of it unless the batch is known to be
@@ -204,20 +205,20 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
         return batch.count >= kLongBatch || (batch.count >= kMaxBatch && !tiny);
       };
       size_t left = worker.ready.size();
-      if (full(first.run->tasks[first.task].estimate_s, left)) break;
+      if (full(left)) break;
       // The rest of its span is alike (ReadyQueue::push_following): dispatched as it was,
       // without being weighed again, and taken from the queue at once.
       const size_t from = batch.count;
       uint32_t taken = 0;
       bool stop = false;
       while (taken < alike && !stop) {
-        const TaskIndex next = first.task + 1 + taken++;
+        ++taken;
         batch.count++;
-        stop = full(first.run->tasks[next].estimate_s, --left);
+        stop = full(--left);
       }
       if (taken > 0) {
         if (batch.items.size() < batch.count) batch.items.resize(batch.count);
-        dispatched_alike(worker, *first.run, first.task + 1, taken, first.ready_at,
+        dispatched_alike(worker, *first.run, first.task + 1, taken, first.ready_at, estimate_s,
                          &batch.items[from]);
         if (worker.ready.pop_span(taken).task != first.task + 1) {
           fail(GF_ERR_INTERNAL, "a ready queue's span broke");
@@ -232,12 +233,21 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
   }
   for (const QueuedTask &entry : passed_over) worker.ready.push(entry);
   if (batch.count == 0) return false;
+  worker.batches++;
   allow_continuation(worker, batch);
   return true;
 }
 
-bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out,
-                             Deferred &deferred, bool first_in_line) {
+float Scheduler::estimate_at_start(const WorkerState &worker, const QueuedTask &entry) const {
+  const float queued = entry.run->tasks[entry.task].estimate_s;
+  if (queued != static_cast<float>(kUnknownDuration)) return queued;
+  // Without this, a new graph's first run kept batches of kMaxBatch and timed every task: a tree
+  // of 131,072 tiny leaves ran its first time 4.7 times slower than its second.
+  return static_cast<float>(estimate(*entry.run, entry.task, worker.kind));
+}
+
+bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, float estimate_s,
+                             Dispatch &out, Deferred &deferred, bool first_in_line) {
   RunState &run = *entry.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(entry.task);
@@ -269,7 +279,7 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
       spill(worker, 0, deferred);
     }
   }
-  dispatched(worker, run, entry.task, entry.ready_at, out);
+  dispatched(worker, run, entry.task, entry.ready_at, estimate_s, out);
   const DataIndex *in = graph.inputs(task);
   for (uint32_t i = 0; i < task.input_count; ++i) {
     DataRun &data = run.data[in[i]];
@@ -298,8 +308,12 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispa
 }
 
 void Scheduler::dispatched(WorkerState &worker, RunState &run, TaskIndex t,
-                           Clock::time_point ready_at, Dispatch &out) {
+                           Clock::time_point ready_at, float estimate_s, Dispatch &out) {
   TaskRun &tr = run.tasks[t];
+  if (tr.estimate_s != estimate_s) {  // what it takes off the backlog when it ends
+    worker.backlog_s += static_cast<double>(estimate_s) - tr.estimate_s;
+    tr.estimate_s = estimate_s;
+  }
   tr.state = GF_TASK_RUNNING;
   tr.attempts++;
   run.attempts++;
@@ -310,12 +324,18 @@ void Scheduler::dispatched(WorkerState &worker, RunState &run, TaskIndex t,
 }
 
 void Scheduler::dispatched_alike(WorkerState &worker, RunState &run, TaskIndex first,
-                                 uint32_t count, Clock::time_point ready_at, Dispatch *out) {
+                                 uint32_t count, Clock::time_point ready_at, float estimate_s,
+                                 Dispatch *out) {
+  const bool tiny = estimate_s < kTinyTask;
   for (uint32_t i = 0; i < count; ++i) {
     TaskRun &tr = run.tasks[first + i];
+    if (tr.estimate_s != estimate_s) {  // as in dispatched()
+      worker.backlog_s += static_cast<double>(estimate_s) - tr.estimate_s;
+      tr.estimate_s = estimate_s;
+    }
     tr.state = GF_TASK_RUNNING;
     tr.attempts++;
-    out[i].assign(&run, first + i, tr.attempts, 0, ready_at, tr.estimate_s < kTinyTask);
+    out[i].assign(&run, first + i, tr.attempts, 0, ready_at, tiny);
   }
   run.attempts += count;
   worker.running += count;

@@ -169,6 +169,7 @@ Scheduler::PoolSnapshot Scheduler::pool_snapshot() {
     load.fetching = w->fetching.size();
     load.running = w->running;
     load.granted = w->granted;
+    load.batches = w->batches;
     out.queued += load.ready + load.fetching;
     out.workers.push_back(load);
   }

@@ -163,6 +163,9 @@ class Scheduler {
       uint64_t fetching = 0;  // queued, inputs still moving
       uint32_t running = 0;
       bool granted = true;  // connected pools: holds its lease
+      // Batches its threads took from its queue so far, each one taking of the scheduler's
+      // mutex: tasks over batches is how far tiny tasks share that cost.
+      uint64_t batches = 0;
     };
     struct RunProgress {
       uint64_t sequence = 0;
@@ -340,17 +343,21 @@ class Scheduler {
   void park(WorkerState &worker, Dispatch &item);
   void adopt_parked(RunState &run, TaskIndex t, Deferred &deferred);
   bool pick(WorkerState &worker, Batch &batch, Deferred &deferred);
-  // Task t starts on `worker` (its resources taken, if any): counted as running, `out` made
-  // ready for its body.
+  // The estimate a queued task starts with on `worker`: the one it was queued with, unless that
+  // was kUnknownDuration and its cost key has been learnt since (a new graph's roots, queued
+  // at its start before any of them ran). The tasks of an entry's span share it.
+  float estimate_at_start(const WorkerState &worker, const QueuedTask &entry) const;
+  // Task t starts on `worker` (its resources taken, if any) with estimate_at_start: counted as
+  // running, `out` made ready for its body.
   void dispatched(WorkerState &worker, RunState &run, TaskIndex t, Clock::time_point ready_at,
-                  Dispatch &out);
+                  float estimate_s, Dispatch &out);
   // dispatched() for `count` consecutive tasks from `first`, each alike the one before it
   // (Graph::alike_previous: no inputs, no request), the rest of a span pick() took: into
   // out[0..count).
   void dispatched_alike(WorkerState &worker, RunState &run, TaskIndex first, uint32_t count,
-                        Clock::time_point ready_at, Dispatch *out);
-  bool try_dispatch(WorkerState &worker, const QueuedTask &entry, Dispatch &out, Deferred &deferred,
-                    bool first_in_line);
+                        Clock::time_point ready_at, float estimate_s, Dispatch *out);
+  bool try_dispatch(WorkerState &worker, const QueuedTask &entry, float estimate_s, Dispatch &out,
+                    Deferred &deferred, bool first_in_line);
   bool steal(WorkerState &thief, Deferred &deferred);
   // Tasks steal_one moved between CPU workers as they were queued, which wakes no one: the
   // last of them, and how many (steal wakes once for them all).

@@ -36,6 +36,7 @@ struct WorkerState {
   uint32_t running = 0;           // tasks dispatched to its threads and not yet finished
   uint32_t idle_threads = 0;      // threads asleep on `wake`
   uint32_t wakes_pending = 0;     // wake_one() calls no thread has left its wait for yet
+  uint64_t batches = 0;           // times its threads took tasks from its queue (pick)
   // A connected pool's device worker starts tasks only while the service has granted it the
   // device (scheduler/grants.cpp); embedded pools own their devices and are always granted.
   bool granted = true;
