@@ -17,6 +17,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cancel_midway.hpp"
@@ -60,7 +61,9 @@ int64_t read_input(gf_task_ctx *ctx, uint32_t k, Record &r) {
   return v;
 }
 
-std::unique_ptr<Tree> make_tree(uint32_t leaves, int64_t fail_at = -1, int64_t retry_at = -1) {
+// device_every: every so many leaves (0: none) runs on a device worker only.
+std::unique_ptr<Tree> make_tree(uint32_t leaves, int64_t fail_at = -1, int64_t retry_at = -1,
+                                uint32_t device_every = 0) {
   auto t = std::make_unique<Tree>();
   t->record = std::make_shared<Record>(size_t{leaves} * 2);
   auto add = [&](std::vector<size_t> preds, bool fails, bool fails_once) {
@@ -84,6 +87,7 @@ std::unique_ptr<Tree> make_tree(uint32_t leaves, int64_t fail_at = -1, int64_t r
       r.succeeded[index].store(1);
       return 0;
     };
+    if (preds.empty() && device_every && index % device_every == 0) std::swap(spec.cpu, spec.gpu);
     for (size_t p : preds) spec.inputs.push_back(t->outputs[p]);
     spec.outputs = {out};
     t->tasks.push_back(must_add_task(t->graph.get(), spec));
@@ -178,6 +182,31 @@ void expect_stopped_tree_settled(gf_run *run, const Tree &t) {
         << "task " << i;
   }
   EXPECT_EQ(ran, st.succeeded);
+}
+
+// Some leaves run on device workers, which count no joins down: a sum with an input made there is
+// placed as usual once that leaf reports (its input copied back), while sums of inputs made on
+// CPU workers still run directly. Every sum is right either way.
+TEST(JoinContinuation, SumsOfInputsMadeOnDevicesAreRight) {
+  Pool pool = make_pool(host_config(4, 2));
+  warm_up(pool.get(), 4096);
+  for (int round = 0; round < 4; ++round) {
+    auto t = make_tree(4096, -1, -1, /*device_every=*/3 + round);
+    RunPtr run(submit(pool.get(), t->graph.get()));
+    ASSERT_NE(run, nullptr);
+    ASSERT_EQ(gf_run_wait(run.get(), kWaitMs), GF_OK) << last_error();
+    EXPECT_EQ(fetch_total(run.get(), t->root), expected_total(4096));
+    EXPECT_EQ(t->record->out_of_order.load(), 0);
+    EXPECT_EQ(t->record->wrong_input.load(), 0);
+    EXPECT_EQ(run_stats(run.get()).attempts, t->tasks.size());
+    for (size_t i = 0; i < t->tasks.size(); ++i) ASSERT_EQ(t->record->ran[i].load(), 1) << i;
+    gf_worker_info info = GF_WORKER_INFO_INIT;
+    uint32_t worker = UINT32_MAX;
+    GF_ASSERT_OK(gf_run_task_worker(&worker, run.get(), t->tasks[0]));
+    GF_ASSERT_OK(gf_pool_worker_info(&info, pool.get(), worker));
+    EXPECT_EQ(info.kind, GF_WORKER_GPU) << "leaf 0 is for devices only";
+  }
+  expect_ledger_idle(pool.get());
 }
 
 TEST(JoinContinuation, TreeCancelledMidFlight) {
