@@ -84,7 +84,7 @@ std::string PoolSource::metrics() const {
   }
   out.family("gpuflow_worker_batches_total", "counter",
              "Batches each worker's threads took from its queue, each at one taking of the "
-             "scheduler's lock; tiny tasks share one the more, the more tasks each holds.");
+             "scheduler's lock (task attempts over batches: how many tasks share one).");
   for (size_t w = 0; w < snap.workers.size(); ++w) {
     out.sample("gpuflow_worker_batches_total", kv("worker", core.worker(w).name),
                num(snap.workers[w].batches));
