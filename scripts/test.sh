@@ -3,6 +3,8 @@
 # UndefinedBehaviorSanitizer build, and a bounded fuzz run of the graph deserializer.
 # GPUFLOW_TSAN=1 adds the ThreadSanitizer build.
 # GPUFLOW_QUICK=1 runs the normal build only.
+# GPUFLOW_LEAN=1 (CI sets it) removes each build tree once no later step needs it, so that the
+# run's disk use peaks at the largest tree, not at their sum (the disk check below says how much).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -15,6 +17,24 @@ jobs=$(nproc)
 unset CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES SLURM_STEP_GPUS SLURM_JOB_GPUS
 # Formatting first: it takes seconds and needs no build (scripts/check-format.sh says how to fix).
 scripts/check-format.sh
+
+# The disk the run needs, in GiB: every tree kept (a developer's incremental rebuilds) or, lean,
+# the largest at once beside .venv. Measured on Debian 12 (2026-11-28): build 2.0, build-asan
+# 2.6, build-tsan 1.8, build-fuzz 0.2, .venv 0.7, the wheel's venv in TMPDIR 0.7; the Debian
+# packages come on top.
+need=$([ -n "${GPUFLOW_LEAN:-}" ] && echo 4 || echo 9)
+free=$(df -Pk . | awk 'NR == 2 { print int($4 / 1048576) }')
+echo "disk: ${free} GiB free here; this run needs about ${need} GiB"
+if [ "$free" -lt "$need" ]; then
+  echo "test.sh: warning: only ${free} GiB free on $(df -P . | awk 'NR == 2 { print $6 }')," \
+    "about ${need} GiB needed: a step may fail with 'No space left on device'" >&2
+fi
+lean() {  # lean DIR...: removes build trees no later step needs, when GPUFLOW_LEAN is set
+  if [ -n "${GPUFLOW_LEAN:-}" ]; then
+    echo "(lean: removing $*)"
+    rm -rf "$@"
+  fi
+}
 
 ran=()  # what ran and passed, for the closing line (set -e stops at the first failure)
 
@@ -56,6 +76,7 @@ if [ -z "${GPUFLOW_QUICK:-}" ]; then
   # The Debian package from that build: installed, used, purged (root only; docs/install.md).
   echo "=== the Debian package ==="
   skippable "the Debian package" scripts/test-deb.sh build-user-release
+  lean build-user-release
 fi
 # The Rust binding against the plain build (generated bindings current, cargo test, examples).
 scripts/test-rust.sh build
@@ -70,7 +91,9 @@ if [ -z "${GPUFLOW_QUICK:-}" ]; then
   echo "=== the Python wheel ==="
   scripts/test-wheel.sh
   ran+=("the Python wheel")
+  lean build-wheel
 fi
+lean build  # the Rust, Python and ABI checks above were its last users
 if [ -z "${GPUFLOW_QUICK:-}" ]; then
   # UCX_MEM_EVENTS=no: UCX's load-time libc patching and sanitizers do not mix
   # (docs/transport.md, "UCX's memory hooks"). intercept_tls_get_addr=0: LeakSanitizer's
@@ -81,11 +104,13 @@ if [ -z "${GPUFLOW_QUICK:-}" ]; then
     UBSAN_OPTIONS=print_stacktrace=1 \
     run_suite build-asan -DCMAKE_BUILD_TYPE=Debug "-DGPUFLOW_SANITIZE=address;undefined" \
       -DGPUFLOW_WITH_CUDA=OFF
+  lean build-asan
 fi
 if [ -z "${GPUFLOW_QUICK:-}" ]; then
   # The graph deserializer takes untrusted bytes: a bounded libFuzzer run (clang).
   scripts/fuzz.sh "${GPUFLOW_FUZZ_SECONDS:-30}"
   ran+=("the fuzz run")
+  lean build-fuzz
 fi
 if [ -n "${GPUFLOW_TSAN:-}" ]; then
   UCX_MEM_EVENTS=no \
