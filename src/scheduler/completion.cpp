@@ -46,6 +46,7 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
     succeed(worker, done, deferred);
     return;
   }
+  store_left_inputs(run, done);  // it may run again, or be settled, reading them as usual
   release_outputs(worker, done, deferred);  // the attempt produced nothing usable
 
   const bool retries_left = tr.attempts <= task.retries;
@@ -120,7 +121,17 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
   run.succeeded++;
   settled_totals_.succeeded++;
   const DataIndex *in = graph.inputs(task);
-  for (uint32_t i = 0; i < task.input_count; ++i) consumed(run, in[i], deferred);
+  for (uint32_t i = 0; i < task.input_count; ++i) {
+    DataRun &data = run.data[in[i]];
+    if (data.phase == DataRun::Phase::kLeftToConsumer) {
+      // Its last consumer: freed from where this task read it (store_outputs left it so).
+      deferred.frees.push_back({kHostSpace, const_cast<void *>(done.inputs[i].first), data.size});
+      data.consumers_left = 0;
+      data.phase = DataRun::Phase::kFreed;
+      continue;
+    }
+    consumed(run, in[i], deferred);
+  }
   release_successors(worker, run, done.task, deferred);
   // New results may lift the device over its threshold after every check made at placement.
   // Checked once the successors are placed, so the inputs they hold are spilled last.
@@ -137,6 +148,16 @@ void Scheduler::store_outputs(WorkerState &worker, const Dispatch &done, const T
     DataRun &data = run.data[out[i]];
     const Dispatch::Output &o = done.outputs[i];
     data.size = o.size;
+    if (o.read_in_batch && data.consumers_left == 1) {
+      // Its only consumer left ran after it in this batch and frees it when completed, right
+      // after, under this same hold of the mutex: nothing else can see it in between. Storing it
+      // as a replica only to free it was a third of settling a tree's sum (issue 29).
+      // (read_in_batch: a host buffer without a run-time charge, read by a CPU task.)
+      if (!data.keep && worker.space == kHostSpace) {
+        data.phase = DataRun::Phase::kLeftToConsumer;
+        continue;
+      }
+    }
     if (graph.data(out[i]).kind == DataKind::kValue) {
       data.value = o.ptr;
       data.value_destroy = o.value_destroy;
@@ -149,6 +170,17 @@ void Scheduler::store_outputs(WorkerState &worker, const Dispatch &done, const T
       data.replicas.push_back(Replica{worker.space, true, o.ptr});
       if (worker.space != kHostSpace) note_resident(run, out[i], worker.space);
     }
+    data.phase = DataRun::Phase::kReady;
+  }
+}
+
+void Scheduler::store_left_inputs(RunState &run, const Dispatch &item) {
+  const Graph &graph = run.graph();
+  const DataIndex *in = graph.inputs(graph.task(item.task));
+  for (uint32_t i = 0; i < item.inputs.size(); ++i) {
+    DataRun &data = run.data[in[i]];
+    if (data.phase != DataRun::Phase::kLeftToConsumer) continue;
+    data.replicas.push_back(Replica{kHostSpace, true, const_cast<void *>(item.inputs[i].first)});
     data.phase = DataRun::Phase::kReady;
   }
 }

@@ -12,6 +12,7 @@
 // never reported cancelled. Only successors that need nothing beyond a CPU slot and read host
 // buffers qualify, so the ledger, device memory, transfers and spilling never see the difference.
 #include <algorithm>
+#include <array>
 
 #include "scheduler/scheduler.hpp"
 
@@ -27,9 +28,10 @@ constexpr size_t kMaxBatchWithContinued = 128;
 // this batch (items before `end`, searched from the task just finished back: a successor's
 // inputs are mostly made by the tasks that ran last) or by a thread that published it before
 // counting `s` down (RunState::join_counts). Values are counted as in use at dispatch: a task
-// reading one is not run directly.
-bool find_input(const Batch &batch, size_t end, const RunState &run, TaskIndex s, uint32_t k,
-                std::pair<const void *, uint64_t> &out) {
+// reading one is not run directly. `from_batch` is the output it was found in, if in this batch.
+bool find_input(Batch &batch, size_t end, const RunState &run, TaskIndex s, uint32_t k,
+                std::pair<const void *, uint64_t> &out, Dispatch::Output *&from_batch) {
+  from_batch = nullptr;
   const Graph &graph = run.graph();
   const DataIndex d = graph.inputs(graph.task(s))[k];
   const DataDesc &desc = graph.data(d);
@@ -40,13 +42,14 @@ bool find_input(const Batch &batch, size_t end, const RunState &run, TaskIndex s
   }
   if (desc.origin != DataOrigin::kProduced) return false;
   for (size_t i = end; i-- > 0;) {
-    const Dispatch &item = batch.items[i];
+    Dispatch &item = batch.items[i];
     if (item.run != &run || item.task != desc.producer) continue;
     const TaskDesc &producer = graph.task(desc.producer);
     const DataIndex *made = graph.outputs(producer);
     for (uint32_t o = 0; o < producer.output_count; ++o) {
       if (made[o] != d) continue;
       out = {item.outputs[o].ptr, item.outputs[o].size};
+      from_batch = &item.outputs[o];
       return true;
     }
     return false;
@@ -152,13 +155,21 @@ void Scheduler::run_directly(const WorkerState &worker, Batch &batch, RunState &
   if (batch.count == batch.items.size()) batch.items.emplace_back();
   Dispatch &next = batch.items[batch.count];  // the task just finished may have moved
   next.inputs.resize(task.input_count);
+  // The outputs of this batch it reads (the first few): marked once it runs, so that the
+  // scheduler may leave their bytes to it (DataRun::Phase::kLeftToConsumer).
+  std::array<Dispatch::Output *, 4> read_here{};
   bool inputs_here = true;
   for (uint32_t k = 0; k < task.input_count && inputs_here; ++k) {
-    inputs_here = find_input(batch, done_index + 1, run, s, k, next.inputs[k]);
+    Dispatch::Output *from_batch = nullptr;
+    inputs_here = find_input(batch, done_index + 1, run, s, k, next.inputs[k], from_batch);
+    if (k < read_here.size()) read_here[k] = from_batch;
   }
   // Last: a cancel settling the run's waiting tasks takes the same claim, so either the cancel
   // leaves this task to the batch's report, or this thread does not run it.
   if (!inputs_here || !run.tasks[s].claim.take()) return;
+  for (Dispatch::Output *output : read_here) {
+    if (output) output->read_in_batch = true;
+  }
   // Attempt 1: it has never run, its last predecessor finishes just now (assign() keeps the
   // inputs found above, their count unchanged).
   next.assign(&run, s, 1, task.input_count, Clock::time_point{}, tiny);
@@ -189,6 +200,10 @@ Scheduler::Adoption Scheduler::adopt(WorkerState &worker, Dispatch &item) {
 }
 
 void Scheduler::park(WorkerState &worker, Dispatch &item) {
+  // Outputs are left to their consumer only within the completion of one batch: what a parked
+  // task read is stored now, and what it made is stored when it is adopted, after this batch.
+  store_left_inputs(*item.run, item);
+  for (Dispatch::Output &output : item.outputs) output.read_in_batch = false;
   parked_.push_back(ParkedTask{std::move(item), worker.index});
 }
 
@@ -210,6 +225,7 @@ void Scheduler::adopt_parked(RunState &run, TaskIndex t, Deferred &deferred) {
 
 void Scheduler::drop_continued(WorkerState &worker, Dispatch &item, Deferred &deferred) {
   RunState &run = *item.run;
+  store_left_inputs(run, item);  // it runs again, reading them as any task does
   release_outputs(worker, item, deferred);
   // Still waiting: its predecessors' completions make it ready (or fail it) as for any task.
   TaskRun &tr = run.tasks[item.task];

@@ -50,6 +50,7 @@ DataRun &Scheduler::readable(RunState &run, DataIndex d) {
     case DataRun::Phase::kReady:
       return data;
     case DataRun::Phase::kPending:
+    case DataRun::Phase::kLeftToConsumer:
       fail(GF_ERR_STATE, graph.data_label(d) + " is not produced yet");
     case DataRun::Phase::kNeverProduced:
       fail(GF_ERR_STATE, graph.data_label(d) + " was never produced: its producer " +

@@ -82,7 +82,11 @@ struct ValueOps {
 };
 
 struct DataRun {
-  enum class Phase : uint8_t { kPending, kReady, kFreed, kNeverProduced };
+  // kLeftToConsumer: made by a task whose only consumer left ran directly after it in the same
+  // batch (scheduler/continuation.cpp). Its producer did not store it; its consumer's completion
+  // frees it, or stores it as its producer would have (Scheduler::store_left_inputs). Only ever
+  // seen while one batch is completed, under the scheduler's mutex.
+  enum class Phase : uint8_t { kPending, kReady, kFreed, kNeverProduced, kLeftToConsumer };
   // Ordered so that a run's data objects, one per task's output, pack tightly (issue 29's
   // memory per task).
   Phase phase = Phase::kPending;

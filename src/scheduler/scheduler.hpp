@@ -41,6 +41,8 @@ struct Dispatch {
     uint64_t size = 0;
     bool set = false;
     bool charged_at_run = false;  // dynamic size or device value: charged while the body ran
+    // A successor run directly later in this batch read it from here (set with that successor).
+    bool read_in_batch = false;
     gf_destroy_fn value_destroy = nullptr;
     ValueOps value_ops;  // a device value's (gf_task_ctx_set_device_value)
   };
@@ -390,6 +392,7 @@ class Scheduler {
   // succeed's parts: the outputs become data; successors whose last dependency this was become
   // ready.
   void store_outputs(WorkerState &worker, const Dispatch &done, const TaskDesc &task);
+  void store_left_inputs(RunState &run, const Dispatch &item);
   void release_successors(WorkerState &worker, RunState &run, TaskIndex t, Deferred &deferred);
   // finish() for `count` successful attempts of consecutive plain tasks of one run, each alike
   // the one before it (Graph::alike_previous: no inputs, no request, CPU bodies only): the

@@ -47,6 +47,8 @@ struct Tree {
   gf_data root{};
   std::shared_ptr<Record> record;
   size_t first_sum = 0;
+  std::vector<int64_t> expected;  // what each task makes
+  std::vector<bool> kept;         // whose output is GF_DATA_KEEP
 };
 
 int64_t read_input(gf_task_ctx *ctx, uint32_t k, Record &r) {
@@ -61,14 +63,21 @@ int64_t read_input(gf_task_ctx *ctx, uint32_t k, Record &r) {
   return v;
 }
 
-// device_every: every so many leaves (0: none) runs on a device worker only.
+// device_every: every so many leaves (0: none) runs on a device worker only. keep_every: every so
+// many tasks' outputs (0: none but the root's) are kept for the caller to fetch.
 std::unique_ptr<Tree> make_tree(uint32_t leaves, int64_t fail_at = -1, int64_t retry_at = -1,
-                                uint32_t device_every = 0) {
+                                uint32_t device_every = 0, uint32_t keep_every = 0) {
   auto t = std::make_unique<Tree>();
   t->record = std::make_shared<Record>(size_t{leaves} * 2);
   auto add = [&](std::vector<size_t> preds, bool fails, bool fails_once) {
     const size_t index = t->tasks.size();
-    const gf_data out = must_add_buffer(t->graph.get(), nullptr, sizeof(int64_t));
+    const bool keep = keep_every && index % keep_every == 0;
+    const gf_data out =
+        must_add_buffer(t->graph.get(), nullptr, sizeof(int64_t), keep ? GF_DATA_KEEP : 0);
+    int64_t expected = preds.empty() ? static_cast<int64_t>(index) + 1 : 0;
+    for (size_t p : preds) expected += t->expected[p];
+    t->expected.push_back(expected);
+    t->kept.push_back(keep);
     TaskSpec spec;
     spec.cost_key = preds.empty() ? "leaf" : "sum";
     spec.retries = fails_once ? 1 : 0;
@@ -243,6 +252,36 @@ TEST(JoinContinuation, PoolShutDownWhileJoinsRunOnManyThreads) {
     ASSERT_TRUE(s == GF_OK || s == GF_ERR_CANCELLED || s == GF_ERR_SHUT_DOWN) << describe(s);
     expect_stopped_tree_settled(run.get(), *t);
   }
+}
+
+// Outputs the caller keeps stay readable after the sums that read them ran directly; the others
+// are freed by those sums (the scheduler leaves a sum's input to it only when no one else may
+// read it: DataRun::Phase::kLeftToConsumer).
+TEST(JoinContinuation, KeptInputsOfSumsRunDirectlyStayReadable) {
+  Pool pool = make_pool(host_config(2, -1));
+  warm_up(pool.get(), 2048);
+  for (uint32_t keep_every : {2u, 3u, 7u}) {
+    auto t = make_tree(2048, -1, -1, 0, keep_every);
+    RunPtr run(submit(pool.get(), t->graph.get()));
+    ASSERT_NE(run, nullptr);
+    ASSERT_EQ(gf_run_wait(run.get(), kWaitMs), GF_OK) << last_error();
+    EXPECT_EQ(run_stats(run.get()).attempts, t->tasks.size());
+    EXPECT_EQ(t->record->wrong_input.load(), 0);
+    size_t fetched = 0;
+    for (size_t i = 0; i < t->tasks.size(); ++i) {
+      uint64_t size = 0;
+      const gf_status s = gf_run_fetch(&size, run.get(), t->outputs[i], nullptr, 0);
+      if (!t->kept[i] && t->outputs[i].id != t->root.id) {
+        ASSERT_EQ(s, GF_ERR_STATE) << "task " << i << "'s output was not kept, yet is readable";
+        continue;
+      }
+      ASSERT_EQ(s, GF_OK) << "task " << i << ": " << last_error();
+      ASSERT_EQ(fetch_total(run.get(), t->outputs[i]), t->expected[i]) << "task " << i;
+      ++fetched;
+    }
+    EXPECT_GT(fetched, t->tasks.size() / keep_every - 1);
+  }
+  expect_ledger_idle(pool.get());
 }
 
 TEST(JoinContinuation, FailedSumFailsExactlyItsAncestors) {
