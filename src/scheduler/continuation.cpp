@@ -157,18 +157,19 @@ void Scheduler::run_directly(const WorkerState &worker, Batch &batch, RunState &
   next.inputs.resize(task.input_count);
   // The outputs of this batch it reads (the first few): marked once it runs, so that the
   // scheduler may leave their bytes to it (DataRun::Phase::kLeftToConsumer).
-  std::array<Dispatch::Output *, 4> read_here{};
+  std::array<Dispatch::Output *, 4> read_here;  // (a chain's links mostly read nothing)
+  const auto marked = std::min(task.input_count, static_cast<uint32_t>(read_here.size()));
   bool inputs_here = true;
   for (uint32_t k = 0; k < task.input_count && inputs_here; ++k) {
     Dispatch::Output *from_batch = nullptr;
     inputs_here = find_input(batch, done_index + 1, run, s, k, next.inputs[k], from_batch);
-    if (k < read_here.size()) read_here[k] = from_batch;
+    if (k < marked) read_here[k] = from_batch;
   }
   // Last: a cancel settling the run's waiting tasks takes the same claim, so either the cancel
   // leaves this task to the batch's report, or this thread does not run it.
   if (!inputs_here || !run.tasks[s].claim.take()) return;
-  for (Dispatch::Output *output : read_here) {
-    if (output) output->read_in_batch = true;
+  for (uint32_t k = 0; k < marked; ++k) {
+    if (read_here[k]) read_here[k]->read_in_batch = true;
   }
   // Attempt 1: it has never run, its last predecessor finishes just now (assign() keeps the
   // inputs found above, their count unchanged).
