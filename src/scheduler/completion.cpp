@@ -148,15 +148,13 @@ void Scheduler::store_outputs(WorkerState &worker, const Dispatch &done, const T
     DataRun &data = run.data[out[i]];
     const Dispatch::Output &o = done.outputs[i];
     data.size = o.size;
-    if (o.read_in_batch && data.consumers_left == 1) {
+    if (o.read_in_batch && data.consumers_left == 1 && !data.keep) {
       // Its only consumer left ran after it in this batch and frees it when completed, right
       // after, under this same hold of the mutex: nothing else can see it in between. Storing it
       // as a replica only to free it was a third of settling a tree's sum (issue 29).
-      // (read_in_batch: a host buffer without a run-time charge, read by a CPU task.)
-      if (!data.keep && worker.space == kHostSpace) {
-        data.phase = DataRun::Phase::kLeftToConsumer;
-        continue;
-      }
+      // (read_in_batch: a host buffer without a run-time charge, made and read on a CPU worker.)
+      data.phase = DataRun::Phase::kLeftToConsumer;
+      continue;
     }
     if (graph.data(out[i]).kind == DataKind::kValue) {
       data.value = o.ptr;
