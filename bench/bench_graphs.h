@@ -74,9 +74,16 @@ static int add(gf_task_ctx *ctx, void *user_data) {
 /* Which workers may run the tasks: 0 CPU only, 1 GPU only (--gpu), 2 either (--mixed). */
 static int body_mode;
 
+/* --resources: what every task requests (none by default), so that placement and the workers'
+ * ledgers are in the path of every task as they are for users' annotated tasks. */
+static const gf_resource *task_resources;
+static uint32_t task_resource_count;
+
 static void set_body(gf_task_desc *desc, gf_task_fn fn) {
   desc->cpu_fn = body_mode == 1 ? NULL : fn;
   desc->gpu_fn = body_mode == 0 ? NULL : fn;
+  desc->resources = task_resources;
+  desc->resource_count = task_resource_count;
 }
 
 static gf_graph *build_wide(long n) {
