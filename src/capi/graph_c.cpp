@@ -13,11 +13,17 @@ using namespace gf::capi;
 
 namespace {
 
-// A task as the graph takes it: the caller's gf_task_desc of any published layout, and its
-// gf_command_desc, when it has one of an older published layout, widened into `command` (a size
-// that was never published is left for the graph to reject, naming the task).
-gf_task_desc read_task_desc(const gf_task_desc *desc, gf_command_desc &command) {
-  gf_task_desc d = read_struct(desc, "gf_task_desc");
+// A task as the graph takes it: the caller's gf_task_desc of any published layout, widened into
+// `copy`, and its gf_command_desc, when it has one of an older published layout, widened into
+// `command` (a size that was never published is left for the graph to reject, naming the task).
+// Both of today's layouts, as most callers pass them, are read in place.
+const gf_task_desc &read_task_desc(const gf_task_desc *desc, gf_task_desc &copy,
+                                   gf_command_desc &command) {
+  if (desc && desc->struct_size == sizeof(gf_task_desc) &&
+      (!desc->command || desc->command->struct_size == sizeof(gf_command_desc))) {
+    return *desc;
+  }
+  gf_task_desc &d = copy = read_struct(desc, "gf_task_desc");
   if (d.command && d.command->struct_size != sizeof(gf_command_desc)) {
     for (uint32_t size : Layout<gf_command_desc>::kSizes) {
       if (d.command->struct_size == size) {
@@ -117,8 +123,9 @@ GF_API gf_status gf_graph_add_host_value(gf_data *out, gf_graph *graph, const ch
 GF_API gf_status gf_graph_add_task(gf_task *out, gf_graph *graph, const gf_task_desc *desc) {
   return guard([&] {
     require_out(out, "out");
-    gf_command_desc command = GF_COMMAND_DESC_INIT;
-    *out = graph_of(graph).add_task(read_task_desc(desc, command));
+    gf_task_desc copy;
+    gf_command_desc command;
+    *out = graph_of(graph).add_task(read_task_desc(desc, copy, command));
     return GF_OK;
   });
 }

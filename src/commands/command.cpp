@@ -275,7 +275,7 @@ TaskBody CommandBodies::resolve(const Graph &graph, uint32_t t) {
   const TaskDesc &desc = graph.task(t);
   Task &task = tasks_.emplace_back();
   task.spec = graph.command(desc);
-  task.log_stem = log_stem(desc.name, t);
+  task.log_stem = log_stem(graph.task_name(desc), t);
   task.run = this;
   return desc.command_on_gpu ? TaskBody{nullptr, run_command, &task}
                              : TaskBody{run_command, nullptr, &task};

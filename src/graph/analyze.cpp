@@ -30,7 +30,7 @@ struct Named {
 void check_unique_names(const Graph &g, std::vector<Named> &named) {
   std::sort(named.begin(), named.end(), [&](const Named &a, const Named &b) {
     if (a.hash != b.hash) return a.hash < b.hash;
-    int order = g.task(a.task).name.compare(g.task(b.task).name);
+    int order = g.task_name(g.task(a.task)).compare(g.task_name(g.task(b.task)));
     return order != 0 ? order < 0 : a.task < b.task;
   });
   // Each run of equal names is sorted by task: its first two entries are the pair a scan in task
@@ -38,9 +38,9 @@ void check_unique_names(const Graph &g, std::vector<Named> &named) {
   TaskIndex first = kNoIndex, second = kNoIndex;
   for (size_t i = 0; i + 1 < named.size();) {
     size_t j = i + 1;
-    const std::string &name = g.task(named[i].task).name;
+    const std::string &name = g.task_name(g.task(named[i].task));
     while (j < named.size() && named[j].hash == named[i].hash &&
-           g.task(named[j].task).name == name) {
+           g.task_name(g.task(named[j].task)) == name) {
       ++j;
     }
     if (j - i >= 2 && named[i + 1].task < second) {
@@ -50,7 +50,7 @@ void check_unique_names(const Graph &g, std::vector<Named> &named) {
     i = j;
   }
   if (second != kNoIndex) {
-    fail(GF_ERR_INVALID_GRAPH, "duplicate task name '" + g.task(first).name + "' (tasks #" +
+    fail(GF_ERR_INVALID_GRAPH, "duplicate task name '" + g.task_name(g.task(first)) + "' (tasks #" +
                                    std::to_string(first) + " and #" + std::to_string(second) + ")");
   }
 }
@@ -147,7 +147,7 @@ bool orders_every_task(const GraphAnalysis &a, std::vector<uint32_t> &pending) {
 const GraphAnalysis &Graph::freeze() {
   if (analysis_) return *analysis_;
 
-  const size_t n = tasks_.size();
+  const size_t n = lists_.tasks.size();
   auto a = std::make_unique<GraphAnalysis>();
   // A walk of the tasks reads every task's description and its inputs' producers, cache misses
   // that were most of a large graph's freeze (issue 29): the successor and predecessor lists are
@@ -179,17 +179,17 @@ const GraphAnalysis &Graph::freeze() {
     if (named_tasks_ > 0) {
       named.reserve(named_tasks_);
       for (TaskIndex t = 0; t < n; ++t) {
-        if (!tasks_[t].name.empty()) named.push_back({hasher(tasks_[t].name), t});
+        if (lists_.tasks[t].named()) named.push_back({hasher(task_name(lists_.tasks[t])), t});
       }
     }
   } else {
-    data_edges.reserve(input_refs_.size());
+    data_edges.reserve(lists_.input_refs.size());
     for (TaskIndex t = 0; t < n; ++t) {
-      const TaskDesc &task = tasks_[t];
-      if (!task.name.empty()) named.push_back({hasher(task.name), t});
-      const DataIndex *in = input_refs_.data() + task.inputs_begin;
+      const TaskDesc &task = lists_.tasks[t];
+      if (task.named()) named.push_back({hasher(task_name(task)), t});
+      const DataIndex *in = lists_.input_refs.data() + task.inputs_begin;
       for (uint32_t i = 0; i < task.input_count; ++i) {
-        const DataDesc &data = data_[in[i]];
+        const DataDesc &data = lists_.data[in[i]];
         if (data.producer != kNoIndex) {
           data_edges.emplace_back(data.producer, t);
         } else if (data.origin == DataOrigin::kProduced) {
@@ -200,7 +200,7 @@ const GraphAnalysis &Graph::freeze() {
   }
   auto for_each_edge = [&](auto &&visit) {  // visit(from, to): data edges, then `after` edges
     for (auto [from, to] : data_edges) visit(from, to);
-    for (auto [t, before] : edges_) visit(before, t);
+    for (auto [t, before] : lists_.edges) visit(before, t);
   };
   for_each_edge(count);
   check_unique_names(*this, named);

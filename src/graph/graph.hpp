@@ -60,10 +60,14 @@ struct TaskDesc {
   uint32_t command = UINT32_MAX;   // into Graph::commands when the body is an external command
   bool command_on_gpu = false;     // a command asking for a GPU runs on GPU workers, else on CPUs
   bool explicit_cost_key = false;  // given by the caller (written to documents), not derived
-  // Read when a task is named in a message, written out, resolved at submit or destroyed.
+  // Read when a task is named in a message, written out, resolved at submit or destroyed. Its
+  // name and kernel live in the graph's texts (Graph::task_name, Graph::kernel_name), so that a
+  // description is plain bytes, cheap to append and to move as the list grows.
+  uint32_t name_text = kNoIndex;
+  uint32_t kernel_text = kNoIndex;  // resolved against the pool's kernels at submit
   gf_destroy_fn user_data_destroy = nullptr;
-  std::string name;
-  std::string kernel;  // resolved against the pool's kernels at submit
+  bool named() const { return name_text != kNoIndex; }
+  bool names_kernel() const { return kernel_text != kNoIndex; }
 };
 
 // What a task's duration estimate is learnt under (gf_task_desc.cost_key): a name, or for an
@@ -83,8 +87,21 @@ struct GraphAnalysis {
   std::vector<TaskIndex> roots;  // tasks without predecessors, in rank order
 };
 
+struct TaskLabel;
+
 class Graph {
  public:
+  // What a graph appends to for each task and data object.
+  struct Lists {
+    std::vector<TaskDesc, LargeArrayAllocator<TaskDesc>> tasks;
+    std::vector<DataDesc, LargeArrayAllocator<DataDesc>> data;
+    std::vector<DataIndex> input_refs, output_refs;
+    std::vector<std::pair<TaskIndex, TaskIndex>> edges;
+    void clear();
+    void swap(Lists &other) noexcept;
+    size_t capacity_bytes() const;
+  };
+
   Graph();
   ~Graph();
   Graph(const Graph &) = delete;
@@ -125,7 +142,7 @@ class Graph {
   // walking every task (issue 29).
   static constexpr uint8_t kCpuBodyOnly = 1, kGpuBodyOnly = 2, kBothBodies = 4;
   const std::vector<uint8_t> *bodies_by_request() const {
-    return bodies_listed_ == tasks_.size() ? &bodies_by_request_ : nullptr;
+    return bodies_listed_ == lists_.tasks.size() ? &bodies_by_request_ : nullptr;
   }
   bool has_commands() const { return !commands_.empty(); }
   // Commands start in `dir`, or relative to it, and log to `log_dir` (when not empty) unless they
@@ -138,7 +155,7 @@ class Graph {
   const CommandSpec *command(const TaskDesc &t) const {
     return t.command == UINT32_MAX ? nullptr : commands_[t.command].get();
   }
-  const std::vector<std::pair<TaskIndex, TaskIndex>> &edges() const { return edges_; }
+  const std::vector<std::pair<TaskIndex, TaskIndex>> &edges() const { return lists_.edges; }
   using Metadata = std::vector<std::pair<std::string, std::string>>;
   const Metadata &metadata() const { return metadata_; }
   void set_metadata(const char *key, const char *value);
@@ -146,9 +163,12 @@ class Graph {
   const std::vector<CostKey> &cost_keys() const { return cost_keys_; }
 
   uint64_t serial() const { return serial_; }
-  size_t task_count() const { return tasks_.size(); }
-  size_t data_count() const { return data_.size(); }
-  const TaskDesc &task(TaskIndex t) const { return tasks_[t]; }
+  size_t task_count() const { return lists_.tasks.size(); }
+  size_t data_count() const { return lists_.data.size(); }
+  const TaskDesc &task(TaskIndex t) const { return lists_.tasks[t]; }
+  // A task's name ("" when unnamed) and the kernel it names ("" when none).
+  const std::string &task_name(const TaskDesc &t) const { return text(t.name_text); }
+  const std::string &kernel_name(const TaskDesc &t) const { return text(t.kernel_text); }
   // Whether task t and the task added just before it are alike and plain: no inputs, no resource
   // request, a CPU function as their only body, the same cost key and priority. Recorded as
   // tasks are added, so that queueing a wide graph's roots (Scheduler::start) need not read each
@@ -157,10 +177,12 @@ class Graph {
   // Whether any task is alike the one before it: the scheduler's folds of alike tasks look no
   // further in a graph without any (one of GPU or mixed bodies, of inputs everywhere).
   bool has_alike_tasks() const { return has_alike_tasks_; }
-  const DataDesc &data(DataIndex d) const { return data_[d]; }
-  const DataIndex *inputs(const TaskDesc &t) const { return input_refs_.data() + t.inputs_begin; }
+  const DataDesc &data(DataIndex d) const { return lists_.data[d]; }
+  const DataIndex *inputs(const TaskDesc &t) const {
+    return lists_.input_refs.data() + t.inputs_begin;
+  }
   const DataIndex *outputs(const TaskDesc &t) const {
-    return output_refs_.data() + t.outputs_begin;
+    return lists_.output_refs.data() + t.outputs_begin;
   }
   const RequestTable &requests() const { return requests_; }
   const GraphAnalysis &analysis() const { return *analysis_; }
@@ -185,23 +207,35 @@ class Graph {
                      uint32_t flags);
   uint32_t intern_cost_key(std::string_view name, gf_task_fn fn);
   // Appends a task's description, noting whether it is alike the one before (alike_previous).
-  void push_task(TaskDesc &&task);
+  void push_task(const TaskDesc &task);
+  // add_task's parts (graph/add_task.cpp): a task with C callbacks alone, any other, their
+  // checks, and appending a task described (the last step of both, which cannot fail halfway).
+  gf_task add_plain_task(const gf_task_desc &desc);
+  gf_task add_described_task(const gf_task_desc &desc);
+  void check_list_sizes(const gf_task_desc &desc, const TaskLabel &label) const;
+  // Reads the task's inputs, outputs and `after` tasks into the scratch lists below, checked.
+  void decode_references(const gf_task_desc &desc, const TaskLabel &label);
+  void append_task(TaskDesc &task, const gf_task_desc &desc, std::unique_ptr<CommandSpec> spec);
+
+  const std::string &text(uint32_t index) const {
+    static const std::string none;
+    return index == kNoIndex ? none : texts_[index];
+  }
+  uint32_t add_text(std::string text);
 
   uint64_t serial_;
-  // Large graphs' descriptions on huge pages (core/large_array.hpp): freeze and the scheduler
-  // read them scattered.
-  std::vector<TaskDesc, LargeArrayAllocator<TaskDesc>> tasks_;
+  std::vector<std::string> texts_;  // tasks' names and kernels (TaskDesc::name_text, kernel_text)
+  // The lists every graph grows by the task and data object (graph/spare_lists.hpp), moved
+  // together. Large graphs' descriptions are on huge pages (core/large_array.hpp): freeze and
+  // the scheduler read them scattered.
+  Lists lists_;                       // edges: (task, before)
   std::vector<bool> alike_previous_;  // by task
   bool has_alike_tasks_ = false;      // whether any of those bits is set
-  std::vector<DataDesc, LargeArrayAllocator<DataDesc>> data_;
-  std::vector<DataIndex> input_refs_;
-  std::vector<DataIndex> output_refs_;
-  std::vector<std::pair<TaskIndex, TaskIndex>> edges_;  // (task, before)
   // What freeze would otherwise find by walking every task's description (issue 29: that walk
   // was most of a large graph's freeze, cache misses all, while add_task has the same facts at
   // hand): the data edges (producer, consumer) in task order, while every task added so far
-  // read only data whose producer it already knew (edges_listed_ == tasks_.size()); the number
-  // of named tasks; and whether an edge points from a later task to an earlier one, the only
+  // read only data whose producer it already knew (edges_listed_ == lists_.tasks.size()); the
+  // number of named tasks; and whether an edge points from a later task to an earlier one, the only
   // way a cycle can form. Freeze falls back to its walk when the list is not complete (parts,
   // consumers added before their producers) and drops the list once it is used.
   using EdgeList =  // its own memory when large: given back whole once freeze is done with it

@@ -26,8 +26,9 @@ bool needs_device(const Graph &graph, const TaskDesc &task) {
 bool service_only(PoolCore &pool, const std::unordered_set<std::string> &service_kernels,
                   const Graph &graph, const TaskDesc &task) {
   TaskBody body;
-  const bool service_kernel = !task.kernel.empty() && service_kernels.count(task.kernel);
-  if (service_kernel && !pool.kernels().resolve(task.kernel, body)) return true;
+  const std::string &kernel = graph.kernel_name(task);
+  const bool service_kernel = task.names_kernel() && service_kernels.count(kernel);
+  if (service_kernel && !pool.kernels().resolve(kernel, body)) return true;
   return pool.connection()->remote() && needs_device(graph, task) &&
          (service_kernel || task.command != UINT32_MAX);
 }
@@ -66,16 +67,16 @@ gf_run_where choose_where(PoolCore &pool, const Graph &graph, gf_run_where asked
   for (TaskIndex t = 0; t < graph.task_count() && local_only.empty(); ++t) {
     const TaskDesc &task = graph.task(t);
     if (task.command != UINT32_MAX) continue;
-    if (task.kernel.empty()) {
+    if (!task.names_kernel()) {
       local_only = graph.task_label(t) + " has a C callback body, which runs only in this process";
       continue;
     }
     TaskBody body;
-    const bool here = pool.kernels().resolve(task.kernel, body);
-    if (!service_kernels.count(task.kernel)) {
-      local_only = graph.task_label(t) + " names kernel '" + task.kernel +
-                   "', which the service at " + connection->endpoint() +
-                   " has not loaded (gpuflow serve --plugin LIB)";
+    const std::string &kernel = graph.kernel_name(task);
+    const bool here = pool.kernels().resolve(kernel, body);
+    if (!service_kernels.count(kernel)) {
+      local_only = graph.task_label(t) + " names kernel '" + kernel + "', which the service at " +
+                   connection->endpoint() + " has not loaded (gpuflow serve --plugin LIB)";
     } else if (!here) {
       any_service_only = true;
     }

@@ -99,7 +99,7 @@ void gf_task_ctx::env(gf_task_env &out) const {
   out.worker = worker->index;
   out.attempt = dispatch->attempt;
   out.stream = stream;
-  const std::string &name = task().name;
+  const std::string &name = graph().task_name(task());
   out.task_name = name.c_str();
 }
 

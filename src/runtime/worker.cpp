@@ -282,7 +282,7 @@ FinishedTask Worker::finished_task(const Dispatch &dispatch, Clock::time_point a
   record.worker = state_.index;
   // The name only where the label needs it: it lies on another cache line than the key.
   record.cost_id = task.explicit_cost_key ? FinishedTask::kNoCostId : run.cost_ids[task.cost_key];
-  record.name = task.explicit_cost_key ? task.name.c_str() : nullptr;
+  record.name = task.explicit_cost_key ? run.graph().task_name(task).c_str() : nullptr;
   record.ok = dispatch.ok;
   record.end_s = events_.time_s(at);
   record.duration_s = dispatch.seconds;
@@ -307,7 +307,7 @@ gf_event Worker::task_event(const Dispatch &dispatch, gf_event_kind kind, const 
   event.attempt = dispatch.attempt;
   event.ok = kind == GF_EVENT_TASK_FINISHED && dispatch.ok ? 1 : 0;
   event.time_s = events.time_s(at);
-  event.task_name = run.graph().task(dispatch.task).name.c_str();
+  event.task_name = run.graph().task_name(run.graph().task(dispatch.task)).c_str();
   event.duration_s = kind == GF_EVENT_TASK_FINISHED ? dispatch.seconds : 0.0;
   event.queue_wait_s = dispatch.queue_wait_s;
   return event;

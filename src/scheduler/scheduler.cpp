@@ -172,9 +172,10 @@ void Scheduler::resolve_bodies(RunState &run, const BodyResolvers &bodies) {
   run.command_bodies = bodies.commands;  // what resolved command bodies point into
   for (TaskIndex t = 0; t < graph.task_count(); ++t) {
     const TaskDesc &task = graph.task(t);
-    if (!task.kernel.empty()) {
-      if (!bodies.kernels || !bodies.kernels->resolve(task.kernel, run.resolved_bodies[t])) {
-        fail(GF_ERR_NOT_FOUND, graph.task_label(t) + " names kernel '" + task.kernel +
+    if (task.names_kernel()) {
+      const std::string &kernel = graph.kernel_name(task);
+      if (!bodies.kernels || !bodies.kernels->resolve(kernel, run.resolved_bodies[t])) {
+        fail(GF_ERR_NOT_FOUND, graph.task_label(t) + " names kernel '" + kernel +
                                    "', which no plugin or caller registered with this pool");
       }
     } else if (graph.command(task)) {

@@ -53,7 +53,7 @@ void check_fits(const Graph &g, bool json) {
   }
   for (TaskIndex t = 0; t < g.task_count(); ++t) {
     const TaskDesc &task = g.task(t);
-    total += 64 + string(task.name.size()) + string(task.kernel.size()) +
+    total += 64 + string(g.task_name(task).size()) + string(g.kernel_name(task).size()) +
              list(task.input_count, 4) + list(task.output_count, 4) + list(0, 4) +
              list(g.requests().get(task.request).size(), 4);
     if (const CommandSpec *c = g.command(task)) {
@@ -153,14 +153,14 @@ void build(FlatBufferBuilder &b, const Graph &g, bool json) {
   for (TaskIndex t = 0; t < n_tasks; ++t) {
     const TaskDesc &task = g.task(t);
     const CommandSpec *cmd = g.command(task);
-    if (task.kernel.empty() && !cmd) {
+    if (!task.names_kernel() && !cmd) {
       fail(GF_ERR_INVALID_ARGUMENT,
            g.task_label(t) +
                " has a C callback body, which cannot be written to a graph document: give it a "
                "kernel name (gf_pool_register_kernel) or a command instead");
     }
-    auto name = task.name.empty() ? 0 : b.CreateString(task.name);
-    auto kernel = task.kernel.empty() ? 0 : b.CreateSharedString(task.kernel);
+    auto name = task.named() ? b.CreateString(g.task_name(task)) : 0;
+    auto kernel = task.names_kernel() ? b.CreateSharedString(g.kernel_name(task)) : 0;
     Offset<fb::Command> command = 0;
     if (cmd) {
       auto strings_of = [&](const std::vector<std::string> &list) {
