@@ -25,9 +25,9 @@ inline constexpr int kLockSpins = 300;
 // CPU workers on a no-op wide graph: 1.7x the tasks/s with 8 against 1). With one other thread
 // waiting at most, a pause or two lets the mutex change hands soonest.
 template <class Mutex>
-std::unique_lock<Mutex> lock_spinning(Mutex &mutex, int most_pauses = 1) {
+std::unique_lock<Mutex> lock_spinning(Mutex &mutex, int most_pauses = 1, int spins = kLockSpins) {
   std::unique_lock<Mutex> lock(mutex, std::try_to_lock);
-  for (int spun = 0, pauses = 1; spun < kLockSpins && !lock.owns_lock(); spun += pauses) {
+  for (int spun = 0, pauses = 1; spun < spins && !lock.owns_lock(); spun += pauses) {
     for (int p = 0; p < pauses; ++p) cpu_relax();
     (void)lock.try_lock();
     if (pauses < most_pauses) pauses *= 2;

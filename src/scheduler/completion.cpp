@@ -38,7 +38,7 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
       worker.memory.requested_bytes -= whole_bytes(request.gpu_memory);
     }
   }
-  if (!done.skipped && done.timed) learn(run, done.task, worker.kind, done.seconds);
+  if (!done.skipped && done.timed) estimates_.learn(run, done.task, worker.kind, done.seconds);
 
   // (An attempt that returned success without setting every output was failed by its worker
   // thread, which checked them outside the lock.)
@@ -205,9 +205,8 @@ size_t Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t cou
   RunState &run = *items[0].run;
   const Graph &graph = run.graph();
   const GraphAnalysis &a = graph.analysis();
-  // Alike tasks share a cost key: their times are learnt into one estimate, found once (by
-  // index: a parked successor completed on the way may learn into a new slot).
-  size_t estimate = SIZE_MAX;
+  // Alike tasks share a cost key: their times are learnt into one estimate.
+  Estimates::Row learnt(estimates_, run, worker.kind);
   size_t settled = 0;
   for (; settled < count; ++settled) {
     Dispatch &done = items[settled];
@@ -220,13 +219,7 @@ size_t Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t cou
     }
     TaskRun &tr = run.tasks[done.task];
     worker.backlog_s -= tr.estimate_s;
-    if (done.timed) {
-      if (estimate == SIZE_MAX) {
-        estimate_slot(run, done.task, worker.kind);
-        estimate = cost_slot(run, done.task, worker.kind);
-      }
-      blend_estimate(estimates_[estimate], done.seconds);
-    }
+    if (done.timed) learnt.add(done.task, done.seconds);
     const TaskDesc &task = graph.task(done.task);
     if (task.output_count) store_outputs(worker, done, task);
     if (!run.errors.empty()) run.errors.erase(done.task);  // a failed attempt's, now retried
@@ -235,7 +228,7 @@ size_t Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t cou
       release_successors(worker, run, done.task, deferred);
     }
   }
-  if (estimate != SIZE_MAX) note_tiny(run, items[0].task, worker.kind, estimates_[estimate]);
+  learnt.done();
   worker.running -= static_cast<uint32_t>(settled);
   running_total_ -= settled;
   run.succeeded += settled;

@@ -90,6 +90,7 @@ void Scheduler::allow_continuation(WorkerState &worker, Batch &batch) {
   // while it holds its grant, and observers measure each task's queue wait.
   batch.may_continue = worker.kind == GF_WORKER_CPU && worker.granted && !demand_listener_ &&
                        observers_.load(std::memory_order_relaxed) == 0;
+  batch.notifier = &notifier_;
   batch.has_bar = batch.may_continue && !worker.ready.empty();
   if (batch.has_bar) batch.bar = worker.ready.top();
   batch.plain_run = nullptr;  // a run of an earlier batch may have ended since
@@ -143,7 +144,7 @@ void Scheduler::run_directly(const WorkerState &worker, Batch &batch, RunState &
   // fan-out of long tasks still spreads over the workers.
   const TaskDesc &task = run.graph().task(s);
   const bool tiny = run.tiny_costs[task.cost_key].load(std::memory_order_relaxed);
-  if (!chain_link && !tiny) return;
+  if (!chain_link && (!tiny || batch.notifier->idle_cpu_threads() > 0)) return;
   if (!runs_plainly_here(worker, batch, run, s)) return;
   // Priorities and graph order: it must not overtake what was first in this worker's queue
   // when the batch was picked (tasks queued later wait for the batch, as they would anyway).

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "core/error.hpp"
-#include "core/spin_lock.hpp"
 #include "scheduler/scheduler.hpp"
 
 namespace gf {
@@ -58,7 +57,7 @@ size_t alike_successes(const Batch &batch, size_t first, bool continued_too) {
 
 void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &deferred) {
   // This thread picks again right after: work it makes ready for itself wakes nobody else.
-  completing_worker_ = worker.index;
+  notifier_.completing_worker = worker.index;
   bool dropping = false;  // after a successor run directly that could not be adopted
   for (size_t i = 0; i < batch.count; ++i) {
     Dispatch &item = batch.items[i];
@@ -88,7 +87,7 @@ void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &defe
     }
     finish(worker, item, deferred);
   }
-  completing_worker_ = kNoIndex;
+  notifier_.completing_worker = kNoIndex;
   batch.count = 0;
 }
 
@@ -116,7 +115,7 @@ void Scheduler::prefetch_data_settling(const Dispatch &item) {
 void Scheduler::retire_thread(WorkerState &worker, Batch &batch, Deferred &deferred) {
   Lock lock(mu_);
   complete_batch(worker, batch, deferred);
-  if (!worker.ready.empty() || !worker.fetching.empty()) worker.wake.notify_all();
+  if (!worker.ready.empty() || !worker.fetching.empty()) notifier_.wake_all(worker.index);
 }
 
 bool Scheduler::next_batch(WorkerState &worker, Batch &batch, Deferred &deferred) {
@@ -124,8 +123,10 @@ bool Scheduler::next_batch(WorkerState &worker, Batch &batch, Deferred &deferred
   // tiny tasks. Device workers' tasks are longer, and on a busy machine (a connected pool and its
   // service on two vCPUs) their spinning took the CPU from the threads they waited on: connected
   // trees ran 0.85x.
-  Lock lock = worker.kind == GF_WORKER_CPU ? lock_spinning(mu_, lock_pauses_) : Lock(mu_);
+  const bool cpu = worker.kind == GF_WORKER_CPU;
+  Lock lock(mu_, Lock::Spinning{cpu ? lock_pauses_ : 0});
   complete_batch(worker, batch, deferred);
+  bool may_spin = cpu && worker.granted;
   for (;;) {
     if (stopping_) return false;
     if (worker.memory.take_released()) retry_memory_blocked(worker, deferred);
@@ -134,12 +135,13 @@ bool Scheduler::next_batch(WorkerState &worker, Batch &batch, Deferred &deferred
     if (!deferred.empty()) return true;  // flush outside the mutex before sleeping
     if (running_total_ == 0 && transfers_in_flight_ == 0) fail_stuck_on_memory(deferred);
     if (!deferred.empty()) return true;
-    worker.idle_threads++;
-    idle_threads_total_++;
-    worker.wake.wait(lock);
-    if (worker.woke()) wakes_pending_total_--;
-    worker.idle_threads--;
-    idle_threads_total_--;
+    // Nothing to do: spin a while, then sleep (scheduler/notifier.hpp).
+    if (may_spin) {
+      may_spin = notifier_.spin(worker.index, cpu, lock);  // look again either way
+      continue;
+    }
+    notifier_.sleep(worker.index, cpu, lock);
+    may_spin = cpu;
   }
 }
 
@@ -199,7 +201,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
         // tree's batches at 16 workers one task long: seven times the picks per task of 2
         // workers (issue 29).
         if (left < 4 * kMaxBatch &&
-            (!tiny || (idle_threads_total_ > 0 && batch.count * 2 >= queued))) {
+            (!tiny || (notifier_.idle_total() > 0 && batch.count * 2 >= queued))) {
           return true;
         }
         return batch.count >= kLongBatch || (batch.count >= kMaxBatch && !tiny);
@@ -352,7 +354,9 @@ bool Scheduler::steal(WorkerState &thief, Deferred &deferred) {
   WorkerState *victim = nullptr;
   for (auto &w : workers_) {
     // A worker without its device's grant has idle threads but will not get to its queue.
-    if (w.get() == &thief || (w->granted && w->idle_threads > 0) || w->ready.empty()) continue;
+    if (w.get() == &thief || (w->granted && notifier_.idle(w->index) > 0) || w->ready.empty()) {
+      continue;
+    }
     if (!victim || w->ready.size() > victim->ready.size()) victim = w.get();
   }
   if (!victim) return false;

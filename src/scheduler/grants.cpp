@@ -10,7 +10,7 @@ void Scheduler::grant(uint32_t w) {
   Lock lock(mu_);
   WorkerState &worker = *workers_.at(w);
   worker.granted = true;
-  worker.wake.notify_all();
+  notifier_.wake_all(worker.index);
 }
 
 uint32_t Scheduler::ungrant(uint32_t w) {
@@ -20,8 +20,8 @@ uint32_t Scheduler::ungrant(uint32_t w) {
   worker.granted = false;
   if (was_granted && !worker.ready.empty()) {
     for (auto &other : workers_) {  // idle granted workers may take over what waits here
-      if (other.get() != &worker && other->granted && other->idle_threads > 0) {
-        other->wake.notify_one();
+      if (other.get() != &worker && other->granted && notifier_.idle(other->index) > 0) {
+        notifier_.wake_one(other->index);
       }
     }
   }

@@ -20,6 +20,7 @@ Scheduler::Scheduler(DeviceBackend &backend, ResourceRegistry registry,
       workers_(std::move(workers)),
       gpu_memory_(gpu_memory),
       space_owner_(kMaxSpaces, nullptr),
+      notifier_(workers_.size()),
       spill_threshold_(spill_threshold) {
   uint32_t cpu_threads = 0;
   for (auto &w : workers_) {
@@ -197,7 +198,7 @@ std::shared_ptr<RunState> Scheduler::prepare(std::shared_ptr<Graph> graph,
   DataSetup data_setup(*run);  // a large graph's on a helper thread, while this one freezes it
   const GraphAnalysis &analysis = graph->freeze();
   run->requests = resolve_requests(*graph);
-  run->cost_ids = map_cost_keys(*graph);
+  run->cost_ids = estimates_.map_cost_keys(*graph);
   run->tiny_costs = std::make_unique<std::atomic<bool>[]>(run->cost_ids.size());
   if (graph->has_named_kernels() || graph->has_commands()) resolve_bodies(*run, bodies);
   check_feasible(*run);
@@ -231,12 +232,7 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   const bool observe = observers_.load(std::memory_order_relaxed) != 0;
   if (observe) enqueue_stamp_ = Clock::now();
   run->sequence = next_run_sequence_++;
-  for (size_t key = 0; key < run->cost_ids.size(); ++key) {  // what earlier runs learnt
-    const size_t slot = size_t{run->cost_ids[key]} * 2;
-    const bool tiny =
-        slot < estimates_.size() && estimates_[slot] >= 0 && estimates_[slot] < kTinyTask;
-    run->tiny_costs[key].store(tiny, std::memory_order_relaxed);
-  }
+  estimates_.publish_tiny(*run);  // what earlier runs learnt
   runs_.emplace(run.get(), run);
   maybe_finish_run(*run, deferred);
   // Roots are placed in slices, releasing the mutex between them, so that workers start on a
@@ -320,44 +316,6 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   enqueue_stamp_ = {};
   lock.unlock();
   deferred.flush(backend_);
-}
-
-std::vector<uint32_t> Scheduler::map_cost_keys(const Graph &graph) {
-  const auto &keys = graph.cost_keys();
-  std::vector<uint32_t> ids(keys.size());
-  std::lock_guard<std::mutex> lock(cost_mu_);
-  for (size_t k = 0; k < keys.size(); ++k) {
-    const auto next = static_cast<uint32_t>(cost_key_names_.size());
-    ids[k] = keys[k].name.empty() ? cost_fn_ids_.emplace(keys[k].fn, next).first->second
-                                  : cost_key_ids_.emplace(keys[k].name, next).first->second;
-    if (ids[k] == next) cost_key_names_.push_back(keys[k].name);
-  }
-  return ids;
-}
-
-std::string Scheduler::cost_key_name(uint32_t cost_id) {
-  std::lock_guard<std::mutex> lock(cost_mu_);
-  return cost_id < cost_key_names_.size() ? cost_key_names_[cost_id] : std::string();
-}
-
-void Scheduler::learn(const RunState &run, TaskIndex t, gf_worker_kind kind, double seconds) {
-  double &e = estimate_slot(run, t, kind);
-  blend_estimate(e, seconds);
-  note_tiny(run, t, kind, e);
-}
-
-double &Scheduler::estimate_slot(const RunState &run, TaskIndex t, gf_worker_kind kind) {
-  size_t slot = cost_slot(run, t, kind);
-  if (slot >= estimates_.size()) estimates_.resize(slot + 1, -1.0);
-  return estimates_[slot];
-}
-
-void Scheduler::note_tiny(const RunState &run, TaskIndex t, gf_worker_kind kind,
-                          double estimate_s) {
-  if (kind == GF_WORKER_CPU) {
-    run.tiny_costs[run.graph().task(t).cost_key].store(estimate_s < kTinyTask,
-                                                       std::memory_order_relaxed);
-  }
 }
 
 uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_worker,
@@ -468,9 +426,9 @@ void Scheduler::wake_after_queueing(WorkerState &worker, RunState &run, TaskInde
   // As many signals as a wake_for per task would have sent: those stop once every idle thread
   // that may help has a wake on its way, and so does this loop.
   for (uint32_t i = 0; i < queued; ++i) {
-    const uint64_t pending = wakes_pending_total_;
+    const uint64_t unwoken = notifier_.unwoken_total();
     wake_for(worker, run, last);
-    if (wakes_pending_total_ == pending) break;
+    if (notifier_.unwoken_total() == unwoken) break;
   }
   if (!worker.granted && demand_listener_) demand_listener_();
 }
@@ -541,15 +499,15 @@ void Scheduler::unqueue(WorkerState &worker, RunState &run, TaskIndex t) {
 
 void Scheduler::wake_for(WorkerState &worker, RunState &run, TaskIndex t) {
   wake_one(worker);
-  if (worker.index == completing_worker_ && worker.ready.size() <= 1) return;
+  if (worker.index == notifier_.completing_worker && worker.ready.size() <= 1) return;
   // More queued there than it has idle threads (none count while it lacks its grant): wake an
   // idle worker that may run the task, so it can steal it.
-  const uint32_t idle_here = worker.granted ? worker.idle_threads : 0;
-  if (idle_threads_total_ <= idle_here || worker.ready.size() <= idle_here) return;
+  const uint32_t idle_here = worker.granted ? notifier_.idle(worker.index) : 0;
+  if (notifier_.idle_total() <= idle_here || worker.ready.size() <= idle_here) return;
   // Every idle thread of the other workers has a wake on its way already (they are still waking
   // while a wide graph's roots are placed): the search below would find no one, and reading each
   // worker's counters was 4 % of a wide graph's run.
-  if (idle_threads_total_ - wakes_pending_total_ == worker.idle_threads - worker.wakes_pending) {
+  if (notifier_.unwoken_total() == notifier_.unwoken(worker.index)) {
     return;
   }
   const TaskDesc &task = run.graph().task(t);
@@ -558,7 +516,7 @@ void Scheduler::wake_for(WorkerState &worker, RunState &run, TaskIndex t) {
     if (!fn) return false;
     for (uint32_t w : eligible) {
       WorkerState &other = *workers_[w];
-      if (w != worker.index && other.idle_threads > other.wakes_pending) {
+      if (w != worker.index && notifier_.unwoken(w) > 0) {
         wake_one(other);
         return true;
       }
@@ -577,7 +535,7 @@ void Scheduler::shutdown() {
     std::vector<RunState *> runs;
     for (auto &[raw, run] : runs_) runs.push_back(raw);
     for (RunState *run : runs) cancel_locked(*run, "the pool was shut down", deferred);
-    for (auto &w : workers_) w->wake.notify_all();
+    for (auto &w : workers_) notifier_.wake_all(w->index);
   }
   deferred.flush(backend_);
 }

@@ -21,10 +21,13 @@
 #include "core/events.hpp"
 #include "devices/backend.hpp"
 #include "scheduler/deferred.hpp"
+#include "scheduler/estimates.hpp"
+#include "scheduler/notifier.hpp"
 #include "scheduler/observer.hpp"
 #include "scheduler/placement.hpp"
 #include "scheduler/resource_registry.hpp"
 #include "scheduler/run_state.hpp"
+#include "scheduler/scheduling_lock.hpp"
 #include "scheduler/worker_state.hpp"
 
 namespace gf {
@@ -98,6 +101,9 @@ struct Batch {
   // (Scheduler::continuation), and the task first in the worker's queue then, which a successor
   // run directly must not overtake.
   bool may_continue = false;
+  // The pool's count of idle CPU threads (Notifier::idle_cpu_threads): while any idles, a
+  // successor other than a chain's next link is left to the scheduler, which hands it to them.
+  const Notifier *notifier = nullptr;
   bool has_bar = false;
   QueuedTask bar{};
   // Whether this worker may run tasks without a request (kEmptyRequest) of `plain_run`, as
@@ -108,13 +114,6 @@ struct Batch {
   // runs once per batch, and TLS in a shared library costs a call each time).
   std::vector<QueuedTask> passed_over;
 };
-
-// Placement's guess for a body never seen finishing.
-inline constexpr double kUnknownDuration = 1e-4;
-// Tasks learnt to take less than this are timed one batch in kTimedEvery: a clock reading costs
-// 20-60 ns here, and the estimates of tiny tasks need no more samples than that.
-inline constexpr double kTinyTask = 5e-6;
-inline constexpr uint32_t kTimedEvery = 16;
 
 class Scheduler {
  public:
@@ -190,7 +189,7 @@ class Scheduler {
     return ObserverHandle(observers_, std::move(observer));
   }
   // The cost key a FinishedTask's cost_id stands for ("" for a key made from a body alone).
-  std::string cost_key_name(uint32_t cost_id);
+  std::string cost_key_name(uint32_t cost_id) { return estimates_.cost_key_name(cost_id); }
 
   // ---- worker threads ----
   // Completes `batch` (if any), then fills it with the next tasks for `worker`, taking the mutex
@@ -259,7 +258,7 @@ class Scheduler {
   static double batch_budget_for(uint32_t cpu_threads);
 
  private:
-  using Lock = std::unique_lock<std::mutex>;
+  using Lock = SchedulingLock;
 
   std::vector<ResolvedRequest> resolve_requests(const Graph &graph);
   void check_feasible(const RunState &run);
@@ -304,10 +303,7 @@ class Scheduler {
                              double estimate_s, int32_t priority);
   void wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last, uint32_t queued);
   void wake_for(WorkerState &worker, RunState &run, TaskIndex t);
-  // WorkerState::wake_one, counted in wakes_pending_total_.
-  void wake_one(WorkerState &worker) {
-    if (worker.wake_one()) wakes_pending_total_++;
-  }
+  void wake_one(WorkerState &worker) { notifier_.wake_one(worker.index); }
   // A task placed on a device holds its inputs there (spilled only as a last resort, for the
   // task first in line) from placement until it starts (its inputs are then in use) or leaves
   // the worker without running (unqueue): inputs that arrived early are not pushed out again
@@ -455,25 +451,8 @@ class Scheduler {
   void report_movement(gf_event_kind kind, const RunState &run, DataIndex d, SpaceId from,
                        SpaceId to, bool ok, Clock::time_point began, Deferred &deferred);
 
-  // Duration estimates per cost key (gf_task_desc.cost_key) and worker kind, learnt from
-  // finished tasks (exponential moving average). Cost ids are scheduler-wide: prepare maps each
-  // graph's keys to them once (run.cost_ids), so these are vector lookups.
-  std::vector<uint32_t> map_cost_keys(const Graph &graph);
   double estimate(const RunState &run, TaskIndex t, gf_worker_kind kind) const {
-    size_t slot = cost_slot(run, t, kind);
-    return slot < estimates_.size() && estimates_[slot] >= 0 ? estimates_[slot] : kUnknownDuration;
-  }
-  void learn(const RunState &run, TaskIndex t, gf_worker_kind kind, double seconds);
-  // learn's parts: the estimate of t's cost key on `kind` (negative: none yet; valid until the
-  // next call), and publishing whether a CPU estimate makes t's key tiny.
-  double &estimate_slot(const RunState &run, TaskIndex t, gf_worker_kind kind);
-  // One more measured duration into an estimate (negative: none yet).
-  static void blend_estimate(double &estimate_s, double seconds) {
-    estimate_s = estimate_s < 0 ? seconds : 0.8 * estimate_s + 0.2 * seconds;
-  }
-  void note_tiny(const RunState &run, TaskIndex t, gf_worker_kind kind, double estimate_s);
-  static size_t cost_slot(const RunState &run, TaskIndex t, gf_worker_kind kind) {
-    return size_t{run.cost_ids[run.graph().task(t).cost_key]} * 2 + (kind == GF_WORKER_GPU);
+    return estimates_.estimate(run, t, kind);
   }
 
   // Guards every run's state, the workers' ledgers and queues, and everything below. Private: no
@@ -499,14 +478,12 @@ class Scheduler {
   // The ready time of tasks being queued together (a slice of roots in start(), a stolen task's
   // first queueing), so that they share one clock reading; zero otherwise. Under mu_.
   Clock::time_point enqueue_stamp_{};
-  uint64_t idle_threads_total_ = 0;        // threads asleep, all workers
-  uint64_t wakes_pending_total_ = 0;       // WorkerState::wakes_pending, all workers
-  uint32_t completing_worker_ = kNoIndex;  // whose thread is finishing a batch right now
+  Notifier notifier_;
   // The last finished run's arrays, for the next run's (RunState::spare_arrays).
   std::shared_ptr<SpareRunArrays> spare_arrays_ = std::make_shared<SpareRunArrays>();
   // make_ready's scratch (a member, not thread_local: TLS in a shared library costs a call).
   std::vector<PlacementOption> placement_options_;
-  std::vector<double> estimates_;  // by cost slot; negative: never learnt
+  Estimates estimates_;
   double spill_threshold_;
   // The most pauses between tries of a thread spinning for mu_ (lock_spinning), by the number
   // of CPU threads that may try at once. Not beside mu_: its line is the one the spinners write.
@@ -518,11 +495,6 @@ class Scheduler {
   double batch_budget_s_ = 0;
   std::function<void()> demand_listener_;
   uint64_t lru_clock_ = 0;
-  // Cost keys to scheduler-wide ids; prepare maps them outside `mu`, under cost_mu_.
-  std::mutex cost_mu_;
-  std::unordered_map<std::string, uint32_t> cost_key_ids_;
-  std::unordered_map<gf_task_fn, uint32_t> cost_fn_ids_;
-  std::vector<std::string> cost_key_names_;  // by id
   // Successors run directly that wait for their predecessors' reports (park), with the worker
   // that ran them; under mu_. Few at a time: a join's predecessors finish on different threads
   // at about the same time. Last: the members above keep the lines they were measured on.

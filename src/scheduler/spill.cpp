@@ -155,7 +155,7 @@ void Scheduler::spill_done(const std::shared_ptr<RunState> &run_ptr, DataIndex d
     }
     free_if_unpinned(run, d, deferred);
     if (transfers_in_flight_ == 0 && running_total_ == 0) {
-      for (auto &worker : workers_) worker->wake.notify_all();
+      for (auto &worker : workers_) notifier_.wake_all(worker->index);
     }
   }
   deferred.flush(backend_);

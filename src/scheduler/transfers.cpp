@@ -167,7 +167,8 @@ void Scheduler::transfer_done(const std::shared_ptr<RunState> &run_ptr, DataInde
     }
     free_if_unpinned(run, d, deferred);
     if (transfers_in_flight_ == 0 && running_total_ == 0) {
-      for (auto &w : workers_) w->wake.notify_all();  // let an idle worker look for stuck tasks
+      for (auto &w : workers_)
+        notifier_.wake_all(w->index);  // let an idle worker look for stuck tasks
     }
   }
   deferred.flush(backend_);

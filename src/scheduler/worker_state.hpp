@@ -3,7 +3,6 @@
 // the scheduler's calls: assign, finish, transfer arrived.
 #pragma once
 
-#include <condition_variable>
 #include <map>
 #include <string>
 #include <vector>
@@ -34,32 +33,11 @@ struct WorkerState {
   std::vector<TaskRef> fetching;  // placed here, inputs still moving
   double backlog_s = 0;           // estimated seconds of queued and running work, all threads
   uint32_t running = 0;           // tasks dispatched to its threads and not yet finished
-  uint32_t idle_threads = 0;      // threads asleep on `wake`
-  uint32_t wakes_pending = 0;     // wake_one() calls no thread has left its wait for yet
   uint64_t batches = 0;           // times its threads took tasks from its queue (pick)
   // A connected pool's device worker starts tasks only while the service has granted it the
   // device (scheduler/grants.cpp); embedded pools own their devices and are always granted.
   bool granted = true;
   DeviceMemory memory;  // device workers: their device's memory
-  std::condition_variable wake;
-
-  // Wakes a sleeping thread unless every sleeping one has been woken already and not yet got
-  // the mutex back (placing a slice of a wide graph's roots signalled the same sleeper for each
-  // root: 2 % of its submit). The caller holds the scheduler's mutex.
-  // Returns whether it signalled.
-  bool wake_one() {
-    if (idle_threads <= wakes_pending) return false;
-    ++wakes_pending;
-    wake.notify_one();
-    return true;
-  }
-  // A thread left its wait (woken, spuriously or not): one wake fewer is on its way. Returns
-  // whether one was.
-  bool woke() {
-    if (wakes_pending == 0) return false;
-    --wakes_pending;
-    return true;
-  }
 };
 
 }  // namespace gf

@@ -1,0 +1,90 @@
+#include "scheduler/notifier.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+
+#include "core/spin_lock.hpp"
+
+namespace gf {
+
+void Notifier::enter(Idle &idle, bool cpu) {
+  (void)idle;
+  idle_total_++;
+  if (cpu) idle_cpu_threads_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool Notifier::spin(uint32_t worker, bool cpu, SchedulingLock &lock) {
+  Idle &idle = idle_[worker];
+  idle.spinning++;
+  enter(idle, cpu);
+  const uint32_t seen = idle.nudges.load(std::memory_order_relaxed);
+  lock.unlock();
+  const Clock::time_point start = Clock::now();
+  bool nudged = false;
+  for (uint32_t round = 1;; ++round) {
+    if (idle.nudges.load(std::memory_order_acquire) != seen) {
+      nudged = true;
+      break;
+    }
+    cpu_relax();
+    if (round % 64 != 0) continue;  // the clock costs tens of nanoseconds on a VM
+    const double spun = seconds_between(start, Clock::now());
+    if (spun > kSpinBudget) break;
+    if (spun > kYieldAfter) sched_yield();
+  }
+  // The thread that nudged it holds the mutex a while longer (it settles its batch and picks its
+  // next): sleeping on the mutex would cost the wake-up the spin saved, and while the holder
+  // keeps taking it back, a thread asleep on it may not get it for many of its batches.
+  lock.lock_spinning(1, kRelockSpins);
+  nudged = nudged || idle.nudges.load(std::memory_order_relaxed) != seen;
+  idle.spinning--;
+  idle_total_--;
+  if (cpu) idle_cpu_threads_.fetch_sub(1, std::memory_order_relaxed);
+  // A nudge meant for this thread (or for one that left before it) is used up.
+  const uint32_t spent = std::min(idle.nudges_pending, nudged ? 1u : 0u);
+  const uint32_t stale =
+      idle.nudges_pending - spent > idle.spinning ? idle.nudges_pending - spent - idle.spinning : 0;
+  idle.nudges_pending -= spent + stale;
+  woken_total_ -= spent + stale;
+  return nudged;
+}
+
+void Notifier::sleep(uint32_t worker, bool cpu, SchedulingLock &lock) {
+  Idle &idle = idle_[worker];
+  idle.sleeping++;
+  enter(idle, cpu);
+  idle.wake.wait(lock.native());
+  if (idle.wakes_pending > 0) {  // woken, spuriously or not: one wake fewer is on its way
+    idle.wakes_pending--;
+    woken_total_--;
+  }
+  idle.sleeping--;
+  idle_total_--;
+  if (cpu) idle_cpu_threads_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool Notifier::wake_one(uint32_t worker) {
+  Idle &idle = idle_[worker];
+  if (idle.spinning > idle.nudges_pending) {
+    idle.nudges_pending++;
+    woken_total_++;
+    idle.nudges.fetch_add(1, std::memory_order_release);
+    return true;
+  }
+  if (idle.sleeping > idle.wakes_pending) {
+    idle.wakes_pending++;
+    woken_total_++;
+    idle.wake.notify_one();
+    return true;
+  }
+  return false;
+}
+
+void Notifier::wake_all(uint32_t worker) {
+  Idle &idle = idle_[worker];
+  if (idle.spinning > 0) idle.nudges.fetch_add(1, std::memory_order_release);
+  idle.wake.notify_all();
+}
+
+}  // namespace gf
