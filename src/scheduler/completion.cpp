@@ -28,7 +28,8 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   worker.running--;
   running_total_--;
   if (task.input_count && (run.has_values || worker.space != kHostSpace)) {
-    count_inputs(run, done.task, &DataRun::uses, -1, /*values_only=*/worker.space == kHostSpace);
+    memory_.count_inputs(run, done.task, &DataRun::uses, -1,
+                         /*values_only=*/worker.space == kHostSpace);
   }
   worker.backlog_s -= tr.estimate_s;
   if (task.request != kEmptyRequest) {
@@ -93,7 +94,7 @@ void Scheduler::release_outputs(WorkerState &worker, const Dispatch &done, Defer
       deferred.frees.push_back({worker.space, o.ptr, o.size});
     }
   }
-  if (charged) discharge_space(worker.space, charged);
+  if (charged) memory_.discharge(worker.space, charged);
 }
 
 void Scheduler::finish_async(WorkerState &worker, Dispatch &done, const std::string &device_error) {
@@ -135,7 +136,7 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
   release_successors(worker, run, done.task, deferred);
   // New results may lift the device over its threshold after every check made at placement.
   // Checked once the successors are placed, so the inputs they hold are spilled last.
-  if (worker.space != kHostSpace) spill(worker, 0, deferred);
+  if (worker.space != kHostSpace) memory_.spill(worker, 0, deferred);
   run.tasks_left--;
   maybe_finish_run(run, deferred);
 }
@@ -162,11 +163,11 @@ void Scheduler::store_outputs(WorkerState &worker, const Dispatch &done, const T
       if (o.charged_at_run) {  // a device value: device data like a buffer
         data.replicas.push_back(Replica{worker.space, true, o.ptr, 0, true});
         data.set_value_ops(o.value_ops);
-        if (data.value_movable()) note_resident(run, out[i], worker.space);
+        if (data.value_movable()) memory_.note_resident(run, out[i], worker.space);
       }
     } else {
       data.replicas.push_back(Replica{worker.space, true, o.ptr});
-      if (worker.space != kHostSpace) note_resident(run, out[i], worker.space);
+      if (worker.space != kHostSpace) memory_.note_resident(run, out[i], worker.space);
     }
     data.phase = DataRun::Phase::kReady;
   }
@@ -277,60 +278,7 @@ void Scheduler::settle(RunState &run, TaskIndex t, gf_task_state state, Deferred
 void Scheduler::consumed(RunState &run, DataIndex d, Deferred &deferred) {
   DataRun &data = run.data[d];
   if (--data.consumers_left == 0 && !data.keep && data.phase == DataRun::Phase::kReady) {
-    free_data(run, d, deferred);
-  }
-}
-
-void Scheduler::free_data(RunState &run, DataIndex d, Deferred &deferred) {
-  DataRun &data = run.data[d];
-  if (data.pins > 0) {  // a copy reads it right now; the copy's completion frees it
-    data.free_when_unpinned = true;
-    return;
-  }
-  const Replica *first = data.replicas.begin();
-  if (data.replicas.size() == 1 && first->owned && !first->value && first->space == kHostSpace &&
-      data.spilled_from == kNoSpace && !data.value_destroy) {
-    // A buffer in host memory alone, as a CPU task's output mostly is: no device memory to give
-    // back and no spill list to leave (a third of a tree's frees' instructions went on those).
-    deferred.frees.push_back({kHostSpace, first->ptr, data.size});
-    data.replicas.remove_owned();
-  } else {
-    free_copies(data, deferred);
-  }
-  // Host inputs belong to the graph: their copies on devices go, the caller's bytes or value
-  // stay readable for the life of the run.
-  if (run.graph().data(d).origin == DataOrigin::kProduced) {
-    data.value = nullptr;
-    data.phase = DataRun::Phase::kFreed;
-  }
-}
-
-void Scheduler::free_copies(DataRun &data, Deferred &deferred) {
-  const bool device_value = data.device_value();
-  for (Replica &r : data.replicas) {
-    if (!r.owned) continue;
-    forget_resident(r);
-    release_copy(data, r.space, r.ptr, r.value, deferred);
-    if (r.space != kHostSpace) discharge_space(r.space, data.size);
-  }
-  if (device_value) data.value_destroy = nullptr;  // each form was destroyed above
-  if (data.spilled_from != kNoSpace) {
-    if (WorkerState *from = owner_of(data.spilled_from)) from->memory.spilled_now -= data.size;
-    data.spilled_from = kNoSpace;
-  }
-  data.replicas.remove_owned();
-  if (data.value_destroy) {
-    deferred.destroys.emplace_back(data.value, data.value_destroy);
-    data.value = nullptr;
-    data.value_destroy = nullptr;
-  }
-}
-
-void Scheduler::free_if_unpinned(RunState &run, DataIndex d, Deferred &deferred) {
-  DataRun &data = run.data[d];
-  if (data.pins == 0 && data.free_when_unpinned) {
-    data.free_when_unpinned = false;
-    free_data(run, d, deferred);
+    memory_.free_data(run, d, deferred);
   }
 }
 
@@ -397,7 +345,7 @@ void Scheduler::retire(RunState &run, Deferred &deferred) {
   auto it = runs_.find(&run);
   if (it == runs_.end()) return;
   for (DataIndex d = 0; d < run.data.size(); ++d) {
-    if (run.data[d].phase == DataRun::Phase::kReady) free_data(run, d, deferred);
+    if (run.data[d].phase == DataRun::Phase::kReady) memory_.free_data(run, d, deferred);
   }
   deferred.dropped_runs.push_back(std::move(it->second));
   runs_.erase(it);
@@ -405,16 +353,7 @@ void Scheduler::retire(RunState &run, Deferred &deferred) {
 
 void Scheduler::discharge_output(WorkerState &worker, uint64_t bytes) {
   Lock lock(mu_);
-  discharge_space(worker.space, bytes);
-}
-
-void Scheduler::release_copy(const DataRun &data, SpaceId space, void *ptr, bool value,
-                             Deferred &deferred) {
-  if (!value) {
-    deferred.frees.push_back({space, ptr, data.size});
-  } else if (ptr && data.value_destroy) {
-    deferred.destroys.emplace_back(ptr, data.value_destroy);
-  }
+  memory_.discharge(worker.space, bytes);
 }
 
 bool Scheduler::charge_value(WorkerState &worker, uint64_t bytes) {
@@ -425,9 +364,7 @@ bool Scheduler::charge_value(WorkerState &worker, uint64_t bytes) {
     {
       Lock lock(mu_);
       if (stopping_) return false;
-      if (worker.memory.reserve(bytes)) return true;
-      // The value exists already: anything not in use may go, held inputs last.
-      moving = spill(worker, worker.memory.shortfall(FixedPoint{}, bytes), deferred, true);
+      if (memory_.charge_value(worker, bytes, deferred, moving)) return true;
     }
     deferred.flush(backend_);  // value spills run here, on this thread
     if (moving == 0) return false;
@@ -439,15 +376,6 @@ bool Scheduler::charge_output(WorkerState &worker, uint64_t bytes) {
   if (worker.space == kHostSpace) return true;
   Lock lock(mu_);
   return worker.memory.reserve(bytes);
-}
-
-void Scheduler::discharge_space(SpaceId space, uint64_t bytes) {
-  WorkerState *owner = owner_of(space);
-  if (!owner || bytes == 0) return;
-  // Tasks waiting for memory there retry from the worker's own loop, not from inside whatever
-  // freed the memory (which may be walking the same queues).
-  owner->memory.release(bytes);
-  wake_one(*owner);
 }
 
 }  // namespace gf

@@ -133,7 +133,7 @@ bool Scheduler::next_batch(WorkerState &worker, Batch &batch, Deferred &deferred
     if (worker.granted && pick(worker, batch, deferred)) return true;
     if (worker.granted && steal(worker, deferred)) continue;
     if (!deferred.empty()) return true;  // flush outside the mutex before sleeping
-    if (running_total_ == 0 && transfers_in_flight_ == 0) fail_stuck_on_memory(deferred);
+    if (running_total_ == 0 && memory_.moving() == 0) fail_stuck_on_memory(deferred);
     if (!deferred.empty()) return true;
     // Nothing to do: spin a while, then sleep (scheduler/notifier.hpp).
     if (may_spin) {
@@ -165,7 +165,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
                  (worker.space == kHostSpace || declared_output_bytes(run.graph(), task) == 0);
     if (cheap_only && !cheap) break;
     if (task.input_count && worker.space != kHostSpace &&
-        transfer_seconds(run, top.task, worker.space) > 0) {
+        memory_.transfer_seconds(run, top.task, worker.space) > 0) {
       // An input was spilled off this device after the task was queued: fetch it again, once
       // no task ahead of it waits for room.
       if (first_waits) {
@@ -176,7 +176,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
       QueuedTask entry = worker.ready.pop();  // still placed here: its inputs stay held
       TaskRun &tr = entry.run->tasks[entry.task];
       tr.placement_epoch++;
-      fetch_inputs(worker, *entry.run, entry.task, deferred);
+      memory_.fetch_inputs(worker, *entry.run, entry.task, deferred);
       worker.fetching.push_back(TaskRef{entry.run, entry.task});
       continue;
     }
@@ -265,9 +265,7 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, float
           // its own inputs (counted as in use while the victims are chosen). Nothing moves
           // unless that makes room: a task that must wait for running tasks to end anyway
           // would only push out what the tasks behind it are about to use.
-          count_inputs(run, entry.task, &DataRun::uses, +1);
-          spill(worker, short_by, deferred, first_in_line);
-          count_inputs(run, entry.task, &DataRun::uses, -1);
+          memory_.make_room_for(worker, run, entry.task, short_by, first_in_line, deferred);
         }
       }
       return false;
@@ -278,7 +276,7 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, float
       if (!worker.memory.reserve(output_bytes)) {
         fail(GF_ERR_INTERNAL, "device memory refused outputs it had just admitted");
       }
-      spill(worker, 0, deferred);
+      memory_.spill(worker, 0, deferred);
     }
   }
   dispatched(worker, run, entry.task, entry.ready_at, estimate_s, out);
@@ -293,7 +291,8 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, float
       out.inputs[i] = {here ? here->ptr : data.value, data.size};
       if (worker.space != kHostSpace) {
         data.holds--;
-        if (here && here->value && data.value_movable()) note_resident(run, in[i], worker.space);
+        if (here && here->value && data.value_movable())
+          memory_.note_resident(run, in[i], worker.space);
       }
       continue;
     }
@@ -303,7 +302,7 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, float
     if (worker.space != kHostSpace) {
       data.holds--;  // queued -> running: now it may not be spilled at all
       data.uses++;
-      note_resident(run, in[i], worker.space);
+      memory_.note_resident(run, in[i], worker.space);
     }
   }
   return true;
@@ -384,13 +383,13 @@ bool Scheduler::steal_one(WorkerState &thief, WorkerState *victim, Deferred &def
     return false;
   }
   if (thief.space != kHostSpace &&
-      !thief.memory.could_fit(r.request, task_device_bytes(run, entry.task))) {
+      !thief.memory.could_fit(r.request, memory_.task_device_bytes(run, entry.task))) {
     return false;
   }
   // Moving the inputs, and on another kind of worker running the body there, must cost less
   // than waiting for the victim to get to the task: an idle GPU worker must not take a task that
   // is quick on CPUs from a CPU worker that is merely busy for a moment, and run it slowly.
-  double transfer = task.input_count ? transfer_seconds(run, entry.task, thief.space) : 0.0;
+  double transfer = task.input_count ? memory_.transfer_seconds(run, entry.task, thief.space) : 0.0;
   double thief_cost = transfer;
   if (thief.kind != victim->kind) thief_cost += estimate(run, entry.task, thief.kind);
   if (victim->granted && thief_cost > 0 && thief_cost >= victim->backlog_s / victim->threads) {
@@ -447,7 +446,7 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
   for (auto &w : workers_) {  // memory freed since a worker last looked may unblock its tasks
     if (w->memory.take_released()) retry_memory_blocked(*w, deferred);
   }
-  if (transfers_in_flight_ > 0) return;  // those copies will change the picture
+  if (memory_.moving() > 0) return;  // those copies will change the picture
   for (auto &w : workers_) {
     if (w->space == kHostSpace) continue;  // without running tasks, host resources are all free
     while (!w->ready.empty()) {
@@ -458,9 +457,7 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
       uint64_t outputs = declared_output_bytes(run.graph(), task);
       if (w->memory.fits_now(r.request, outputs)) break;
       uint64_t short_by = w->memory.shortfall(r.gpu_memory, outputs);
-      count_inputs(run, entry.task, &DataRun::uses, +1);
-      uint64_t moving = spill(*w, short_by, deferred, true);
-      count_inputs(run, entry.task, &DataRun::uses, -1);
+      const uint64_t moving = memory_.make_room_for(*w, run, entry.task, short_by, true, deferred);
       if (moving > 0) break;
       w->ready.pop();
       unqueue(*w, run, entry.task);
@@ -489,7 +486,7 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
       const DataIndex *in = graph.inputs(graph.task(ref.task));
       for (uint32_t k = 0; k < graph.task(ref.task).input_count; ++k) {
         const DataRun &data = ref.run->data[in[k]];
-        if (needs_move(*ref.run, in[k], w->space)) {
+        if (memory_.needs_move(*ref.run, in[k], w->space)) {
           missing = std::min(missing + data.size, FixedPoint::kMaxBytes + 1);
         }
       }
@@ -500,9 +497,8 @@ void Scheduler::fail_stuck_on_memory(Deferred &deferred) {
         ++i;
         continue;
       }
-      count_inputs(*ref.run, ref.task, &DataRun::uses, +1);
-      uint64_t moving = spill(*w, short_by, deferred, true);
-      count_inputs(*ref.run, ref.task, &DataRun::uses, -1);
+      const uint64_t moving =
+          memory_.make_room_for(*w, *ref.run, ref.task, short_by, true, deferred);
       if (moving > 0) {
         retry = spilling_for_one = true;  // room once the spill copies land
         ++i;

@@ -1,16 +1,16 @@
 // Transfers and spills in the pool's event stream, for traces and the dashboard. Nothing is read
 // or built unless someone listens; the event itself is delivered after the scheduler's mutex is
 // released, as task events are, so a listener never runs under it.
-#include "scheduler/scheduler.hpp"
+#include "scheduler/memory.hpp"
 
 namespace gf {
 
-Clock::time_point Scheduler::movement_began() const {
+Clock::time_point Memory::movement_began() const {
   return events_ && events_->active() ? Clock::now() : Clock::time_point{};
 }
 
-void Scheduler::report_movement(gf_event_kind kind, const RunState &run, DataIndex d, SpaceId from,
-                                SpaceId to, bool ok, Clock::time_point began, Deferred &deferred) {
+void Memory::report_movement(gf_event_kind kind, const RunState &run, DataIndex d, SpaceId from,
+                             SpaceId to, bool ok, Clock::time_point began, Deferred &deferred) {
   if (!events_ || !events_->active()) return;
   const auto worker_of = [this](SpaceId space) {
     const WorkerState *owner = owner_of(space);

@@ -101,26 +101,11 @@ uint64_t Scheduler::read_buffer(RunState &run, DataIndex d, void *dst, uint64_t 
   }
   Deferred deferred;
   lock.lock();
-  unpin(run, d, deferred);
+  memory_.unpin(run, d, deferred);
   lock.unlock();
   deferred.flush(backend_);
   if (failure) std::rethrow_exception(failure);
   return size;
-}
-
-void Scheduler::unpin(RunState &run, DataIndex d, Deferred &deferred) {
-  DataRun &data = run.data[d];
-  data.pins--;
-  free_if_unpinned(run, d, deferred);
-  // A spill that finished while this read held the data kept both copies; now the device copy
-  // may go, if its device is still over its threshold.
-  if (data.pins > 0 || data.phase != DataRun::Phase::kReady) return;
-  std::vector<WorkerState *> devices;  // gathered first: spilling may drop these very replicas
-  for (const Replica &r : data.replicas) {
-    WorkerState *owner = owner_of(r.space);
-    if (owner && owner->space != kHostSpace) devices.push_back(owner);
-  }
-  for (WorkerState *owner : devices) spill(*owner, 0, deferred);
 }
 
 void *Scheduler::read_value(RunState &run, DataIndex d) {
@@ -130,7 +115,7 @@ void *Scheduler::read_value(RunState &run, DataIndex d) {
     // The caller holds this form until gf_run_destroy: the value is pinned where it is now (a
     // move under way keeps the form the caller got; spill_done and transfer_done see to that).
     data.pin_value();
-    for (Replica &r : data.replicas) forget_resident(r);
+    for (Replica &r : data.replicas) memory_.forget_resident(r);
   }
   return data.value;
 }
@@ -138,7 +123,7 @@ void *Scheduler::read_value(RunState &run, DataIndex d) {
 gf_device_memory Scheduler::device_memory(int device) {
   gf_device_memory out = GF_DEVICE_MEMORY_INIT;
   Lock lock(mu_);
-  WorkerState *w = owner_of(device_space(device));
+  WorkerState *w = memory_.owner_of(device_space(device));
   if (!w) return out;
   const DeviceMemory &m = w->memory;
   out.capacity = m.capacity();
@@ -196,8 +181,9 @@ Scheduler::PoolSnapshot Scheduler::pool_snapshot() {
   out.succeeded_total = settled_totals_.succeeded;
   out.failed_total = settled_totals_.failed;
   out.cancelled_total = settled_totals_.cancelled;
-  out.transfers_total = transfers_total_;
-  out.bytes_transferred_total = bytes_transferred_total_;
+  const Memory::Totals moved = memory_.totals();
+  out.transfers_total = moved.transfers;
+  out.bytes_transferred_total = moved.bytes;
   lock.unlock();
   std::sort(out.runs.begin(), out.runs.end(),
             [](const auto &a, const auto &b) { return a.sequence < b.sequence; });

@@ -19,15 +19,12 @@ Scheduler::Scheduler(DeviceBackend &backend, ResourceRegistry registry,
       registry_(std::move(registry)),
       workers_(std::move(workers)),
       gpu_memory_(gpu_memory),
-      space_owner_(kMaxSpaces, nullptr),
       notifier_(workers_.size()),
-      spill_threshold_(spill_threshold) {
+      memory_(backend, workers_, notifier_, spill_threshold, *this) {
   uint32_t cpu_threads = 0;
   for (auto &w : workers_) {
     if (w->kind == GF_WORKER_CPU) cpu_threads += w->threads;
-    if (w->space == kHostSpace) continue;
-    space_owner_.at(w->space) = w.get();
-    w->memory.bind(&w->ledger, gpu_memory_);
+    if (w->space != kHostSpace) w->memory.bind(&w->ledger, gpu_memory_);
   }
   // A pause for every two CPU threads that may be trying at once: 2 threads try again after
   // every pause (measured best there), 16 space their tries by up to 8 (docs/benchmarks.md).
@@ -45,10 +42,6 @@ double Scheduler::batch_budget_for(uint32_t cpu_threads) {
 }
 
 Scheduler::~Scheduler() = default;
-
-WorkerState *Scheduler::owner_of(SpaceId space) {
-  return space_owner_[space];
-}
 
 std::vector<ResolvedRequest> Scheduler::resolve_requests(const Graph &graph) {
   const RequestTable &table = graph.requests();
@@ -329,7 +322,7 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
   // could only wait there for ever (moving data in and out). Only device workers need the sum,
   // so CPU-only placements (the hot path of most graphs) never compute it.
   const uint64_t device_bytes =
-      body.gpu_fn && !r.gpu_workers.empty() ? task_device_bytes(run, t) : 0;
+      body.gpu_fn && !r.gpu_workers.empty() ? memory_.task_device_bytes(run, t) : 0;
   bool too_big_somewhere = false;
   // Whether every input has a copy in host memory (mostly so for CPU tasks): then nothing moves
   // for a CPU worker, and place() need not look at the inputs again.
@@ -338,8 +331,8 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
     if (!fn) return;
     double compute = estimate(run, t, kind);
     if (kind == GF_WORKER_CPU) {  // all in host memory: the inputs' transfer is the same for each
-      in_host = inputs_in(run, t, kHostSpace);
-      const double transfer = in_host ? 0.0 : transfer_seconds(run, t, kHostSpace);
+      in_host = memory_.inputs_in(run, t, kHostSpace);
+      const double transfer = in_host ? 0.0 : memory_.transfer_seconds(run, t, kHostSpace);
       add_interchangeable(
           options, eligible,
           [this](uint32_t w) { return workers_[w]->backlog_s / workers_[w]->threads; },
@@ -352,7 +345,7 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
         too_big_somewhere = true;
         continue;
       }
-      double transfer = task.input_count ? transfer_seconds(run, t, worker.space) : 0.0;
+      double transfer = task.input_count ? memory_.transfer_seconds(run, t, worker.space) : 0.0;
       options.push_back({w, worker.backlog_s / worker.threads, transfer, compute});
     }
   };
@@ -378,12 +371,12 @@ void Scheduler::place(RunState &run, TaskIndex t, uint32_t w, double estimate_s,
   WorkerState &worker = *workers_[w];
   TaskRun &tr = run.tasks[t];
   queued_on(worker, tr, estimate_s);
-  if (worker.space != kHostSpace) hold_inputs(run, t, +1);
+  if (worker.space != kHostSpace) Memory::hold_inputs(worker, run, t, +1);
   if (worker.space == kHostSpace && inputs_in_host) {
     tr.missing_inputs = 0;
     tr.memory_blocked = false;
   } else if (run.graph().task(t).input_count) {
-    fetch_inputs(worker, run, t, deferred);
+    memory_.fetch_inputs(worker, run, t, deferred);
   }
   if (tr.missing_inputs == 0) {
     enqueue_ready(worker, run, t);
@@ -442,59 +435,8 @@ void Scheduler::enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t) {
   wake_for(worker, run, t);
 }
 
-uint64_t Scheduler::task_device_bytes(const RunState &run, TaskIndex t) const {
-  const Graph &graph = run.graph();
-  const TaskDesc &task = graph.task(t);
-  // Each size is at most FixedPoint::kMaxBytes; the sum saturates just past it (never fits).
-  uint64_t bytes = 0;
-  auto add = [&](uint64_t size) { bytes = std::min(bytes + size, FixedPoint::kMaxBytes + 1); };
-  const DataIndex *in = graph.inputs(task);
-  for (uint32_t i = 0; i < task.input_count; ++i) {
-    if (graph.data(in[i]).kind == DataKind::kBuffer) add(run.data[in[i]].size);
-  }
-  const DataIndex *out = graph.outputs(task);
-  for (uint32_t i = 0; i < task.output_count; ++i) {
-    if (graph.data(out[i]).kind == DataKind::kBuffer) add(graph.data(out[i]).size);
-  }
-  return bytes;
-}
-
-void Scheduler::count_inputs(RunState &run, TaskIndex t, uint32_t DataRun::*counter, int delta,
-                             bool values_only) {
-  const Graph &graph = run.graph();
-  const TaskDesc &task = graph.task(t);
-  const DataIndex *in = graph.inputs(task);
-  for (uint32_t i = 0; i < task.input_count; ++i) {
-    if (!values_only || graph.data(in[i]).kind == DataKind::kValue) {
-      uint32_t &value = run.data[in[i]].*counter;
-      value = static_cast<uint32_t>(static_cast<int64_t>(value) + delta);
-    }
-  }
-}
-
-bool Scheduler::inputs_in(const RunState &run, TaskIndex t, SpaceId space) {
-  const Graph &graph = run.graph();
-  const TaskDesc &task = graph.task(t);
-  const DataIndex *in = graph.inputs(task);
-  for (uint32_t i = 0; i < task.input_count; ++i) {
-    if (needs_move(run, in[i], space)) return false;
-  }
-  return true;
-}
-
-bool Scheduler::needs_move(const RunState &run, DataIndex d, SpaceId space) {
-  const DataRun &data = run.data[d];
-  if (run.graph().data(d).kind == DataKind::kBuffer) return !data.replica_in(space);
-  // Values move only when spilled (their host form alone left) and wanted on a device.
-  if (space == kHostSpace || data.replicas.empty() || !data.value_movable()) return false;
-  for (const Replica &r : data.replicas) {
-    if (r.space != kHostSpace) return false;
-  }
-  return true;
-}
-
 void Scheduler::unqueue(WorkerState &worker, RunState &run, TaskIndex t) {
-  if (worker.space != kHostSpace) hold_inputs(run, t, -1);
+  Memory::hold_inputs(worker, run, t, -1);
 }
 
 void Scheduler::wake_for(WorkerState &worker, RunState &run, TaskIndex t) {

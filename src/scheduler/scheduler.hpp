@@ -22,6 +22,7 @@
 #include "devices/backend.hpp"
 #include "scheduler/deferred.hpp"
 #include "scheduler/estimates.hpp"
+#include "scheduler/memory.hpp"
 #include "scheduler/notifier.hpp"
 #include "scheduler/observer.hpp"
 #include "scheduler/placement.hpp"
@@ -115,7 +116,7 @@ struct Batch {
   std::vector<QueuedTask> passed_over;
 };
 
-class Scheduler {
+class Scheduler final : private MovementSink {
  public:
   Scheduler(DeviceBackend &backend, ResourceRegistry registry,
             std::vector<std::unique_ptr<WorkerState>> workers, ResourceId gpu_memory,
@@ -252,7 +253,7 @@ class Scheduler {
   DeviceBackend &backend() { return backend_; }
   const ResourceRegistry &registry() const { return registry_; }
   // Where transfers and spills are reported (the pool's event stream). Set once, before any run.
-  void set_events(const EventHub *events) { events_ = events; }
+  void set_events(const EventHub *events) { memory_.set_events(events); }
   ResourceId gpu_memory_resource() const { return gpu_memory_; }
   // Seconds of learnt work a batch of tiny tasks may hold in a pool of `cpu_threads` CPU threads.
   static double batch_budget_for(uint32_t cpu_threads);
@@ -304,24 +305,6 @@ class Scheduler {
   void wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last, uint32_t queued);
   void wake_for(WorkerState &worker, RunState &run, TaskIndex t);
   void wake_one(WorkerState &worker) { notifier_.wake_one(worker.index); }
-  // A task placed on a device holds its inputs there (spilled only as a last resort, for the
-  // task first in line) from placement until it starts (its inputs are then in use) or leaves
-  // the worker without running (unqueue): inputs that arrived early are not pushed out again
-  // while the rest are still moving. Tasks on CPU workers read host copies, which are never
-  // spilled, so they count nothing: the CPU hot path stays free of this bookkeeping.
-  void hold_inputs(RunState &run, TaskIndex t, int delta) {
-    count_inputs(run, t, &DataRun::holds, delta);
-  }
-  // Bytes of buffer inputs and declared buffer outputs a task needs on a device at once.
-  uint64_t task_device_bytes(const RunState &run, TaskIndex t) const;
-  // Adds delta to one counter of each input of a task (only its opaque values: values_only).
-  void count_inputs(RunState &run, TaskIndex t, uint32_t DataRun::*counter, int delta,
-                    bool values_only = false);
-  // Whether input `d` must be moved into `space` before a task there reads it: a buffer without
-  // a copy there, or a spilled device value (host form only) wanted on a device.
-  static bool needs_move(const RunState &run, DataIndex d, SpaceId space);
-  // Whether no input of task t must be moved into `space`.
-  static bool inputs_in(const RunState &run, TaskIndex t, SpaceId space);
   // The task leaves `worker` without running (stolen, cancelled, failed while queued or fetching).
   void unqueue(WorkerState &worker, RunState &run, TaskIndex t);
 
@@ -399,57 +382,24 @@ class Scheduler {
   void fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred);
   void settle(RunState &run, TaskIndex t, gf_task_state state, Deferred &deferred);
   void consumed(RunState &run, DataIndex d, Deferred &deferred);
-  void free_data(RunState &run, DataIndex d, Deferred &deferred);
-  // free_data's general case: every copy the run owns, on devices and host, and value forms.
-  void free_copies(DataRun &data, Deferred &deferred);
   void cancel_locked(RunState &run, const char *reason, Deferred &deferred);
   void maybe_finish_run(RunState &run, Deferred &deferred);
   // A finished, released run: free its data and drop the scheduler's reference.
   void retire(RunState &run, Deferred &deferred);
   // The data, checked available for reading back (fails naming it otherwise).
   DataRun &readable(RunState &run, DataIndex d);
-  void unpin(RunState &run, DataIndex d, Deferred &deferred);
-  // Frees data whose release waited for its last pin (a copy or a read) to go.
-  void free_if_unpinned(RunState &run, DataIndex d, Deferred &deferred);
-  void discharge_space(SpaceId space, uint64_t bytes);
-  // Releases one copy of a data object: backend memory, or a value form (its destroy function).
-  static void release_copy(const DataRun &data, SpaceId space, void *ptr, bool value,
-                           Deferred &deferred);
 
-  // Data movement (scheduler/transfers.cpp).
-  double transfer_seconds(const RunState &run, TaskIndex t, SpaceId space) const;
-  void fetch_inputs(WorkerState &worker, RunState &run, TaskIndex t, Deferred &deferred);
-  bool start_transfer(RunState &run, DataIndex d, SpaceId to, Deferred &deferred);
+  // Copies and spills that ended (MovementSink, from backend threads): take the mutex, hand the
+  // news to memory_ and move the tasks it completes or fails on.
   void transfer_done(const std::shared_ptr<RunState> &run, DataIndex d, SpaceId from, SpaceId to,
-                     void *ptr, const std::string &error, Clock::time_point began);
-  void retry_memory_blocked(WorkerState &worker, Deferred &deferred);
-  WorkerState *owner_of(SpaceId space);
-
-  // Spilling (scheduler/spill.cpp).
-  void note_resident(RunState &run, DataIndex d, SpaceId space);  // used now: last to be spilled
-  void forget_resident(Replica &replica);
-  // Starts moving data off `worker`'s device until it is under its threshold and `shortfall`
-  // more bytes are free; returns the bytes released or on their way (0: nothing can go). Inputs
-  // of running tasks never go; inputs of queued tasks only when `evict_held`, and then last.
-  // The shortfall is made up all or nothing: if it cannot be, only the threshold is enforced.
-  uint64_t spill(WorkerState &worker, uint64_t shortfall, Deferred &deferred,
-                 bool evict_held = false);
-  // Bytes on `w`'s device that spill() could move now.
-  uint64_t spillable_bytes(WorkerState &w, bool include_held);
-  // Starts moving one device copy to host; false when host memory is refused.
-  bool start_spill(WorkerState &worker, RunState &run, DataIndex d, Replica &replica,
-                   Deferred &deferred);
-  // Frees one device copy of data that lives elsewhere too, and takes it off the spill list.
-  void drop_device_replica(DataRun &data, Replica &replica, Deferred &deferred);
+                     void *ptr, const std::string &error, Clock::time_point began) override;
   void spill_done(const std::shared_ptr<RunState> &run, DataIndex d, SpaceId space, void *host,
-                  const std::string &error, Clock::time_point began);
-  void unspilled(DataRun &data, SpaceId to);  // spilled data is back on a device
-
-  // Movement events (scheduler/movement_events.cpp): the start time of a copy, read only while
-  // someone listens, and the event of its end, delivered once the mutex is released.
-  Clock::time_point movement_began() const;
-  void report_movement(gf_event_kind kind, const RunState &run, DataIndex d, SpaceId from,
-                       SpaceId to, bool ok, Clock::time_point began, Deferred &deferred);
+                  const std::string &error, Clock::time_point began) override;
+  // Tasks whose inputs waited for device memory on `worker` fetch again; those whose inputs are
+  // all there now are queued.
+  void retry_memory_blocked(WorkerState &worker, Deferred &deferred);
+  // Wakes every thread when nothing runs or moves: one of them looks for tasks stuck on memory.
+  void wake_if_quiet();
 
   double estimate(const RunState &run, TaskIndex t, gf_worker_kind kind) const {
     return estimates_.estimate(run, t, kind);
@@ -459,32 +409,28 @@ class Scheduler {
   // caller outside the scheduler takes it (queries return snapshots).
   std::mutex mu_;
   DeviceBackend &backend_;
-  const EventHub *events_ = nullptr;
   ResourceRegistry registry_;
   std::vector<std::unique_ptr<WorkerState>> workers_;
   ResourceId gpu_memory_;
-  std::vector<WorkerState *> space_owner_;  // device space -> its GPU worker
   // Every started run until it has both finished and been released by its caller.
   std::unordered_map<RunState *, std::shared_ptr<RunState>> runs_;
   uint64_t next_run_sequence_ = 1;
   bool stopping_ = false;
-  uint64_t transfers_in_flight_ = 0;
   struct {
     uint64_t succeeded = 0, failed = 0, cancelled = 0;
   } settled_totals_;
-  uint64_t transfers_total_ = 0, bytes_transferred_total_ = 0;
   uint64_t running_total_ = 0;          // tasks dispatched to threads, all workers
   std::atomic<uint32_t> observers_{0};  // registered observers (ObserverHandle keeps the count)
   // The ready time of tasks being queued together (a slice of roots in start(), a stolen task's
   // first queueing), so that they share one clock reading; zero otherwise. Under mu_.
   Clock::time_point enqueue_stamp_{};
   Notifier notifier_;
+  Memory memory_;
   // The last finished run's arrays, for the next run's (RunState::spare_arrays).
   std::shared_ptr<SpareRunArrays> spare_arrays_ = std::make_shared<SpareRunArrays>();
   // make_ready's scratch (a member, not thread_local: TLS in a shared library costs a call).
   std::vector<PlacementOption> placement_options_;
   Estimates estimates_;
-  double spill_threshold_;
   // The most pauses between tries of a thread spinning for mu_ (lock_spinning), by the number
   // of CPU threads that may try at once. Not beside mu_: its line is the one the spinners write.
   static constexpr uint32_t kMostLockPauses = 8;
@@ -494,7 +440,6 @@ class Scheduler {
   // held for a smaller share of the time each thread spends away from it.
   double batch_budget_s_ = 0;
   std::function<void()> demand_listener_;
-  uint64_t lru_clock_ = 0;
   // Successors run directly that wait for their predecessors' reports (park), with the worker
   // that ran them; under mu_. Few at a time: a join's predecessors finish on different threads
   // at about the same time. Last: the members above keep the lines they were measured on.
