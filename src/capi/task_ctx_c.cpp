@@ -35,7 +35,7 @@ GF_API gf_status gf_task_ctx_output(void **out_ptr, gf_task_ctx *ctx, uint32_t i
     gf_task_ctx &c = ctx_of(ctx);
     // A size set now is charged to gpu_memory: keep it convertible (declared sizes already are).
     if (!FixedPoint::bytes_representable(size)) {
-      fail(GF_ERR_INVALID_ARGUMENT, c.graph().task_label(c.dispatch->task) + " output #" +
+      fail(GF_ERR_INVALID_ARGUMENT, c.graph().task_label(c.attempt->task) + " output #" +
                                         std::to_string(index) + ": size " + std::to_string(size) +
                                         " is above " + std::to_string(FixedPoint::kMaxBytes) +
                                         " bytes (GF_MAX_DATA_SIZE)");
@@ -64,7 +64,7 @@ GF_API gf_status gf_task_ctx_set_device_value(gf_task_ctx *ctx, uint32_t index, 
   return guard([&] {
     gf_task_ctx &c = ctx_of(ctx);
     auto where = [&] {
-      return c.graph().task_label(c.dispatch->task) + " output #" + std::to_string(index);
+      return c.graph().task_label(c.attempt->task) + " output #" + std::to_string(index);
     };
     if (!FixedPoint::bytes_representable(size)) {
       fail(GF_ERR_INVALID_ARGUMENT, where() + ": size " + std::to_string(size) + " is above " +

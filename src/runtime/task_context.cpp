@@ -9,7 +9,7 @@ namespace {
 
 void check_index(const gf_task_ctx &ctx, uint32_t index, uint32_t count, const char *what) {
   if (index >= count) {
-    fail(GF_ERR_INVALID_ARGUMENT, ctx.graph().task_label(ctx.dispatch->task) + " has " +
+    fail(GF_ERR_INVALID_ARGUMENT, ctx.graph().task_label(ctx.attempt->task) + " has " +
                                       std::to_string(count) + " " + what + "s; index " +
                                       std::to_string(index) + " is out of range");
   }
@@ -19,8 +19,8 @@ void check_index(const gf_task_ctx &ctx, uint32_t index, uint32_t count, const c
 
 void gf_task_ctx::input(const void **ptr, uint64_t *size, uint32_t index) const {
   check_index(*this, index, task().input_count, "input");
-  *ptr = dispatch->inputs[index].first;
-  *size = dispatch->inputs[index].second;
+  *ptr = attempt->inputs[index].first;
+  *size = attempt->inputs[index].second;
 }
 
 void *gf_task_ctx::output(uint32_t index, uint64_t size) {
@@ -29,12 +29,12 @@ void *gf_task_ctx::output(uint32_t index, uint64_t size) {
   const gf::DataDesc &desc = graph().data(d);
   // Built only for messages: this is the hot path of every producing task.
   auto where = [&] {
-    return graph().task_label(dispatch->task) + " output " + graph().data_label(d);
+    return graph().task_label(attempt->task) + " output " + graph().data_label(d);
   };
   if (desc.kind != DataKind::kBuffer) {
     fail(GF_ERR_INVALID_ARGUMENT, where() + " is an opaque value: use gf_task_ctx_set_value");
   }
-  gf::Dispatch::Output &out = dispatch->outputs[index];
+  gf::TaskAttempt::Output &out = attempt->outputs[index];
   if (out.set) {
     if (size != 0 && size != out.size) {
       fail(GF_ERR_INVALID_ARGUMENT,
@@ -70,12 +70,12 @@ void gf_task_ctx::set_value(uint32_t index, void *value, gf_destroy_fn destroy, 
   check_index(*this, index, task().output_count, "output");
   gf::DataIndex d = graph().outputs(task())[index];
   auto where = [&] {
-    return graph().task_label(dispatch->task) + " output " + graph().data_label(d);
+    return graph().task_label(attempt->task) + " output " + graph().data_label(d);
   };
   if (graph().data(d).kind != DataKind::kValue) {
     fail(GF_ERR_INVALID_ARGUMENT, where() + " is a buffer: use gf_task_ctx_output");
   }
-  gf::Dispatch::Output &out = dispatch->outputs[index];
+  gf::TaskAttempt::Output &out = attempt->outputs[index];
   if (out.set) fail(GF_ERR_STATE, where() + " was already set");
   const bool device = ops && worker->space != gf::kHostSpace && size > 0;
   if (device && !scheduler->charge_value(*worker, size)) {
@@ -97,12 +97,12 @@ void gf_task_ctx::env(gf_task_env &out) const {
   out.kind = worker->kind;
   out.device = worker->device;
   out.worker = worker->index;
-  out.attempt = dispatch->attempt;
+  out.attempt = attempt->attempt;
   out.stream = stream;
   const std::string &name = graph().task_name(task());
   out.task_name = name.c_str();
 }
 
 bool gf_task_ctx::cancelled() const {
-  return dispatch->run->cancel_requested.load(std::memory_order_relaxed);
+  return attempt->run->cancel_requested.load(std::memory_order_relaxed);
 }

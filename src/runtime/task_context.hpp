@@ -10,13 +10,13 @@
 struct gf_task_ctx {
   gf::Scheduler *scheduler;
   gf::WorkerState *worker;
-  gf::Dispatch *dispatch;
+  gf::TaskAttempt *attempt;
   std::string error;
   bool failed = false;
   void *stream = nullptr;  // GPU workers: what the body enqueues on
 
-  const gf::Graph &graph() const { return dispatch->run->graph(); }
-  const gf::TaskDesc &task() const { return graph().task(dispatch->task); }
+  const gf::Graph &graph() const { return attempt->run->graph(); }
+  const gf::TaskDesc &task() const { return graph().task(attempt->task); }
 
   void input(const void **ptr, uint64_t *size, uint32_t index) const;
   void *output(uint32_t index, uint64_t size);

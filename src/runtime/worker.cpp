@@ -106,7 +106,7 @@ void Worker::run_batch(Batch &batch, ThreadContext &thread) {
     for (size_t i = 0; i < batch.count; ++i) {  // count grows as successors are run directly
       execute(batch.items[i], thread, Clock::time_point{}, false);
       batch.items[i].timed = false;
-      Scheduler::continuation(state_, batch, i);
+      DirectRuns::after_success(state_, batch, i);
       Scheduler::prefetch_settling(batch.items[i]);
     }
     return;
@@ -116,14 +116,15 @@ void Worker::run_batch(Batch &batch, ThreadContext &thread) {
   size_t row = 0;
   for (size_t i = 0; i < batch.count; ++i) {
     at = execute(batch.items[i], thread, at, per_task);
-    if (!per_task) Scheduler::continuation(state_, batch, i);
+    if (!per_task) DirectRuns::after_success(state_, batch, i);
     Scheduler::prefetch_settling(batch.items[i]);
     if (per_task || (i + 1 < batch.count && same_cost(batch.items[i], batch.items[i + 1]))) {
       continue;
     }
     const Clock::time_point end = Clock::now();
     size_t ran = 0;
-    for (size_t k = row; k <= i; ++k) ran += batch.items[k].skipped ? 0 : 1;
+    for (size_t k = row; k <= i; ++k)
+      ran += batch.items[k].outcome == TaskAttempt::Outcome::kNotRun ? 0 : 1;
     const double each = ran ? seconds_between(at, end) / static_cast<double>(ran) : 0.0;
     for (size_t k = row; k <= i; ++k) batch.items[k].seconds = each;
     at = end;
@@ -132,8 +133,8 @@ void Worker::run_batch(Batch &batch, ThreadContext &thread) {
   if (state_.kind == GF_WORKER_CPU && events_.active()) emit_finished(batch);
 }
 
-bool Worker::same_cost(const Dispatch &a, const Dispatch &b) {
-  auto id = [](const Dispatch &d) {
+bool Worker::same_cost(const TaskAttempt &a, const TaskAttempt &b) {
+  auto id = [](const TaskAttempt &d) {
     const RunState &run = *d.run;
     return run.cost_ids[run.graph().task(d.task).cost_key];
   };
@@ -159,22 +160,22 @@ StepAside::~StepAside() {
   if (worker_) worker_->retire_.fetch_add(1, std::memory_order_relaxed);
 }
 
-Clock::time_point Worker::execute(Dispatch &dispatch, ThreadContext &thread,
+Clock::time_point Worker::execute(TaskAttempt &attempt, ThreadContext &thread,
                                   Clock::time_point start, bool timed) {
-  const Graph &graph = dispatch.run->graph();
-  const TaskDesc &desc = graph.task(dispatch.task);
-  dispatch.clear_results(desc.output_count);
-  if (dispatch.run->cancel_requested.load(std::memory_order_relaxed)) {
-    dispatch.skipped = true;
+  const Graph &graph = attempt.run->graph();
+  const TaskDesc &desc = graph.task(attempt.task);
+  attempt.clear_results(desc.output_count);
+  if (attempt.run->cancel_requested.load(std::memory_order_relaxed)) {
+    attempt.outcome = TaskAttempt::Outcome::kNotRun;
     return start;
   }
-  gf_task_ctx ctx{&scheduler_, &state_, &dispatch, {}, false, thread.stream};
-  thread.running = dispatch.run;
-  const TaskBody &body = dispatch.run->body(dispatch.task);
+  gf_task_ctx ctx{&scheduler_, &state_, &attempt, {}, false, thread.stream};
+  thread.running = attempt.run;
+  const TaskBody &body = attempt.run->body(attempt.task);
   EventHub &events = events_;
-  if (dispatch.ready_at != Clock::time_point{})
-    dispatch.queue_wait_s = seconds_between(dispatch.ready_at, start);
-  if (events.has_subscriber()) emit_task_event(dispatch, GF_EVENT_TASK_STARTED, events, start);
+  if (attempt.ready_at != Clock::time_point{})
+    attempt.queue_wait_s = seconds_between(attempt.ready_at, start);
+  if (events.has_subscriber()) emit_task_event(attempt, GF_EVENT_TASK_STARTED, events, start);
   int rc;
   try {
     if (state_.kind == GF_WORKER_CPU) {
@@ -203,39 +204,40 @@ Clock::time_point Worker::execute(Dispatch &dispatch, ThreadContext &thread,
     ctx.error = "the body threw a C++ exception (bodies must not throw)";
   }
   thread.running = nullptr;
-  dispatch.ok = rc == 0 && !ctx.failed;
-  if (!dispatch.ok) {
-    dispatch.error = ctx.failed ? std::move(ctx.error)
-                                : "the body returned " + std::to_string(rc) +
-                                      " without a message (gf_task_ctx_fail)";
+  attempt.outcome =
+      rc == 0 && !ctx.failed ? TaskAttempt::Outcome::kSucceeded : TaskAttempt::Outcome::kFailed;
+  if (!attempt.succeeded()) {
+    attempt.error = ctx.failed ? std::move(ctx.error)
+                               : "the body returned " + std::to_string(rc) +
+                                     " without a message (gf_task_ctx_fail)";
   } else {
     const DataIndex *out = graph.outputs(desc);
     for (uint32_t i = 0; i < desc.output_count; ++i) {
-      if (!dispatch.outputs[i].set) {
-        dispatch.ok = false;
-        dispatch.error = "returned success without producing " + graph.data_label(out[i]) +
-                         " (call gf_task_ctx_output or gf_task_ctx_set_value)";
+      if (!attempt.outputs[i].set) {
+        attempt.outcome = TaskAttempt::Outcome::kFailed;
+        attempt.error = "returned success without producing " + graph.data_label(out[i]) +
+                        " (call gf_task_ctx_output or gf_task_ctx_set_value)";
         break;
       }
     }
   }
   if (state_.kind == GF_WORKER_CPU) {
     if (!timed) {  // run_batch charges the row's time; nothing listens for the finish
-      dispatch.ended_at = {};
+      attempt.ended_at = {};
       return start;
     }
     const auto end = Clock::now();
-    dispatch.seconds = seconds_between(start, end);
-    dispatch.ended_at = end;  // reported with the rest of the batch (emit_finished)
+    attempt.seconds = seconds_between(start, end);
+    attempt.ended_at = end;  // reported with the rest of the batch (emit_finished)
     return end;
   }
   const auto end = Clock::now();
-  dispatch.seconds = seconds_between(start, end);
+  attempt.seconds = seconds_between(start, end);
   // The body only enqueued its work: the task is done when the stream is, whatever the body
   // returned (its outputs must not be released while kernels may still write them).
-  auto handed = std::make_shared<Dispatch>(std::move(dispatch));
-  dispatch = Dispatch{};
-  dispatch.handed_off = true;
+  auto handed = std::make_shared<TaskAttempt>(std::move(attempt));
+  attempt = TaskAttempt{};
+  attempt.outcome = TaskAttempt::Outcome::kHandedOff;
   scheduler_.backend().after_stream(
       state_.device, thread.stream,
       [this, handed, start, &events](const std::string &device_error) {
@@ -266,8 +268,11 @@ void Worker::emit_finished(const Batch &batch) {
     n = 0;
   };
   for (size_t i = 0; i < batch.count; ++i) {
-    const Dispatch &d = batch.items[i];
-    if (d.skipped || d.handed_off || d.ended_at == Clock::time_point{}) continue;
+    const TaskAttempt &d = batch.items[i];
+    if (d.outcome == TaskAttempt::Outcome::kNotRun ||
+        d.outcome == TaskAttempt::Outcome::kHandedOff || d.ended_at == Clock::time_point{}) {
+      continue;
+    }
     if (tap) records[n] = finished_task(d, d.ended_at);
     if (subscriber) events[n] = task_event(d, GF_EVENT_TASK_FINISHED, events_, d.ended_at);
     if (++n == kChunk) deliver();
@@ -275,41 +280,41 @@ void Worker::emit_finished(const Batch &batch) {
   if (n) deliver();
 }
 
-FinishedTask Worker::finished_task(const Dispatch &dispatch, Clock::time_point at) const {
-  const RunState &run = *dispatch.run;
-  const TaskDesc &task = run.graph().task(dispatch.task);
+FinishedTask Worker::finished_task(const TaskAttempt &attempt, Clock::time_point at) const {
+  const RunState &run = *attempt.run;
+  const TaskDesc &task = run.graph().task(attempt.task);
   FinishedTask record;
   record.worker = state_.index;
   // The name only where the label needs it: it lies on another cache line than the key.
   record.cost_id = task.explicit_cost_key ? FinishedTask::kNoCostId : run.cost_ids[task.cost_key];
   record.name = task.explicit_cost_key ? run.graph().task_name(task).c_str() : nullptr;
-  record.ok = dispatch.ok;
+  record.ok = attempt.succeeded();
   record.end_s = events_.time_s(at);
-  record.duration_s = dispatch.seconds;
-  record.queue_wait_s = dispatch.queue_wait_s;
+  record.duration_s = attempt.seconds;
+  record.queue_wait_s = attempt.queue_wait_s;
   return record;
 }
 
-void Worker::emit_task_event(const Dispatch &dispatch, gf_event_kind kind, EventHub &events,
+void Worker::emit_task_event(const TaskAttempt &attempt, gf_event_kind kind, EventHub &events,
                              Clock::time_point at) {
-  gf_event event = task_event(dispatch, kind, events, at);
+  gf_event event = task_event(attempt, kind, events, at);
   events.emit(event);
 }
 
-gf_event Worker::task_event(const Dispatch &dispatch, gf_event_kind kind, const EventHub &events,
+gf_event Worker::task_event(const TaskAttempt &attempt, gf_event_kind kind, const EventHub &events,
                             Clock::time_point at) const {
-  const RunState &run = *dispatch.run;
+  const RunState &run = *attempt.run;
   gf_event event{};
   event.kind = kind;
   event.run = run.handle;
-  event.task = run.graph().task_ref(dispatch.task);
+  event.task = run.graph().task_ref(attempt.task);
   event.worker = state_.index;
-  event.attempt = dispatch.attempt;
-  event.ok = kind == GF_EVENT_TASK_FINISHED && dispatch.ok ? 1 : 0;
+  event.attempt = attempt.attempt;
+  event.ok = kind == GF_EVENT_TASK_FINISHED && attempt.succeeded() ? 1 : 0;
   event.time_s = events.time_s(at);
-  event.task_name = run.graph().task_name(run.graph().task(dispatch.task)).c_str();
-  event.duration_s = kind == GF_EVENT_TASK_FINISHED ? dispatch.seconds : 0.0;
-  event.queue_wait_s = dispatch.queue_wait_s;
+  event.task_name = run.graph().task_name(run.graph().task(attempt.task)).c_str();
+  event.duration_s = kind == GF_EVENT_TASK_FINISHED ? attempt.seconds : 0.0;
+  event.queue_wait_s = attempt.queue_wait_s;
   return event;
 }
 

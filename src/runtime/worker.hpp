@@ -47,23 +47,23 @@ class Worker {
   };
   void spawn_locked();  // threads_mu_ held
   void thread_main(uint32_t thread);
-  // Runs the bodies of a batch, timing them (Dispatch::seconds), then reports their finishes.
+  // Runs the bodies of a batch, timing them (TaskAttempt::seconds), then reports their finishes.
   void run_batch(Batch &batch, ThreadContext &thread);
   // Whether two tasks learn into the same duration estimate.
-  static bool same_cost(const Dispatch &a, const Dispatch &b);
+  static bool same_cost(const TaskAttempt &a, const TaskAttempt &b);
   // Runs one body, which starts at `start` (the previous body's end, or the batch's start), and
   // returns when it ended; untimed (a CPU body only), returns `start` and leaves its time to the
-  // caller. A GPU body's dispatch is handed off: it finishes when its stream has.
-  Clock::time_point execute(Dispatch &dispatch, ThreadContext &thread, Clock::time_point start,
+  // caller. A GPU body's attempt is handed off: it finishes when its stream has.
+  Clock::time_point execute(TaskAttempt &attempt, ThreadContext &thread, Clock::time_point start,
                             bool timed = true);
   // `at`: when it happened (a clock reading the worker took anyway).
-  void emit_task_event(const Dispatch &dispatch, gf_event_kind kind, EventHub &events,
+  void emit_task_event(const TaskAttempt &attempt, gf_event_kind kind, EventHub &events,
                        Clock::time_point at);
-  gf_event task_event(const Dispatch &dispatch, gf_event_kind kind, const EventHub &events,
+  gf_event task_event(const TaskAttempt &attempt, gf_event_kind kind, const EventHub &events,
                       Clock::time_point at) const;
   // The finishes of a CPU worker's batch, after its last body returned.
   void emit_finished(const Batch &batch);
-  FinishedTask finished_task(const Dispatch &dispatch, Clock::time_point at) const;
+  FinishedTask finished_task(const TaskAttempt &attempt, Clock::time_point at) const;
   bool take_retirement();
 
   Scheduler &scheduler_;

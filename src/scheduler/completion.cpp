@@ -20,7 +20,7 @@ void set_error(RunState &run, TaskIndex t, std::string what) {
 
 }  // namespace
 
-void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) {
+void Scheduler::finish(WorkerState &worker, TaskAttempt &done, Deferred &deferred) {
   RunState &run = *done.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(done.task);
@@ -39,11 +39,12 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
       worker.memory.requested_bytes -= whole_bytes(request.gpu_memory);
     }
   }
-  if (!done.skipped && done.timed) estimates_.learn(run, done.task, worker.kind, done.seconds);
+  if (done.outcome != TaskAttempt::Outcome::kNotRun && done.timed)
+    estimates_.learn(run, done.task, worker.kind, done.seconds);
 
   // (An attempt that returned success without setting every output was failed by its worker
   // thread, which checked them outside the lock.)
-  if (done.ok) {
+  if (done.succeeded()) {
     succeed(worker, done, deferred);
     return;
   }
@@ -51,12 +52,13 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   release_outputs(worker, done, deferred);  // the attempt produced nothing usable
 
   const bool retries_left = tr.attempts <= task.retries;
-  if (done.skipped || run.cancel_requested.load(std::memory_order_relaxed)) {
+  const bool not_run = done.outcome == TaskAttempt::Outcome::kNotRun;
+  if (not_run || run.cancel_requested.load(std::memory_order_relaxed)) {
     // An attempt that ends unsuccessfully once its run is being cancelled was stopped by the
     // cancel (a command killed, a body that saw gf_task_ctx_cancelled and gave up) or would only
     // have been retried: the task is cancelled, counted once as such in the run's counters, and
     // its error keeps what the attempt said.
-    if (done.skipped) {
+    if (not_run) {
       set_error(run, done.task, "cancelled before it started");
     } else if (retries_left) {
       set_error(run, done.task,
@@ -75,13 +77,13 @@ void Scheduler::finish(WorkerState &worker, Dispatch &done, Deferred &deferred) 
   }
 }
 
-void Scheduler::release_outputs(WorkerState &worker, const Dispatch &done, Deferred &deferred) {
+void Scheduler::release_outputs(WorkerState &worker, const TaskAttempt &done, Deferred &deferred) {
   const Graph &graph = done.run->graph();
   const TaskDesc &task = graph.task(done.task);
   const DataIndex *out = graph.outputs(task);
   uint64_t charged = 0;
   for (uint32_t i = 0; i < task.output_count; ++i) {
-    const Dispatch::Output &o = done.outputs[i];
+    const TaskAttempt::Output &o = done.outputs[i];
     const DataDesc &desc = graph.data(out[i]);
     if (desc.kind == DataKind::kBuffer && worker.space != kHostSpace) {
       charged += o.charged_at_run ? o.size : desc.size;
@@ -97,12 +99,13 @@ void Scheduler::release_outputs(WorkerState &worker, const Dispatch &done, Defer
   if (charged) memory_.discharge(worker.space, charged);
 }
 
-void Scheduler::finish_async(WorkerState &worker, Dispatch &done, const std::string &device_error) {
+void Scheduler::finish_async(WorkerState &worker, TaskAttempt &done,
+                             const std::string &device_error) {
   Deferred deferred;
   {
     Lock lock(mu_);
-    if (!device_error.empty() && done.ok) {
-      done.ok = false;
+    if (!device_error.empty() && done.succeeded()) {
+      done.outcome = TaskAttempt::Outcome::kFailed;
       done.error = "the device reported an error after the body returned: " + device_error;
     }
     finish(worker, done, deferred);
@@ -112,7 +115,7 @@ void Scheduler::finish_async(WorkerState &worker, Dispatch &done, const std::str
   deferred.flush(backend_);
 }
 
-void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred) {
+void Scheduler::succeed(WorkerState &worker, TaskAttempt &done, Deferred &deferred) {
   RunState &run = *done.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(done.task);
@@ -141,13 +144,13 @@ void Scheduler::succeed(WorkerState &worker, Dispatch &done, Deferred &deferred)
   maybe_finish_run(run, deferred);
 }
 
-void Scheduler::store_outputs(WorkerState &worker, const Dispatch &done, const TaskDesc &task) {
+void Scheduler::store_outputs(WorkerState &worker, const TaskAttempt &done, const TaskDesc &task) {
   RunState &run = *done.run;
   const Graph &graph = run.graph();
   const DataIndex *out = graph.outputs(task);
   for (uint32_t i = 0; i < task.output_count; ++i) {
     DataRun &data = run.data[out[i]];
-    const Dispatch::Output &o = done.outputs[i];
+    const TaskAttempt::Output &o = done.outputs[i];
     data.size = o.size;
     if (o.read_in_batch && data.consumers_left == 1 && !data.keep) {
       // Its only consumer left ran after it in this batch and frees it when completed, right
@@ -173,7 +176,7 @@ void Scheduler::store_outputs(WorkerState &worker, const Dispatch &done, const T
   }
 }
 
-void Scheduler::store_left_inputs(RunState &run, const Dispatch &item) {
+void Scheduler::store_left_inputs(RunState &run, const TaskAttempt &item) {
   const Graph &graph = run.graph();
   const DataIndex *in = graph.inputs(graph.task(item.task));
   for (uint32_t i = 0; i < item.inputs.size(); ++i) {
@@ -195,13 +198,13 @@ void Scheduler::release_successors(WorkerState &worker, RunState &run, TaskIndex
     // one completed earlier, which left it parked for this.
     if (!next.claim.is_taken()) {
       make_ready(run, s, worker.index, deferred);
-    } else if (!parked_.empty()) {
+    } else if (direct_.any_parked()) {
       adopt_parked(run, s, deferred);
     }
   }
 }
 
-size_t Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t count,
+size_t Scheduler::succeed_alike(WorkerState &worker, TaskAttempt *items, size_t count,
                                 Deferred &deferred) {
   RunState &run = *items[0].run;
   const Graph &graph = run.graph();
@@ -210,13 +213,13 @@ size_t Scheduler::succeed_alike(WorkerState &worker, Dispatch *items, size_t cou
   Estimates::Row learnt(estimates_, run, worker.kind);
   size_t settled = 0;
   for (; settled < count; ++settled) {
-    Dispatch &done = items[settled];
+    TaskAttempt &done = items[settled];
     // A successor run directly (a chain's next link): its predecessors settled just before it.
     // One that is not the scheduler's to adopt (yet) ends the fold; complete_batch parks or drops
     // it.
-    if (done.continued) {
+    if (done.run_directly) {
       if (adopt(worker, done) != Adoption::kAdopted) break;
-      done.continued = false;
+      done.run_directly = false;
     }
     TaskRun &tr = run.tasks[done.task];
     worker.backlog_s -= tr.estimate_s;

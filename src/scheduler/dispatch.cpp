@@ -33,17 +33,17 @@ uint64_t declared_output_bytes(const Graph &graph, const TaskDesc &task) {
 // from a ready queue, or a chain's links run directly (`continued`, counted only while
 // `continued_too`). 0 when fewer than two are: finish() takes single tasks.
 size_t alike_successes(const Batch &batch, size_t first, bool continued_too) {
-  auto settles_here = [continued_too](const Dispatch &d) {
-    return d.ok && !d.skipped && !d.handed_off && (continued_too || !d.continued);
+  auto settles_here = [continued_too](const TaskAttempt &d) {
+    return d.succeeded() && (continued_too || !d.run_directly);
   };
-  const Dispatch &head = batch.items[first];
+  const TaskAttempt &head = batch.items[first];
   if (first + 1 >= batch.count || !head.run->graph().has_alike_tasks() || !settles_here(head)) {
     return 0;
   }
   const Graph &graph = head.run->graph();
   size_t end = first + 1;
   while (end < batch.count) {
-    const Dispatch &d = batch.items[end];
+    const TaskAttempt &d = batch.items[end];
     if (d.run != head.run || d.task != batch.items[end - 1].task + 1 ||
         !graph.alike_previous(d.task) || !settles_here(d)) {
       break;
@@ -60,16 +60,16 @@ void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &defe
   notifier_.completing_worker = worker.index;
   bool dropping = false;  // after a successor run directly that could not be adopted
   for (size_t i = 0; i < batch.count; ++i) {
-    Dispatch &item = batch.items[i];
-    if (item.handed_off) {
-      item.handed_off = false;
+    TaskAttempt &item = batch.items[i];
+    if (item.outcome == TaskAttempt::Outcome::kHandedOff) {
+      item.outcome = TaskAttempt::Outcome::kPending;
       continue;
     }
     // A successor run directly: its predecessors that ran in this batch were completed above
     // and left it to be adopted here (succeed() skips claimed tasks). One whose predecessors
     // ran on other threads too waits for their reports (park).
-    if (item.continued) {
-      item.continued = false;
+    if (item.run_directly) {
+      item.run_directly = false;
       const Adoption adoption = dropping ? Adoption::kRefused : adopt(worker, item);
       if (adoption == Adoption::kWaits) {
         park(worker, item);
@@ -91,8 +91,8 @@ void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &defe
   batch.count = 0;
 }
 
-void Scheduler::prefetch_data_settling(const Dispatch &item) {
-  if (item.handed_off) return;
+void Scheduler::prefetch_data_settling(const TaskAttempt &item) {
+  if (item.outcome == TaskAttempt::Outcome::kHandedOff) return;
   const RunState &run = *item.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(item.task);
@@ -236,7 +236,12 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
   for (const QueuedTask &entry : passed_over) worker.ready.push(entry);
   if (batch.count == 0) return false;
   worker.batches++;
-  allow_continuation(worker, batch);
+  // Not where the scheduler must see each task start: a connected pool's worker runs tasks only
+  // while it holds its grant, and observers measure each task's queue wait.
+  DirectRuns::allow(
+      worker, batch,
+      worker.granted && !demand_listener_ && observers_.load(std::memory_order_relaxed) == 0,
+      notifier_);
   return true;
 }
 
@@ -249,7 +254,7 @@ float Scheduler::estimate_at_start(const WorkerState &worker, const QueuedTask &
 }
 
 bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, float estimate_s,
-                             Dispatch &out, Deferred &deferred, bool first_in_line) {
+                             TaskAttempt &out, Deferred &deferred, bool first_in_line) {
   RunState &run = *entry.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(entry.task);
@@ -309,7 +314,7 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, float
 }
 
 void Scheduler::dispatched(WorkerState &worker, RunState &run, TaskIndex t,
-                           Clock::time_point ready_at, float estimate_s, Dispatch &out) {
+                           Clock::time_point ready_at, float estimate_s, TaskAttempt &out) {
   TaskRun &tr = run.tasks[t];
   if (tr.estimate_s != estimate_s) {  // what it takes off the backlog when it ends
     worker.backlog_s += static_cast<double>(estimate_s) - tr.estimate_s;
@@ -326,7 +331,7 @@ void Scheduler::dispatched(WorkerState &worker, RunState &run, TaskIndex t,
 
 void Scheduler::dispatched_alike(WorkerState &worker, RunState &run, TaskIndex first,
                                  uint32_t count, Clock::time_point ready_at, float estimate_s,
-                                 Dispatch *out) {
+                                 TaskAttempt *out) {
   const bool tiny = estimate_s < kTinyTask;
   for (uint32_t i = 0; i < count; ++i) {
     TaskRun &tr = run.tasks[first + i];

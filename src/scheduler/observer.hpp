@@ -2,7 +2,7 @@
 // registered with Scheduler::add_observer, which sets it up with the number of workers it will
 // hear about (so it can size per-worker state before the first task), and stays registered while
 // the returned handle lives. While any observer is registered, the scheduler measures what only
-// watchers need: each task's wait in its worker's ready queue (Dispatch::queue_wait_s, two clock
+// watchers need: each task's wait in its worker's ready queue (TaskAttempt::queue_wait_s, two clock
 // reads per task), which the pool's event stream (core/events.hpp) then carries as
 // gf_event.queue_wait_s and FinishedTask::queue_wait_s. What happens to each task reaches
 // observers through that stream; the scheduler itself calls no observer per task, and with none

@@ -21,6 +21,7 @@
 #include "core/events.hpp"
 #include "devices/backend.hpp"
 #include "scheduler/deferred.hpp"
+#include "scheduler/direct_run.hpp"
 #include "scheduler/estimates.hpp"
 #include "scheduler/memory.hpp"
 #include "scheduler/notifier.hpp"
@@ -29,92 +30,10 @@
 #include "scheduler/resource_registry.hpp"
 #include "scheduler/run_state.hpp"
 #include "scheduler/scheduling_lock.hpp"
+#include "scheduler/task_attempt.hpp"
 #include "scheduler/worker_state.hpp"
 
 namespace gf {
-
-// A task handed to a worker thread, with what its body may touch resolved under the lock.
-struct Dispatch {
-  RunState *run = nullptr;
-  TaskIndex task = kNoIndex;
-  uint32_t attempt = 0;
-  std::vector<std::pair<const void *, uint64_t>> inputs;  // pointer (or value), size
-  // Filled by the worker thread:
-  struct Output {
-    void *ptr = nullptr;
-    uint64_t size = 0;
-    bool set = false;
-    bool charged_at_run = false;  // dynamic size or device value: charged while the body ran
-    // A successor run directly later in this batch read it from here (set with that successor).
-    bool read_in_batch = false;
-    gf_destroy_fn value_destroy = nullptr;
-    ValueOps value_ops;  // a device value's (gf_task_ctx_set_device_value)
-  };
-  std::vector<Output> outputs;
-  bool ok = false;
-  bool skipped = false;  // cancelled before the body started
-  std::string error;
-  double seconds = 0;
-  bool timed = true;  // seconds measured (tiny tasks are timed one batch in kTimedEvery)
-  bool tiny = false;  // learnt to take under kTinyTask: two clock readings are much of that
-  Clock::time_point ready_at{};  // entered the ready queue (zero: not measured)
-  double queue_wait_s = 0;       // ready_at to the body's start (set by the worker)
-  Clock::time_point ended_at{};  // when the body returned (CPU bodies; set by the worker)
-  bool handed_off = false;       // a GPU body's completion comes later, through finish_async
-  // Added to the batch by its worker thread, without the mutex, once every predecessor of it
-  // had succeeded earlier in the batch (scheduler/continuation.cpp). The scheduler adopts it as
-  // dispatched when it completes the batch, after those predecessors.
-  bool continued = false;
-
-  // Made ready for `task`'s attempt, under the scheduler's lock: which task, room for the
-  // inputs it reads (filled there). What the body's thread fills is cleared by that thread
-  // (clear_results), outside the lock: the fields are many, and pick() hands out every task.
-  void assign(RunState *of, TaskIndex t, uint32_t attempt_number, uint32_t input_count,
-              Clock::time_point ready, bool is_tiny) {
-    run = of;
-    task = t;
-    attempt = attempt_number;
-    inputs.resize(input_count);
-    ready_at = ready;
-    tiny = is_tiny;
-  }
-  // Clears what the previous task left in the fields the worker thread fills, and makes room for
-  // `output_count` outputs (the vectors keep their capacity). Called by the worker thread before
-  // the body runs; `handed_off` and `continued` are the scheduler's to clear (complete_batch).
-  void clear_results(uint32_t output_count) {
-    outputs.clear();
-    if (output_count) outputs.resize(output_count);
-    ok = skipped = false;
-    if (!error.empty()) error.clear();
-    seconds = 0;
-    timed = true;
-    queue_wait_s = 0;
-    ended_at = {};
-  }
-};
-
-// A worker thread's batch; its Dispatch entries (and their vectors) are reused between batches.
-struct Batch {
-  std::vector<Dispatch> items;
-  size_t count = 0;
-  uint32_t untimed = 0;  // batches of tiny tasks run untimed since the last timed one
-  // Set when the batch is picked: whether its thread may run successors of its tasks directly
-  // (Scheduler::continuation), and the task first in the worker's queue then, which a successor
-  // run directly must not overtake.
-  bool may_continue = false;
-  // The pool's count of idle CPU threads (Notifier::idle_cpu_threads): while any idles, a
-  // successor other than a chain's next link is left to the scheduler, which hands it to them.
-  const Notifier *notifier = nullptr;
-  bool has_bar = false;
-  QueuedTask bar{};
-  // Whether this worker may run tasks without a request (kEmptyRequest) of `plain_run`, as
-  // looked up for the last successor considered (reset when the batch is picked).
-  const RunState *plain_run = nullptr;
-  bool plain_here = false;
-  // pick()'s scratch: tasks it looked past, put back afterwards (here, not thread_local: pick
-  // runs once per batch, and TLS in a shared library costs a call each time).
-  std::vector<QueuedTask> passed_over;
-};
 
 class Scheduler final : private MovementSink {
  public:
@@ -184,7 +103,8 @@ class Scheduler final : private MovementSink {
   PoolSnapshot pool_snapshot();
   // Registers `observer` (scheduler/observer.hpp), set up first, until the handle goes. While
   // any is registered, each dispatch measures how long its task waited in the ready queue
-  // (Dispatch::queue_wait_s); with none, nothing is measured, as it costs two clock reads per task.
+  // (TaskAttempt::queue_wait_s); with none, nothing is measured, as it costs two clock reads per
+  // task.
   ObserverHandle add_observer(std::shared_ptr<SchedulerObserver> observer) {
     observer->set_up(workers_.size());
     return ObserverHandle(observers_, std::move(observer));
@@ -200,30 +120,19 @@ class Scheduler final : private MovementSink {
   // Completes `batch` for a thread that exits instead of picking again (a spare thread is no
   // longer needed), waking another thread for whatever became ready.
   void retire_thread(WorkerState &worker, Batch &batch, Deferred &deferred);
-  // After item `done` of `batch` ran: counts down its successors' predecessors, and appends to
-  // the batch those this thread may run at once, without the mutex: it counted down the last of
-  // their predecessors, they need nothing beyond a CPU slot and host buffers made by those or
-  // given by the caller, and nothing queued should run first. Reads only what is immutable once
-  // the run started (and atomics, and buffers published before the counts). The caller runs what
-  // was appended after the rest of the batch.
-  static void continuation(const WorkerState &worker, Batch &batch, size_t done);
-  // continuation()'s last step for successor `s`, whose last predecessor was item `done_index`:
-  // appends it to the batch when this thread may run it.
-  static void run_directly(const WorkerState &worker, Batch &batch, RunState &run, TaskIndex s,
-                           size_t done_index, bool chain_link);
   // Asks for the cache lines that settling `item` under the mutex will write (its task's state,
   // its inputs' and outputs' data states, its successors' states), from its worker thread once
   // its body has run: settling a tree's tasks waited mostly on those misses. A hint: it reads
   // only what is immutable while the task is unsettled (the frozen graph, where the run's arrays
   // are).
-  static void prefetch_settling(const Dispatch &item) {
+  static void prefetch_settling(const TaskAttempt &item) {
     // Tasks without data (a wide graph's, a chain's) settle on task states alone, which sit in
     // task order: the hardware's prefetcher finds those, and such tasks pay no call here.
     if (!item.inputs.empty() || !item.outputs.empty()) prefetch_data_settling(item);
   }
-  static void prefetch_data_settling(const Dispatch &item);
+  static void prefetch_data_settling(const TaskAttempt &item);
   // A GPU task whose device work has finished (device_error empty on success). Takes the lock.
-  void finish_async(WorkerState &worker, Dispatch &done, const std::string &device_error);
+  void finish_async(WorkerState &worker, TaskAttempt &done, const std::string &device_error);
   // A body asks for a dynamic-size output: charge device memory now (takes the lock).
   bool charge_output(WorkerState &worker, uint64_t bytes);
   // A body sets a device value of `bytes` (gf_task_ctx_set_device_value): charge them now,
@@ -308,20 +217,19 @@ class Scheduler final : private MovementSink {
   // The task leaves `worker` without running (stolen, cancelled, failed while queued or fetching).
   void unqueue(WorkerState &worker, RunState &run, TaskIndex t);
 
-  // Dispatch (scheduler/dispatch.cpp).
+  // TaskAttempt (scheduler/dispatch.cpp).
   void complete_batch(WorkerState &worker, Batch &batch, Deferred &deferred);
-  // Continuations (scheduler/continuation.cpp): what a picked batch allows its thread; the
+  // Successors run directly (scheduler/adoption.cpp, direct_run.hpp): the
   // bookkeeping of dispatch for a successor that already ran (kWaits: some of its predecessors
   // are not reported yet; kRefused: it is not the scheduler's to adopt); and giving back one
   // that is not, with what its body made.
-  void allow_continuation(WorkerState &worker, Batch &batch);
   enum class Adoption { kAdopted, kWaits, kRefused };
-  Adoption adopt(WorkerState &worker, Dispatch &item);
-  void drop_continued(WorkerState &worker, Dispatch &item, Deferred &deferred);
+  Adoption adopt(WorkerState &worker, TaskAttempt &item);
+  void drop_continued(WorkerState &worker, TaskAttempt &item, Deferred &deferred);
   // A successor run directly whose predecessors have not all been reported yet (some ran in
   // other threads' batches, still running or unreported): kept, with what its body made, until
   // the last of them is completed (release_successors), then adopted and completed there.
-  void park(WorkerState &worker, Dispatch &item);
+  void park(WorkerState &worker, TaskAttempt &item);
   void adopt_parked(RunState &run, TaskIndex t, Deferred &deferred);
   bool pick(WorkerState &worker, Batch &batch, Deferred &deferred);
   // The estimate a queued task starts with on `worker`: the one it was queued with, unless that
@@ -331,14 +239,14 @@ class Scheduler final : private MovementSink {
   // Task t starts on `worker` (its resources taken, if any) with estimate_at_start: counted as
   // running, `out` made ready for its body.
   void dispatched(WorkerState &worker, RunState &run, TaskIndex t, Clock::time_point ready_at,
-                  float estimate_s, Dispatch &out);
+                  float estimate_s, TaskAttempt &out);
   // dispatched() for `count` consecutive tasks from `first`, each alike the one before it
   // (Graph::alike_previous: no inputs, no request), the rest of a span pick() took: into
   // out[0..count).
   void dispatched_alike(WorkerState &worker, RunState &run, TaskIndex first, uint32_t count,
-                        Clock::time_point ready_at, float estimate_s, Dispatch *out);
-  bool try_dispatch(WorkerState &worker, const QueuedTask &entry, float estimate_s, Dispatch &out,
-                    Deferred &deferred, bool first_in_line);
+                        Clock::time_point ready_at, float estimate_s, TaskAttempt *out);
+  bool try_dispatch(WorkerState &worker, const QueuedTask &entry, float estimate_s,
+                    TaskAttempt &out, Deferred &deferred, bool first_in_line);
   bool steal(WorkerState &thief, Deferred &deferred);
   // Tasks steal_one moved between CPU workers as they were queued, which wakes no one: the
   // last of them, and how many (steal wakes once for them all).
@@ -364,21 +272,21 @@ class Scheduler final : private MovementSink {
   void fail_stuck_on_memory(Deferred &deferred);
 
   // Completion (scheduler/completion.cpp).
-  void finish(WorkerState &worker, Dispatch &done, Deferred &deferred);
+  void finish(WorkerState &worker, TaskAttempt &done, Deferred &deferred);
   // Gives back what an attempt that will not count made: its outputs and their device memory.
-  void release_outputs(WorkerState &worker, const Dispatch &done, Deferred &deferred);
-  void succeed(WorkerState &worker, Dispatch &done, Deferred &deferred);
+  void release_outputs(WorkerState &worker, const TaskAttempt &done, Deferred &deferred);
+  void succeed(WorkerState &worker, TaskAttempt &done, Deferred &deferred);
   // succeed's parts: the outputs become data; successors whose last dependency this was become
   // ready.
-  void store_outputs(WorkerState &worker, const Dispatch &done, const TaskDesc &task);
-  void store_left_inputs(RunState &run, const Dispatch &item);
+  void store_outputs(WorkerState &worker, const TaskAttempt &done, const TaskDesc &task);
+  void store_left_inputs(RunState &run, const TaskAttempt &item);
   void release_successors(WorkerState &worker, RunState &run, TaskIndex t, Deferred &deferred);
   // finish() for `count` successful attempts of consecutive plain tasks of one run, each alike
   // the one before it (Graph::alike_previous: no inputs, no request, CPU bodies only): the
   // counters move once for them all. Items after the first may be successors run directly,
   // adopted here in turn; returns how many were settled, fewer than `count` when one of those
   // could not be adopted (the caller drops it).
-  size_t succeed_alike(WorkerState &worker, Dispatch *items, size_t count, Deferred &deferred);
+  size_t succeed_alike(WorkerState &worker, TaskAttempt *items, size_t count, Deferred &deferred);
   void fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred);
   void settle(RunState &run, TaskIndex t, gf_task_state state, Deferred &deferred);
   void consumed(RunState &run, DataIndex d, Deferred &deferred);
@@ -440,14 +348,7 @@ class Scheduler final : private MovementSink {
   // held for a smaller share of the time each thread spends away from it.
   double batch_budget_s_ = 0;
   std::function<void()> demand_listener_;
-  // Successors run directly that wait for their predecessors' reports (park), with the worker
-  // that ran them; under mu_. Few at a time: a join's predecessors finish on different threads
-  // at about the same time. Last: the members above keep the lines they were measured on.
-  struct ParkedTask {
-    Dispatch item;
-    uint32_t worker;
-  };
-  std::vector<ParkedTask> parked_;
+  DirectRuns direct_;
 };
 
 }  // namespace gf

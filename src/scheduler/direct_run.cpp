@@ -1,20 +1,11 @@
-// A worker runs successors of its batch's tasks directly (issue 29, item 2): a chain link, or a
-// tree's sum, costs no placement, queueing or picking, and no taking of the scheduler's mutex of
-// its own. Each successful task counts down its successors' predecessors (RunState::join_counts, an
-// atomic join count, after publishing the buffers it made); the thread that counts a successor's
-// last one down may run it at once, whichever threads ran the others. It decides without the
-// mutex, from what is immutable once a run started (the frozen graph, the run's resolved requests
-// and bodies, its sequence), the counts and the published buffers. The scheduler adopts each
-// successor as dispatched when it completes the batch, once every predecessor of it has been
-// reported: right after them in the same batch, or, when some ran in another thread's batch not
-// yet reported, by keeping it parked until the last of those is (Scheduler::park). A cancel
-// meanwhile leaves a claimed task to that report (TaskRun::claim), so a task whose body ran is
-// never reported cancelled. Only successors that need nothing beyond a CPU slot and read host
-// buffers qualify, so the ledger, device memory, transfers and spilling never see the difference.
+// The worker-thread side of running successors directly (scheduler/direct_run.hpp), and the
+// scheduler's list of those parked until their predecessors are reported.
+#include "scheduler/direct_run.hpp"
+
 #include <algorithm>
 #include <array>
 
-#include "scheduler/scheduler.hpp"
+#include "scheduler/notifier.hpp"
 
 namespace gf {
 namespace {
@@ -30,7 +21,7 @@ constexpr size_t kMaxBatchWithContinued = 128;
 // counting `s` down (RunState::join_counts). Values are counted as in use at dispatch: a task
 // reading one is not run directly. `from_batch` is the output it was found in, if in this batch.
 bool find_input(Batch &batch, size_t end, const RunState &run, TaskIndex s, uint32_t k,
-                std::pair<const void *, uint64_t> &out, Dispatch::Output *&from_batch) {
+                std::pair<const void *, uint64_t> &out, TaskAttempt::Output *&from_batch) {
   from_batch = nullptr;
   const Graph &graph = run.graph();
   const DataIndex d = graph.inputs(graph.task(s))[k];
@@ -42,7 +33,7 @@ bool find_input(Batch &batch, size_t end, const RunState &run, TaskIndex s, uint
   }
   if (desc.origin != DataOrigin::kProduced) return false;
   for (size_t i = end; i-- > 0;) {
-    Dispatch &item = batch.items[i];
+    TaskAttempt &item = batch.items[i];
     if (item.run != &run || item.task != desc.producer) continue;
     const TaskDesc &producer = graph.task(desc.producer);
     const DataIndex *made = graph.outputs(producer);
@@ -60,7 +51,7 @@ bool find_input(Batch &batch, size_t end, const RunState &run, TaskIndex s, uint
 }
 
 // Publishes the buffers `done` made, for successors that other threads may run at once.
-void publish_outputs(RunState &run, const Dispatch &done) {
+void publish_outputs(RunState &run, const TaskAttempt &done) {
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(done.task);
   const DataIndex *out = graph.outputs(task);
@@ -85,24 +76,22 @@ bool runs_plainly_here(const WorkerState &worker, Batch &batch, const RunState &
 
 }  // namespace
 
-void Scheduler::allow_continuation(WorkerState &worker, Batch &batch) {
-  // Not where the scheduler must see each task start: a connected pool's worker runs tasks only
-  // while it holds its grant, and observers measure each task's queue wait.
-  batch.may_continue = worker.kind == GF_WORKER_CPU && worker.granted && !demand_listener_ &&
-                       observers_.load(std::memory_order_relaxed) == 0;
-  batch.notifier = &notifier_;
+void DirectRuns::allow(const WorkerState &worker, Batch &batch, bool may_continue,
+                       const Notifier &notifier) {
+  batch.may_continue = may_continue && worker.kind == GF_WORKER_CPU;
+  batch.notifier = &notifier;
   batch.has_bar = batch.may_continue && !worker.ready.empty();
   if (batch.has_bar) batch.bar = worker.ready.top();
   batch.plain_run = nullptr;  // a run of an earlier batch may have ended since
 }
 
-void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t done_index) {
+void DirectRuns::after_success(const WorkerState &worker, Batch &batch, size_t done_index) {
   if (!batch.may_continue) return;
-  const Dispatch &done = batch.items[done_index];
+  const TaskAttempt &done = batch.items[done_index];
   // (An output it did not set failed it already, in Worker::execute: its successors must not
   // run, as it may be retried.) Nothing is counted down for a task that did not succeed here:
   // its successors become ready, or fail, the usual way.
-  if (!done.ok || done.skipped || done.handed_off) return;
+  if (!done.succeeded()) return;
   RunState &run = *done.run;
   if (run.cancel_requested.load(std::memory_order_relaxed)) return;
   const GraphAnalysis &a = run.graph().analysis();
@@ -138,8 +127,8 @@ void Scheduler::continuation(const WorkerState &worker, Batch &batch, size_t don
   }
 }
 
-void Scheduler::run_directly(const WorkerState &worker, Batch &batch, RunState &run, TaskIndex s,
-                             size_t done_index, bool chain_link) {
+void DirectRuns::run_directly(const WorkerState &worker, Batch &batch, RunState &run, TaskIndex s,
+                              size_t done_index, bool chain_link) {
   // Other successors than a chain's links run here only when known to be tiny, so that a
   // fan-out of long tasks still spreads over the workers.
   const TaskDesc &task = run.graph().task(s);
@@ -154,15 +143,15 @@ void Scheduler::run_directly(const WorkerState &worker, Batch &batch, RunState &
     return;
   }
   if (batch.count == batch.items.size()) batch.items.emplace_back();
-  Dispatch &next = batch.items[batch.count];  // the task just finished may have moved
+  TaskAttempt &next = batch.items[batch.count];  // the task just finished may have moved
   next.inputs.resize(task.input_count);
   // The outputs of this batch it reads (the first few): marked once it runs, so that the
   // scheduler may leave their bytes to it (DataRun::Phase::kLeftToConsumer).
-  std::array<Dispatch::Output *, 4> read_here;  // (a chain's links mostly read nothing)
+  std::array<TaskAttempt::Output *, 4> read_here;  // (a chain's links mostly read nothing)
   const auto marked = std::min(task.input_count, static_cast<uint32_t>(read_here.size()));
   bool inputs_here = true;
   for (uint32_t k = 0; k < task.input_count && inputs_here; ++k) {
-    Dispatch::Output *from_batch = nullptr;
+    TaskAttempt::Output *from_batch = nullptr;
     inputs_here = find_input(batch, done_index + 1, run, s, k, next.inputs[k], from_batch);
     if (k < marked) read_here[k] = from_batch;
   }
@@ -175,65 +164,22 @@ void Scheduler::run_directly(const WorkerState &worker, Batch &batch, RunState &
   // Attempt 1: it has never run, its last predecessor finishes just now (assign() keeps the
   // inputs found above, their count unchanged).
   next.assign(&run, s, 1, task.input_count, Clock::time_point{}, tiny);
-  next.continued = true;
+  next.run_directly = true;
   batch.count++;
 }
 
-Scheduler::Adoption Scheduler::adopt(WorkerState &worker, Dispatch &item) {
-  RunState &run = *item.run;
-  TaskRun &tr = run.tasks[item.task];
-  // Its predecessors, all completed by now (earlier in this batch, or in batches reported
-  // before: it was parked until the last of them), succeeded and left it waiting for this (the
-  // counts, the worker's checks and the claim see to that); anything else is not adopted.
-  if (tr.state != GF_TASK_WAITING) return Adoption::kRefused;
-  if (tr.remaining_deps != 0) return Adoption::kWaits;
-  // What try_dispatch does for a task without resources on a CPU worker; it never sat in a
-  // queue, so it was never counted in the worker's backlog.
-  tr.state = GF_TASK_RUNNING;
-  tr.worker = worker.index;
-  tr.placement_epoch++;
-  tr.estimate_s = 0;
-  tr.attempts++;
-  item.attempt = tr.attempts;
-  run.attempts++;
-  worker.running++;
-  running_total_++;
-  return Adoption::kAdopted;
+void DirectRuns::park(TaskAttempt &&item, uint32_t worker) {
+  parked_.push_back(Parked{std::move(item), worker});
 }
 
-void Scheduler::park(WorkerState &worker, Dispatch &item) {
-  // Outputs are left to their consumer only within the completion of one batch: what a parked
-  // task read is stored now, and what it made is stored when it is adopted, after this batch.
-  store_left_inputs(*item.run, item);
-  for (Dispatch::Output &output : item.outputs) output.read_in_batch = false;
-  parked_.push_back(ParkedTask{std::move(item), worker.index});
-}
-
-void Scheduler::adopt_parked(RunState &run, TaskIndex t, Deferred &deferred) {
-  auto it = std::find_if(parked_.begin(), parked_.end(), [&](const ParkedTask &p) {
-    return p.item.task == t && p.item.run == &run;
-  });
-  if (it == parked_.end()) return;  // later in the batch being completed, which adopts it
-  ParkedTask parked = std::move(*it);
+bool DirectRuns::unpark(const RunState &run, TaskIndex t, Parked &out) {
+  auto it = std::find_if(parked_.begin(), parked_.end(),
+                         [&](const Parked &p) { return p.item.task == t && p.item.run == &run; });
+  if (it == parked_.end()) return false;
+  out = std::move(*it);
   if (it != parked_.end() - 1) *it = std::move(parked_.back());  // (never onto itself)
   parked_.pop_back();
-  WorkerState &ran_on = *workers_[parked.worker];
-  if (adopt(ran_on, parked.item) != Adoption::kAdopted) {
-    drop_continued(ran_on, parked.item, deferred);
-    return;
-  }
-  finish(ran_on, parked.item, deferred);
-}
-
-void Scheduler::drop_continued(WorkerState &worker, Dispatch &item, Deferred &deferred) {
-  RunState &run = *item.run;
-  store_left_inputs(run, item);  // it runs again, reading them as any task does
-  release_outputs(worker, item, deferred);
-  // Still waiting: its predecessors' completions make it ready (or fail it) as for any task.
-  TaskRun &tr = run.tasks[item.task];
-  if (tr.state != GF_TASK_WAITING) return;
-  tr.claim.give_back();
-  if (tr.remaining_deps == 0) make_ready(run, item.task, worker.index, deferred);
+  return true;
 }
 
 }  // namespace gf
