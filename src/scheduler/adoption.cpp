@@ -43,7 +43,7 @@ void Scheduler::adopt_parked(RunState &run, TaskIndex t, Deferred &deferred) {
     drop_continued(ran_on, parked.item, deferred);
     return;
   }
-  finish(ran_on, parked.item, deferred);
+  finish(ran_on, &parked.item, 1, deferred);
 }
 
 void Scheduler::drop_continued(WorkerState &worker, TaskAttempt &item, Deferred &deferred) {

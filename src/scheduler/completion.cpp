@@ -20,18 +20,45 @@ void set_error(RunState &run, TaskIndex t, std::string what) {
 
 }  // namespace
 
-void Scheduler::finish(WorkerState &worker, TaskAttempt &done, Deferred &deferred) {
+size_t Scheduler::finish(WorkerState &worker, TaskAttempt *items, size_t count,
+                         Deferred &deferred) {
+  RunState &run = *items[0].run;
+  // Alike tasks share a cost key: their times are learnt into one estimate.
+  Estimates::Row learnt(estimates_, run, worker.kind);
+  size_t settled = 0;
+  for (; settled < count; ++settled) {
+    TaskAttempt &done = items[settled];
+    // A successor run directly after the one before it (a chain's next link): its predecessors
+    // settled just before it. One that is not the scheduler's to adopt (yet) ends the row;
+    // complete_batch parks or drops it.
+    if (settled > 0 && done.run_directly) {
+      if (adopt(worker, done) != Adoption::kAdopted) break;
+      done.run_directly = false;
+    }
+    end_attempt(worker, done, learnt);
+    // (An attempt that returned success without setting every output was failed by its worker
+    // thread, which checked them outside the lock.)
+    if (done.succeeded()) {
+      succeed(worker, done, deferred);
+    } else {
+      fail_attempt(worker, done, deferred);
+    }
+  }
+  learnt.done();
+  worker.running -= static_cast<uint32_t>(settled);
+  running_total_ -= settled;
+  maybe_finish_run(run, deferred);
+  return settled;
+}
+
+void Scheduler::end_attempt(WorkerState &worker, TaskAttempt &done, Estimates::Row &learnt) {
   RunState &run = *done.run;
-  const Graph &graph = run.graph();
-  const TaskDesc &task = graph.task(done.task);
-  TaskRun &tr = run.tasks[done.task];
-  worker.running--;
-  running_total_--;
+  const TaskDesc &task = run.graph().task(done.task);
   if (task.input_count && (run.has_values || worker.space != kHostSpace)) {
     memory_.count_inputs(run, done.task, &DataRun::uses, -1,
                          /*values_only=*/worker.space == kHostSpace);
   }
-  worker.backlog_s -= tr.estimate_s;
+  worker.backlog_s -= run.tasks[done.task].estimate_s;
   if (task.request != kEmptyRequest) {
     const ResolvedRequest &request = run.requests[task.request];
     worker.ledger.release(request.request);
@@ -39,15 +66,15 @@ void Scheduler::finish(WorkerState &worker, TaskAttempt &done, Deferred &deferre
       worker.memory.requested_bytes -= whole_bytes(request.gpu_memory);
     }
   }
-  if (done.outcome != TaskAttempt::Outcome::kNotRun && done.timed)
-    estimates_.learn(run, done.task, worker.kind, done.seconds);
-
-  // (An attempt that returned success without setting every output was failed by its worker
-  // thread, which checked them outside the lock.)
-  if (done.succeeded()) {
-    succeed(worker, done, deferred);
-    return;
+  if (done.outcome != TaskAttempt::Outcome::kNotRun && done.timed) {
+    learnt.add(done.task, done.seconds);
   }
+}
+
+void Scheduler::fail_attempt(WorkerState &worker, TaskAttempt &done, Deferred &deferred) {
+  RunState &run = *done.run;
+  const TaskDesc &task = run.graph().task(done.task);
+  TaskRun &tr = run.tasks[done.task];
   store_left_inputs(run, done);  // it may run again, or be settled, reading them as usual
   release_outputs(worker, done, deferred);  // the attempt produced nothing usable
 
@@ -108,7 +135,7 @@ void Scheduler::finish_async(WorkerState &worker, TaskAttempt &done,
       done.outcome = TaskAttempt::Outcome::kFailed;
       done.error = "the device reported an error after the body returned: " + device_error;
     }
-    finish(worker, done, deferred);
+    finish(worker, &done, 1, deferred);
     // Its resources are free again: a sleeping thread of this worker may start the next task.
     wake_one(worker);
   }
@@ -119,11 +146,12 @@ void Scheduler::succeed(WorkerState &worker, TaskAttempt &done, Deferred &deferr
   RunState &run = *done.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(done.task);
-  store_outputs(worker, done, task);
+  if (task.output_count) store_outputs(worker, done, task);
   if (!run.errors.empty()) run.errors.erase(done.task);  // a failed attempt's, now retried
   run.tasks[done.task].state = GF_TASK_SUCCEEDED;
   run.succeeded++;
   settled_totals_.succeeded++;
+  run.tasks_left--;
   const DataIndex *in = graph.inputs(task);
   for (uint32_t i = 0; i < task.input_count; ++i) {
     DataRun &data = run.data[in[i]];
@@ -136,12 +164,13 @@ void Scheduler::succeed(WorkerState &worker, TaskAttempt &done, Deferred &deferr
     }
     consumed(run, in[i], deferred);
   }
-  release_successors(worker, run, done.task, deferred);
+  const GraphAnalysis &a = graph.analysis();
+  if (a.successor_begin[done.task] != a.successor_begin[done.task + 1]) {
+    release_successors(worker, run, done.task, deferred);
+  }
   // New results may lift the device over its threshold after every check made at placement.
   // Checked once the successors are placed, so the inputs they hold are spilled last.
   if (worker.space != kHostSpace) memory_.spill(worker, 0, deferred);
-  run.tasks_left--;
-  maybe_finish_run(run, deferred);
 }
 
 void Scheduler::store_outputs(WorkerState &worker, const TaskAttempt &done, const TaskDesc &task) {
@@ -202,44 +231,6 @@ void Scheduler::release_successors(WorkerState &worker, RunState &run, TaskIndex
       adopt_parked(run, s, deferred);
     }
   }
-}
-
-size_t Scheduler::succeed_alike(WorkerState &worker, TaskAttempt *items, size_t count,
-                                Deferred &deferred) {
-  RunState &run = *items[0].run;
-  const Graph &graph = run.graph();
-  const GraphAnalysis &a = graph.analysis();
-  // Alike tasks share a cost key: their times are learnt into one estimate.
-  Estimates::Row learnt(estimates_, run, worker.kind);
-  size_t settled = 0;
-  for (; settled < count; ++settled) {
-    TaskAttempt &done = items[settled];
-    // A successor run directly (a chain's next link): its predecessors settled just before it.
-    // One that is not the scheduler's to adopt (yet) ends the fold; complete_batch parks or drops
-    // it.
-    if (done.run_directly) {
-      if (adopt(worker, done) != Adoption::kAdopted) break;
-      done.run_directly = false;
-    }
-    TaskRun &tr = run.tasks[done.task];
-    worker.backlog_s -= tr.estimate_s;
-    if (done.timed) learnt.add(done.task, done.seconds);
-    const TaskDesc &task = graph.task(done.task);
-    if (task.output_count) store_outputs(worker, done, task);
-    if (!run.errors.empty()) run.errors.erase(done.task);  // a failed attempt's, now retried
-    tr.state = GF_TASK_SUCCEEDED;
-    if (a.successor_begin[done.task] != a.successor_begin[done.task + 1]) {
-      release_successors(worker, run, done.task, deferred);
-    }
-  }
-  learnt.done();
-  worker.running -= static_cast<uint32_t>(settled);
-  running_total_ -= settled;
-  run.succeeded += settled;
-  settled_totals_.succeeded += settled;
-  run.tasks_left -= settled;
-  maybe_finish_run(run, deferred);
-  return settled;
 }
 
 void Scheduler::fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred) {

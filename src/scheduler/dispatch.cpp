@@ -31,7 +31,7 @@ uint64_t declared_output_bytes(const Graph &graph, const TaskDesc &task) {
 // How many items from batch.items[first] on are successful attempts of consecutive tasks of one
 // run, each after the first alike the one before it (Graph::alike_previous): a span pick() took
 // from a ready queue, or a chain's links run directly (`continued`, counted only while
-// `continued_too`). 0 when fewer than two are: finish() takes single tasks.
+// `continued_too`). 0 when fewer than two are.
 size_t alike_successes(const Batch &batch, size_t first, bool continued_too) {
   auto settles_here = [continued_too](const TaskAttempt &d) {
     return d.succeeded() && (continued_too || !d.run_directly);
@@ -81,11 +81,8 @@ void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &defe
         continue;
       }
     }
-    if (const size_t alike = alike_successes(batch, i, !dropping)) {
-      i += succeed_alike(worker, &item, alike, deferred) - 1;
-      continue;
-    }
-    finish(worker, item, deferred);
+    const size_t alike = alike_successes(batch, i, !dropping);
+    i += finish(worker, &item, alike ? alike : 1, deferred) - 1;
   }
   notifier_.completing_worker = kNoIndex;
   batch.count = 0;
@@ -220,8 +217,8 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
       }
       if (taken > 0) {
         if (batch.items.size() < batch.count) batch.items.resize(batch.count);
-        dispatched_alike(worker, *first.run, first.task + 1, taken, first.ready_at, estimate_s,
-                         &batch.items[from]);
+        started(worker, *first.run, first.task + 1, taken, first.ready_at, estimate_s,
+                &batch.items[from]);
         if (worker.ready.pop_span(taken).task != first.task + 1) {
           fail(GF_ERR_INTERNAL, "a ready queue's span broke");
         }
@@ -284,7 +281,7 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, float
       memory_.spill(worker, 0, deferred);
     }
   }
-  dispatched(worker, run, entry.task, entry.ready_at, estimate_s, out);
+  started(worker, run, entry.task, 1, entry.ready_at, estimate_s, &out);
   const DataIndex *in = graph.inputs(task);
   for (uint32_t i = 0; i < task.input_count; ++i) {
     DataRun &data = run.data[in[i]];
@@ -313,35 +310,20 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, float
   return true;
 }
 
-void Scheduler::dispatched(WorkerState &worker, RunState &run, TaskIndex t,
-                           Clock::time_point ready_at, float estimate_s, TaskAttempt &out) {
-  TaskRun &tr = run.tasks[t];
-  if (tr.estimate_s != estimate_s) {  // what it takes off the backlog when it ends
-    worker.backlog_s += static_cast<double>(estimate_s) - tr.estimate_s;
-    tr.estimate_s = estimate_s;
-  }
-  tr.state = GF_TASK_RUNNING;
-  tr.attempts++;
-  run.attempts++;
-  worker.running++;
-  running_total_++;
-  out.assign(&run, t, tr.attempts, run.graph().task(t).input_count, ready_at,
-             tr.estimate_s < kTinyTask);
-}
-
-void Scheduler::dispatched_alike(WorkerState &worker, RunState &run, TaskIndex first,
-                                 uint32_t count, Clock::time_point ready_at, float estimate_s,
-                                 TaskAttempt *out) {
+void Scheduler::started(WorkerState &worker, RunState &run, TaskIndex first, uint32_t count,
+                        Clock::time_point ready_at, float estimate_s, TaskAttempt *out) {
   const bool tiny = estimate_s < kTinyTask;
+  // Room for its inputs, which try_dispatch fills in; the alike tasks of a span have none.
+  const uint32_t inputs = count == 1 ? run.graph().task(first).input_count : 0;
   for (uint32_t i = 0; i < count; ++i) {
     TaskRun &tr = run.tasks[first + i];
-    if (tr.estimate_s != estimate_s) {  // as in dispatched()
+    if (tr.estimate_s != estimate_s) {  // what it takes off the backlog when it ends
       worker.backlog_s += static_cast<double>(estimate_s) - tr.estimate_s;
       tr.estimate_s = estimate_s;
     }
     tr.state = GF_TASK_RUNNING;
     tr.attempts++;
-    out[i].assign(&run, first + i, tr.attempts, 0, ready_at, tiny);
+    out[i].assign(&run, first + i, tr.attempts, inputs, ready_at, tiny);
   }
   run.attempts += count;
   worker.running += count;

@@ -236,15 +236,12 @@ class Scheduler final : private MovementSink {
   // was kUnknownDuration and its cost key has been learnt since (a new graph's roots, queued
   // at its start before any of them ran). The tasks of an entry's span share it.
   float estimate_at_start(const WorkerState &worker, const QueuedTask &entry) const;
-  // Task t starts on `worker` (its resources taken, if any) with estimate_at_start: counted as
-  // running, `out` made ready for its body.
-  void dispatched(WorkerState &worker, RunState &run, TaskIndex t, Clock::time_point ready_at,
-                  float estimate_s, TaskAttempt &out);
-  // dispatched() for `count` consecutive tasks from `first`, each alike the one before it
-  // (Graph::alike_previous: no inputs, no request), the rest of a span pick() took: into
-  // out[0..count).
-  void dispatched_alike(WorkerState &worker, RunState &run, TaskIndex first, uint32_t count,
-                        Clock::time_point ready_at, float estimate_s, TaskAttempt *out);
+  // `count` consecutive tasks from `first` start on `worker` (their resources taken, if any)
+  // with `estimate_s` (estimate_at_start): counted as running, out[0..count) made ready for
+  // their bodies. count > 1: the rest of a span pick() took, each alike the one before it
+  // (Graph::alike_previous: no inputs, no request).
+  void started(WorkerState &worker, RunState &run, TaskIndex first, uint32_t count,
+               Clock::time_point ready_at, float estimate_s, TaskAttempt *out);
   bool try_dispatch(WorkerState &worker, const QueuedTask &entry, float estimate_s,
                     TaskAttempt &out, Deferred &deferred, bool first_in_line);
   bool steal(WorkerState &thief, Deferred &deferred);
@@ -272,7 +269,17 @@ class Scheduler final : private MovementSink {
   void fail_stuck_on_memory(Deferred &deferred);
 
   // Completion (scheduler/completion.cpp).
-  void finish(WorkerState &worker, TaskAttempt &done, Deferred &deferred);
+  // Settles `count` attempts of one run reported together, in order: one, or a row of
+  // successes of consecutive tasks each alike the one before it (Graph::alike_previous), whose
+  // items after the first may be successors run directly, adopted here in turn. Returns how
+  // many it settled: fewer than `count` when one of those cannot be adopted yet (the caller
+  // parks or drops it).
+  size_t finish(WorkerState &worker, TaskAttempt *items, size_t count, Deferred &deferred);
+  // finish()'s steps for each attempt: what it held goes back (its worker's backlog, its inputs'
+  // use counts, its request in the ledger) and its time is learnt, whatever its outcome; then
+  // it succeeded, or failed (retried, failed for good, or cancelled).
+  void end_attempt(WorkerState &worker, TaskAttempt &done, Estimates::Row &learnt);
+  void fail_attempt(WorkerState &worker, TaskAttempt &done, Deferred &deferred);
   // Gives back what an attempt that will not count made: its outputs and their device memory.
   void release_outputs(WorkerState &worker, const TaskAttempt &done, Deferred &deferred);
   void succeed(WorkerState &worker, TaskAttempt &done, Deferred &deferred);
@@ -281,12 +288,6 @@ class Scheduler final : private MovementSink {
   void store_outputs(WorkerState &worker, const TaskAttempt &done, const TaskDesc &task);
   void store_left_inputs(RunState &run, const TaskAttempt &item);
   void release_successors(WorkerState &worker, RunState &run, TaskIndex t, Deferred &deferred);
-  // finish() for `count` successful attempts of consecutive plain tasks of one run, each alike
-  // the one before it (Graph::alike_previous: no inputs, no request, CPU bodies only): the
-  // counters move once for them all. Items after the first may be successors run directly,
-  // adopted here in turn; returns how many were settled, fewer than `count` when one of those
-  // could not be adopted (the caller drops it).
-  size_t succeed_alike(WorkerState &worker, TaskAttempt *items, size_t count, Deferred &deferred);
   void fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred);
   void settle(RunState &run, TaskIndex t, gf_task_state state, Deferred &deferred);
   void consumed(RunState &run, DataIndex d, Deferred &deferred);
