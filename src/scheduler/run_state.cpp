@@ -1,5 +1,7 @@
 #include "scheduler/run_state.hpp"
 
+#include "graph/task_error.hpp"
+
 namespace gf {
 
 namespace {
@@ -16,6 +18,10 @@ bool suits(size_t kept, size_t wanted) {
 }
 
 }  // namespace
+
+void RunState::set_error(TaskIndex t, std::string what) {
+  errors[t] = task_error_text(graph(), t, std::move(what));
+}
 
 RunState::~RunState() {
   if (spare_arrays) spare_arrays->give_back(std::move(tasks), std::move(data));

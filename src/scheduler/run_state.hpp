@@ -226,6 +226,8 @@ class RunState : public std::enable_shared_from_this<RunState> {
   };
   std::unique_ptr<MadeBuffer[]> made_buffers;
   std::unordered_map<TaskIndex, std::string> errors;
+  // Records task t's error in the one form every run uses (graph/task_error.hpp).
+  void set_error(TaskIndex t, std::string what);
   struct Waiter {
     TaskIndex task;
     uint32_t epoch;

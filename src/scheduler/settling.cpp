@@ -1,24 +1,11 @@
-// What happens when a body returns, a task fails or a run is cancelled: resources go back to the
-// ledger, outputs become data, dependents become ready or fail, data is freed after its last
-// consumer, and a run finishes when its last task settles.
-#include <chrono>
+// What happens when an attempt ends: what it held goes back, and the task succeeds (its outputs
+// become data, its inputs are consumed, its successors whose last dependency it was become
+// ready), is retried, fails (and everything downstream with it) or is cancelled.
 #include <cstdint>
-#include <thread>
 
-#include "core/error.hpp"
-#include "graph/task_error.hpp"
 #include "scheduler/scheduler.hpp"
 
 namespace gf {
-
-namespace {
-
-// Stored in the one form every run uses (graph/task_error.hpp).
-void set_error(RunState &run, TaskIndex t, std::string what) {
-  run.errors[t] = task_error_text(run.graph(), t, std::move(what));
-}
-
-}  // namespace
 
 size_t Scheduler::finish(WorkerState &worker, TaskAttempt *items, size_t count,
                          Deferred &deferred) {
@@ -86,16 +73,16 @@ void Scheduler::fail_attempt(WorkerState &worker, TaskAttempt &done, Deferred &d
     // have been retried: the task is cancelled, counted once as such in the run's counters, and
     // its error keeps what the attempt said.
     if (not_run) {
-      set_error(run, done.task, "cancelled before it started");
+      run.set_error(done.task, "cancelled before it started");
     } else if (retries_left) {
-      set_error(run, done.task,
-                "cancelled before its retry; the last attempt failed: " + done.error);
+      run.set_error(done.task,
+                    "cancelled before its retry; the last attempt failed: " + done.error);
     } else {
-      set_error(run, done.task, std::move(done.error));
+      run.set_error(done.task, std::move(done.error));
     }
     settle(run, done.task, GF_TASK_CANCELLED, deferred);
   } else if (retries_left && !stopping_) {
-    set_error(run, done.task, done.error);  // kept in case the last attempt fails too
+    run.set_error(done.task, done.error);  // kept in case the last attempt fails too
     tr.state = GF_TASK_WAITING;
     tr.claim.give_back();  // if it ran directly after its predecessors, a cancel may settle it
     make_ready(run, done.task, worker.index, deferred);
@@ -235,7 +222,7 @@ void Scheduler::release_successors(WorkerState &worker, RunState &run, TaskIndex
 
 void Scheduler::fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred) {
   if (run.first_failure == kNoIndex) run.first_failure = t;
-  set_error(run, t, std::move(error));
+  run.set_error(t, std::move(error));
   settle(run, t, GF_TASK_FAILED, deferred);
   // Everything downstream fails without running; it is all still waiting on this task.
   const GraphAnalysis &a = run.graph().analysis();
@@ -246,7 +233,7 @@ void Scheduler::fail_task(RunState &run, TaskIndex t, std::string error, Deferre
     for (uint32_t e = a.successor_begin[u]; e < a.successor_begin[u + 1]; ++e) {
       TaskIndex s = a.successors[e];
       if (run.tasks[s].state != GF_TASK_WAITING) continue;
-      set_error(run, s, "not run: its dependency " + run.graph().task_label(u) + " failed");
+      run.set_error(s, "not run: its dependency " + run.graph().task_label(u) + " failed");
       settle(run, s, GF_TASK_FAILED, deferred);
       stack.push_back(s);
     }
@@ -274,102 +261,6 @@ void Scheduler::consumed(RunState &run, DataIndex d, Deferred &deferred) {
   if (--data.consumers_left == 0 && !data.keep && data.phase == DataRun::Phase::kReady) {
     memory_.free_data(run, d, deferred);
   }
-}
-
-void Scheduler::cancel(RunState &run) {
-  Deferred deferred;
-  {
-    Lock lock(mu_);
-    cancel_locked(run, "cancelled", deferred);
-  }
-  deferred.flush(backend_);
-}
-
-void Scheduler::cancel_locked(RunState &run, const char *reason, Deferred &deferred) {
-  if (run.finished) return;
-  run.cancel_requested.store(true, std::memory_order_relaxed);
-  for (auto &w : workers_) {
-    w->ready.remove_run(&run, [&](TaskIndex t) { unqueue(*w, run, t); });
-    std::erase_if(w->fetching, [&](const TaskRef &ref) {
-      if (ref.run != &run) return false;
-      unqueue(*w, run, ref.task);
-      return true;
-    });
-  }
-  for (TaskIndex t = 0; t < run.tasks.size(); ++t) {
-    TaskRun &tr = run.tasks[t];
-    if (tr.state != GF_TASK_WAITING && tr.state != GF_TASK_QUEUED) continue;
-    // A waiting task a worker has claimed ran already, or runs now, right after its last
-    // predecessor (scheduler/continuation.cpp): it settles once that worker has reported its
-    // batch and its predecessors are reported too (parked until then), as any task dispatched
-    // before the cancel does.
-    if (tr.state == GF_TASK_WAITING && !tr.claim.take()) continue;
-    if (tr.state == GF_TASK_QUEUED) workers_[tr.worker]->backlog_s -= tr.estimate_s;
-    set_error(run, t, reason);
-    settle(run, t, GF_TASK_CANCELLED, deferred);
-  }
-}
-
-void Scheduler::maybe_finish_run(RunState &run, Deferred &deferred) {
-  if (run.tasks_left != 0 || run.finished) return;
-  run.finished = true;
-  run.finished_at = Clock::now();
-  run.set_state(run.cancel_requested.load(std::memory_order_relaxed) ? GF_RUN_CANCELLED
-                : run.failed > 0                                     ? GF_RUN_FAILED
-                                                                     : GF_RUN_SUCCEEDED);
-  auto it = runs_.find(&run);
-  deferred.finished_runs.push_back(it->second);  // published after the mutex is released
-  if (run.released) retire(run, deferred);
-}
-
-void Scheduler::release_run(RunState &run) {
-  Deferred deferred;
-  {
-    Lock lock(mu_);
-    if (!run.released && runs_.count(&run)) {
-      run.released = true;
-      cancel_locked(run, "cancelled", deferred);  // may finish, and so retire, the run
-      if (run.finished) retire(run, deferred);
-    }
-  }
-  deferred.flush(backend_);
-}
-
-void Scheduler::retire(RunState &run, Deferred &deferred) {
-  auto it = runs_.find(&run);
-  if (it == runs_.end()) return;
-  for (DataIndex d = 0; d < run.data.size(); ++d) {
-    if (run.data[d].phase == DataRun::Phase::kReady) memory_.free_data(run, d, deferred);
-  }
-  deferred.dropped_runs.push_back(std::move(it->second));
-  runs_.erase(it);
-}
-
-void Scheduler::discharge_output(WorkerState &worker, uint64_t bytes) {
-  Lock lock(mu_);
-  memory_.discharge(worker.space, bytes);
-}
-
-bool Scheduler::charge_value(WorkerState &worker, uint64_t bytes) {
-  if (worker.space == kHostSpace || bytes == 0) return true;
-  for (;;) {
-    Deferred deferred;
-    uint64_t moving = 0;
-    {
-      Lock lock(mu_);
-      if (stopping_) return false;
-      if (memory_.charge_value(worker, bytes, deferred, moving)) return true;
-    }
-    deferred.flush(backend_);  // value spills run here, on this thread
-    if (moving == 0) return false;
-    std::this_thread::sleep_for(std::chrono::microseconds(200));  // buffer copies under way
-  }
-}
-
-bool Scheduler::charge_output(WorkerState &worker, uint64_t bytes) {
-  if (worker.space == kHostSpace) return true;
-  Lock lock(mu_);
-  return worker.memory.reserve(bytes);
 }
 
 }  // namespace gf
