@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds gpuflow and runs every test: the normal build, then the AddressSanitizer +
-# UndefinedBehaviorSanitizer build, and a bounded fuzz run of the graph deserializer.
+# UndefinedBehaviorSanitizer build, the library under clang's thread-safety analysis, and a
+# bounded fuzz run of the graph deserializer.
 # GPUFLOW_TSAN=1 adds the ThreadSanitizer build.
 # GPUFLOW_QUICK=1 runs the normal build only.
 # GPUFLOW_LEAN=1 (CI sets it) removes each build tree once no later step needs it, so that the
@@ -105,6 +106,13 @@ if [ -z "${GPUFLOW_QUICK:-}" ]; then
     run_suite build-asan -DCMAKE_BUILD_TYPE=Debug "-DGPUFLOW_SANITIZE=address;undefined" \
       -DGPUFLOW_WITH_CUDA=OFF
   lean build-asan
+fi
+if [ -z "${GPUFLOW_QUICK:-}" ]; then
+  # The scheduler's concurrency contract, checked by clang's thread-safety analysis.
+  echo "=== build-tsa ==="
+  scripts/check-thread-safety.sh build-tsa
+  ran+=("the thread-safety build")
+  lean build-tsa
 fi
 if [ -z "${GPUFLOW_QUICK:-}" ]; then
   # The graph deserializer takes untrusted bytes: a bounded libFuzzer run (clang).

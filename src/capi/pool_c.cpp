@@ -154,7 +154,9 @@ GF_API gf_status gf_pool_worker_info(gf_worker_info *out, const gf_pool *pool, u
 GF_API gf_status gf_pool_ledger_size(uint32_t *out, const gf_pool *pool, uint32_t worker) {
   return guard([&] {
     require_out(out, "out");
-    *out = static_cast<uint32_t>(worker_at(pool_of(pool), worker).ledger.lines().size());
+    PoolCore &core = pool_of(pool);
+    *out =
+        static_cast<uint32_t>(core.scheduler().ledger_lines(worker_at(core, worker).index).size());
     return GF_OK;
   });
 }

@@ -19,24 +19,27 @@ bool Notifier::spin(uint32_t worker, bool cpu, SchedulingLock &lock) {
   idle.spinning++;
   enter(idle, cpu);
   const uint32_t seen = idle.nudges.load(std::memory_order_relaxed);
-  lock.unlock();
-  const Clock::time_point start = Clock::now();
   bool nudged = false;
-  for (uint32_t round = 1;; ++round) {
-    if (idle.nudges.load(std::memory_order_acquire) != seen) {
-      nudged = true;
-      break;
-    }
-    cpu_relax();
-    if (round % 64 != 0) continue;  // the clock costs tens of nanoseconds on a VM
-    const double spun = seconds_between(start, Clock::now());
-    if (spun > kSpinBudget) break;
-    if (spun > kYieldAfter) sched_yield();
-  }
-  // The thread that nudged it holds the mutex a while longer (it settles its batch and picks its
-  // next): sleeping on the mutex would cost the wake-up the spin saved, and while the holder
-  // keeps taking it back, a thread asleep on it may not get it for many of its batches.
-  lock.lock_spinning(1, kRelockSpins);
+  // The thread that nudges it holds the mutex a while longer (it settles its batch and picks
+  // its next): sleeping on the mutex after the spin would cost the wake-up the spin saved, and
+  // while the holder keeps taking it back, a thread asleep on it may not get it for many of
+  // the holder's batches.
+  lock.released_while(
+      [&] {
+        const Clock::time_point start = Clock::now();
+        for (uint32_t round = 1;; ++round) {
+          if (idle.nudges.load(std::memory_order_acquire) != seen) {
+            nudged = true;
+            return;
+          }
+          cpu_relax();
+          if (round % 64 != 0) continue;  // the clock costs tens of nanoseconds on a VM
+          const double spun = seconds_between(start, Clock::now());
+          if (spun > kSpinBudget) return;
+          if (spun > kYieldAfter) sched_yield();
+        }
+      },
+      kRelockSpins);
   nudged = nudged || idle.nudges.load(std::memory_order_relaxed) != seen;
   idle.spinning--;
   idle_total_--;

@@ -56,7 +56,7 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
       cheap_only = true;
       // Whether the batch is long enough after its latest task (of the entry's estimate), with
       // `left` tasks still queued here.
-      auto full = [&](size_t left) {
+      auto full = [&](size_t left) GF_REQUIRES(scheduling_lock) {
         batch_estimate += estimate_s;
         const bool tiny = batch_estimate < batch_budget_s_;
         // Leave the tail for other workers to steal: all of it unless the batch is known to be

@@ -23,7 +23,8 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
   // Whether every input has a copy in host memory (mostly so for CPU tasks): then nothing moves
   // for a CPU worker, and place() need not look at the inputs again.
   bool in_host = false;
-  auto consider = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn, gf_worker_kind kind) {
+  auto consider = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn,
+                      gf_worker_kind kind) GF_REQUIRES(scheduling_lock) {
     if (!fn) return;
     double compute = estimate(run, t, kind);
     if (kind == GF_WORKER_CPU) {  // all in host memory: the inputs' transfer is the same for each
@@ -31,7 +32,10 @@ uint32_t Scheduler::make_ready(RunState &run, TaskIndex t, uint32_t preferred_wo
       const double transfer = in_host ? 0.0 : memory_.transfer_seconds(run, t, kHostSpace);
       add_interchangeable(
           options, eligible,
-          [this](uint32_t w) { return workers_[w]->backlog_s / workers_[w]->threads; },
+          // (Called within this function, under the mutex.)
+          [this](uint32_t w) GF_NO_THREAD_SAFETY_ANALYSIS {
+            return workers_[w]->backlog_s / workers_[w]->threads;
+          },
           preferred_worker, transfer, compute);
       return;
     }
@@ -150,17 +154,18 @@ void Scheduler::wake_for(WorkerState &worker, RunState &run, TaskIndex t) {
   }
   const TaskDesc &task = run.graph().task(t);
   const ResolvedRequest &r = run.requests[task.request];
-  auto wake_idle_of = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn) {
-    if (!fn) return false;
-    for (uint32_t w : eligible) {
-      WorkerState &other = *workers_[w];
-      if (w != worker.index && notifier_.unwoken(w) > 0) {
-        wake_one(other);
-        return true;
-      }
-    }
-    return false;
-  };
+  auto wake_idle_of = [&](const std::vector<uint32_t> &eligible, gf_task_fn fn)
+                          GF_REQUIRES(scheduling_lock) {
+                            if (!fn) return false;
+                            for (uint32_t w : eligible) {
+                              WorkerState &other = *workers_[w];
+                              if (w != worker.index && notifier_.unwoken(w) > 0) {
+                                wake_one(other);
+                                return true;
+                              }
+                            }
+                            return false;
+                          };
   const TaskBody &body = run.body(t);
   if (!wake_idle_of(r.cpu_workers, body.cpu_fn)) wake_idle_of(r.gpu_workers, body.gpu_fn);
 }

@@ -1,8 +1,11 @@
-// One execution of a frozen graph, as the scheduler sees it: per-task and per-data state, errors,
-// transfer waiters and counters, all guarded by the scheduler's mutex and changed only by the
-// scheduler; and the completion the caller's Run handle waits on, published once the scheduler
-// has finished the run. The scheduler keeps every run it started until the run has both finished
-// and been released by its caller, so nothing it lists can point at a run being destroyed.
+// One execution of a frozen graph, as the scheduler sees it, in three kinds of state: what is set
+// up before it starts and only read after (the graph, resolved requests and bodies), what the
+// scheduler changes under its mutex (task and data states, errors, transfer waiters, counters),
+// and the atomics worker threads read and write without it (claims, join counts, published
+// buffers, tiny flags, the cancel flag); and the completion the caller's Run handle waits on,
+// published once the scheduler has finished the run. The scheduler keeps every run it started until
+// the run has both finished and been released by its caller, so nothing it lists can point at a run
+// being destroyed.
 #pragma once
 
 #include <atomic>
@@ -19,6 +22,7 @@
 #include "graph/graph.hpp"
 #include "scheduler/replica_set.hpp"
 #include "scheduler/resource_registry.hpp"
+#include "scheduler/scheduling_lock.hpp"
 
 namespace gf {
 
@@ -61,16 +65,20 @@ class JoinCount {
   std::atomic_ref<uint32_t> left_;
 };
 
+// A task's state in one run. Every field but the claim is the scheduler's, under its mutex.
 struct TaskRun {
-  gf_task_state state = GF_TASK_WAITING;
-  uint32_t remaining_deps = 0;
-  uint32_t attempts = 0;
-  uint32_t worker = kNoIndex;    // placed on / ran on
-  uint32_t missing_inputs = 0;   // inputs still moving to the worker's memory space
-  uint32_t placement_epoch = 0;  // bumped on every placement; stale transfer waiters ignored
-  bool memory_blocked = false;   // an input transfer waits for device memory
-  ClaimFlag claim;               // read without the scheduler's mutex (as RunState::join_counts)
-  float estimate_s = 0;          // counted in its worker's backlog while queued or running
+  gf_task_state state GF_GUARDED_BY(scheduling_lock) = GF_TASK_WAITING;
+  uint32_t remaining_deps GF_GUARDED_BY(scheduling_lock) = 0;
+  uint32_t attempts GF_GUARDED_BY(scheduling_lock) = 0;
+  uint32_t worker GF_GUARDED_BY(scheduling_lock) = kNoIndex;  // placed on / ran on
+  // Inputs still moving to the worker's memory space.
+  uint32_t missing_inputs GF_GUARDED_BY(scheduling_lock) = 0;
+  // Bumped on every placement; stale transfer waiters are ignored.
+  uint32_t placement_epoch GF_GUARDED_BY(scheduling_lock) = 0;
+  bool memory_blocked GF_GUARDED_BY(scheduling_lock) = false;  // an input waits for memory
+  ClaimFlag claim;  // taken without the mutex (scheduler/direct_run.hpp)
+  // Counted in its worker's backlog while queued or running.
+  float estimate_s GF_GUARDED_BY(scheduling_lock) = 0;
 };
 
 // How a device value moves to host memory and back (gf_value_ops, copied).
@@ -195,22 +203,52 @@ class RunState : public std::enable_shared_from_this<RunState> {
     const TaskBody &b = body(t);
     return b.cpu_fn && !b.gpu_fn;
   }
-  uint64_t sequence = 0;
-  gf_run *handle = nullptr;  // the caller's handle, for events; set before the run starts
+  // ---- Set up before the run starts (prepare, start), read by any thread after ----
+  uint64_t sequence = 0;     // the scheduler's number for it, set by start() under the mutex
+  gf_run *handle = nullptr;  // the caller's handle, for events
   // Unique among every run of every pool and process ("run-<UTC time>-<pid>-<pool>.<n>"): names
   // the run's own log directory, so runs of one graph never share log files.
   std::string name;
-
-  TaskRuns tasks;
-  DataRuns data;
   std::shared_ptr<SpareRunArrays> spare_arrays;  // where tasks and data go when the run does
   std::vector<ResolvedRequest> requests;         // by graph RequestId
   std::vector<TaskBody> resolved_bodies;  // by task, only when the graph names kernels/commands
   std::shared_ptr<CommandResolver> command_bodies;  // what resolved command bodies point into
   std::vector<uint32_t> cost_ids;                   // by graph cost key: the scheduler's cost id
+  bool has_values = false;  // some data is an opaque value (counted in use by CPU tasks too)
+  Clock::time_point submitted_at = Clock::now();
+  // Per task: its state. The array never changes size once set up; each TaskRun says which of
+  // its fields the mutex guards.
+  TaskRuns tasks;
+
+  // ---- The scheduler's, under its mutex ----
+  DataRuns data GF_GUARDED_BY(scheduling_lock);  // per data object
+  std::unordered_map<TaskIndex, std::string> errors GF_GUARDED_BY(scheduling_lock);
+  // Records task t's error in the one form every run uses (graph/task_error.hpp).
+  void set_error(TaskIndex t, std::string what) GF_REQUIRES(scheduling_lock);
+  struct Waiter {
+    TaskIndex task;
+    uint32_t epoch;
+  };
+  // Tasks waiting for a copy, by data << 8 | space.
+  std::unordered_multimap<uint64_t, Waiter> transfer_waiters GF_GUARDED_BY(scheduling_lock);
+  uint64_t tasks_left GF_GUARDED_BY(scheduling_lock) = 0;
+  uint64_t succeeded GF_GUARDED_BY(scheduling_lock) = 0;
+  uint64_t failed GF_GUARDED_BY(scheduling_lock) = 0;
+  uint64_t cancelled GF_GUARDED_BY(scheduling_lock) = 0;
+  uint64_t attempts GF_GUARDED_BY(scheduling_lock) = 0;
+  uint64_t transfers GF_GUARDED_BY(scheduling_lock) = 0;
+  uint64_t bytes_transferred GF_GUARDED_BY(scheduling_lock) = 0;
+  TaskIndex first_failure GF_GUARDED_BY(scheduling_lock) = kNoIndex;
+  bool finished GF_GUARDED_BY(scheduling_lock) = false;
+  // The caller dropped the run: once finished, the scheduler frees everything it still holds
+  // and lets go of it.
+  bool released GF_GUARDED_BY(scheduling_lock) = false;
+  Clock::time_point finished_at GF_GUARDED_BY(scheduling_lock);
+
+  // ---- Atomic: read and written without the mutex (scheduler/direct_run.hpp) ----
   // By graph cost key: whether its CPU estimate is under kTinyTask. Written under the scheduler's
-  // mutex as estimates are learnt, read by worker threads deciding what to run directly
-  // (scheduler/continuation.cpp); sized once, before the run starts.
+  // mutex as estimates are learnt, read by worker threads deciding what to run directly; sized
+  // once, before the run starts.
   std::unique_ptr<std::atomic<bool>[]> tiny_costs;
   // By task, for tasks with two or more predecessors (edges, as the graph lists them): their
   // JoinCount. Null when the graph has no such task; other tasks' entries are never read.
@@ -218,33 +256,13 @@ class RunState : public std::enable_shared_from_this<RunState> {
   JoinCount join_count(TaskIndex t) { return JoinCount(join_counts[t]); }
   // By data: a produced buffer's bytes as its producer's worker thread made them, written by
   // that thread before it counts down the producer's successors (join_counts), and read by
-  // the thread that counts one down last, to run it at once (scheduler/continuation.cpp). Set
-  // only for producers that succeeded; nothing else reads it. Null when join_counts is.
+  // the thread that counts one down last, to run it at once. Set only for producers that
+  // succeeded; nothing else reads it. Null when join_counts is.
   struct MadeBuffer {
     const void *ptr;
     uint64_t size;
   };
   std::unique_ptr<MadeBuffer[]> made_buffers;
-  std::unordered_map<TaskIndex, std::string> errors;
-  // Records task t's error in the one form every run uses (graph/task_error.hpp).
-  void set_error(TaskIndex t, std::string what);
-  struct Waiter {
-    TaskIndex task;
-    uint32_t epoch;
-  };
-  std::unordered_multimap<uint64_t, Waiter> transfer_waiters;  // key: data << 8 | space
-  uint64_t tasks_left = 0;
-  uint64_t succeeded = 0, failed = 0, cancelled = 0, attempts = 0;
-  uint64_t transfers = 0, bytes_transferred = 0;
-  TaskIndex first_failure = kNoIndex;
-  bool finished = false;
-  // The caller dropped the run: once finished, the scheduler frees everything it still holds
-  // and lets go of it.
-  bool released = false;
-  bool has_values = false;  // some data is an opaque value (counted in use by CPU tasks too)
-  Clock::time_point submitted_at = Clock::now();
-  Clock::time_point finished_at;
-
   // Set by cancel (any thread); bodies and dispatched batches check it without the lock.
   std::atomic<bool> cancel_requested{false};
   // The final state, readable without the lock once set (GF_RUN_RUNNING until then).

@@ -18,8 +18,10 @@ void Scheduler::cancel_locked(RunState &run, const char *reason, Deferred &defer
   if (run.finished) return;
   run.cancel_requested.store(true, std::memory_order_relaxed);
   for (auto &w : workers_) {
-    w->ready.remove_run(&run, [&](TaskIndex t) { unqueue(*w, run, t); });
-    std::erase_if(w->fetching, [&](const TaskRef &ref) {
+    // (Called within remove_run, under the mutex.)
+    w->ready.remove_run(&run,
+                        [&](TaskIndex t) GF_NO_THREAD_SAFETY_ANALYSIS { unqueue(*w, run, t); });
+    std::erase_if(w->fetching, [&](const TaskRef &ref) GF_REQUIRES(scheduling_lock) {
       if (ref.run != &run) return false;
       unqueue(*w, run, ref.task);
       return true;

@@ -111,7 +111,7 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   // Roots that followed, queued since the last wake: one wake for them all (wake_after_queueing).
   TaskIndex followed_last = kNoIndex;
   uint32_t followed = 0;
-  auto wake_for_followed = [&] {
+  auto wake_for_followed = [&]() GF_REQUIRES(scheduling_lock) {
     if (followed) wake_after_queueing(*workers_[group_worker], *run, followed_last, followed);
     followed = 0;
   };

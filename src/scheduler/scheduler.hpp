@@ -45,7 +45,10 @@ class Scheduler final : private MovementSink {
   // ---- callers (any thread) ----
   // Checks the graph against the pool and builds the run's state; nothing runs yet.
   // `bodies` resolves tasks that name their body (a kernel) or describe it (a command).
-  std::shared_ptr<RunState> prepare(std::shared_ptr<Graph> graph, const BodyResolvers &bodies);
+  // Runs outside the mutex, on state no other thread can reach yet (not checked by the
+  // thread-safety analysis).
+  std::shared_ptr<RunState> prepare(std::shared_ptr<Graph> graph,
+                                    const BodyResolvers &bodies) GF_NO_THREAD_SAFETY_ANALYSIS;
   // Starts a prepared run (its completion may be published before this returns).
   void start(const std::shared_ptr<RunState> &run);
   void cancel(RunState &run);
@@ -130,7 +133,8 @@ class Scheduler final : private MovementSink {
     // task order: the hardware's prefetcher finds those, and such tasks pay no call here.
     if (!item.inputs.empty() || !item.outputs.empty()) prefetch_data_settling(item);
   }
-  static void prefetch_data_settling(const TaskAttempt &item);
+  // (Reads only where state lies, never the state: not checked by the thread-safety analysis.)
+  static void prefetch_data_settling(const TaskAttempt &item) GF_NO_THREAD_SAFETY_ANALYSIS;
   // A GPU task whose device work has finished (device_error empty on success). Takes the lock.
   void finish_async(WorkerState &worker, TaskAttempt &done, const std::string &device_error);
   // A body asks for a dynamic-size output: charge device memory now (takes the lock).
@@ -170,21 +174,24 @@ class Scheduler final : private MovementSink {
  private:
   using Lock = SchedulingLock;
 
-  std::vector<ResolvedRequest> resolve_requests(const Graph &graph);
+  // prepare()'s checks, outside the mutex: they read the workers' capacities only, which never
+  // change once the pool is built (not checked by the thread-safety analysis).
+  std::vector<ResolvedRequest> resolve_requests(const Graph &graph) GF_NO_THREAD_SAFETY_ANALYSIS;
   void check_feasible(const RunState &run);
   // Why no worker can ever run task t, naming the resource (and a near miss in its name).
-  std::string why_infeasible(const RunState &run, TaskIndex t) const;
+  std::string why_infeasible(const RunState &run, TaskIndex t) const GF_NO_THREAD_SAFETY_ANALYSIS;
   void resolve_bodies(RunState &run, const BodyResolvers &bodies);
   // Places a task whose dependencies are done; returns the worker chosen.
   uint32_t make_ready(RunState &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred,
-                      double tolerance_s = 0);
+                      double tolerance_s = 0) GF_REQUIRES(scheduling_lock);
   // Queues task t on `worker`, once its inputs are there (fetching them first if need be;
   // `inputs_in_host`: the caller found every one in host memory).
   void place(RunState &run, TaskIndex t, uint32_t worker, double estimate_s, Deferred &deferred,
-             bool inputs_in_host = false);
+             bool inputs_in_host = false) GF_REQUIRES(scheduling_lock);
   // The task is placed on `worker` (place, queue_plain_roots, a steal) at `estimate_s`, which its
   // backlog counts from now on; a new placement epoch makes earlier transfer waiters stale.
-  static void queued_on(WorkerState &worker, TaskRun &tr, double estimate_s) {
+  static void queued_on(WorkerState &worker, TaskRun &tr, double estimate_s)
+      GF_REQUIRES(scheduling_lock) {
     tr.state = GF_TASK_QUEUED;
     tr.worker = worker.index;
     tr.placement_epoch++;
@@ -200,7 +207,7 @@ class Scheduler final : private MovementSink {
   static QueuedTask queue_entry(RunState &run, TaskIndex t, Clock::time_point ready_at) {
     return queue_entry(run, t, ready_at, run.graph().task(t).priority);
   }
-  void enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t);
+  void enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t) GF_REQUIRES(scheduling_lock);
   // The root analysis.roots[i] and up to `most - 1` roots after it that are next in task number
   // and rank, still waiting, and alike the one before them (of one `priority`, which the caller
   // knows), all following the last root placed in their group (start(): no inputs, a CPU slot
@@ -210,41 +217,49 @@ class Scheduler final : private MovementSink {
   // place, enqueue_ready and wake_for per root were 200 instructions of the 500 a wide graph's
   // task cost under the mutex.
   uint32_t queue_plain_roots(RunState &run, size_t i, uint32_t most, WorkerState &worker,
-                             double estimate_s, int32_t priority);
-  void wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last, uint32_t queued);
-  void wake_for(WorkerState &worker, RunState &run, TaskIndex t);
-  void wake_one(WorkerState &worker) { notifier_.wake_one(worker.index); }
+                             double estimate_s, int32_t priority) GF_REQUIRES(scheduling_lock);
+  void wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last, uint32_t queued)
+      GF_REQUIRES(scheduling_lock);
+  void wake_for(WorkerState &worker, RunState &run, TaskIndex t) GF_REQUIRES(scheduling_lock);
+  void wake_one(WorkerState &worker) GF_REQUIRES(scheduling_lock) {
+    notifier_.wake_one(worker.index);
+  }
   // The task leaves `worker` without running (stolen, cancelled, failed while queued or fetching).
-  void unqueue(WorkerState &worker, RunState &run, TaskIndex t);
+  void unqueue(WorkerState &worker, RunState &run, TaskIndex t) GF_REQUIRES(scheduling_lock);
 
-  // TaskAttempt (scheduler/dispatch.cpp).
-  void complete_batch(WorkerState &worker, Batch &batch, Deferred &deferred);
-  // Successors run directly (scheduler/adoption.cpp, direct_run.hpp): the
-  // bookkeeping of dispatch for a successor that already ran (kWaits: some of its predecessors
-  // are not reported yet; kRefused: it is not the scheduler's to adopt); and giving back one
-  // that is not, with what its body made.
+  // A worker thread's batch (work_loop.cpp), its successors run directly (adoption.cpp,
+  // direct_run.hpp), its next tasks (picking.cpp, stealing.cpp).
+  void complete_batch(WorkerState &worker, Batch &batch, Deferred &deferred)
+      GF_REQUIRES(scheduling_lock);
+  // Successors run directly: the bookkeeping of a start for a successor that already ran (kWaits:
+  // some of its predecessors are not reported yet; kRefused: it is not the scheduler's to adopt);
+  // and giving back one that is not, with what its body made.
   enum class Adoption { kAdopted, kWaits, kRefused };
-  Adoption adopt(WorkerState &worker, TaskAttempt &item);
-  void drop_continued(WorkerState &worker, TaskAttempt &item, Deferred &deferred);
+  Adoption adopt(WorkerState &worker, TaskAttempt &item) GF_REQUIRES(scheduling_lock);
+  void drop_continued(WorkerState &worker, TaskAttempt &item, Deferred &deferred)
+      GF_REQUIRES(scheduling_lock);
   // A successor run directly whose predecessors have not all been reported yet (some ran in
   // other threads' batches, still running or unreported): kept, with what its body made, until
   // the last of them is completed (release_successors), then adopted and completed there.
-  void park(WorkerState &worker, TaskAttempt &item);
-  void adopt_parked(RunState &run, TaskIndex t, Deferred &deferred);
-  bool pick(WorkerState &worker, Batch &batch, Deferred &deferred);
+  void park(WorkerState &worker, TaskAttempt &item) GF_REQUIRES(scheduling_lock);
+  void adopt_parked(RunState &run, TaskIndex t, Deferred &deferred) GF_REQUIRES(scheduling_lock);
+  bool pick(WorkerState &worker, Batch &batch, Deferred &deferred) GF_REQUIRES(scheduling_lock);
   // The estimate a queued task starts with on `worker`: the one it was queued with, unless that
   // was kUnknownDuration and its cost key has been learnt since (a new graph's roots, queued
   // at its start before any of them ran). The tasks of an entry's span share it.
-  float estimate_at_start(const WorkerState &worker, const QueuedTask &entry) const;
+  float estimate_at_start(const WorkerState &worker, const QueuedTask &entry) const
+      GF_REQUIRES(scheduling_lock);
   // `count` consecutive tasks from `first` start on `worker` (their resources taken, if any)
   // with `estimate_s` (estimate_at_start): counted as running, out[0..count) made ready for
   // their bodies. count > 1: the rest of a span pick() took, each alike the one before it
   // (Graph::alike_previous: no inputs, no request).
   void started(WorkerState &worker, RunState &run, TaskIndex first, uint32_t count,
-               Clock::time_point ready_at, float estimate_s, TaskAttempt *out);
+               Clock::time_point ready_at, float estimate_s, TaskAttempt *out)
+      GF_REQUIRES(scheduling_lock);
   bool try_dispatch(WorkerState &worker, const QueuedTask &entry, float estimate_s,
-                    TaskAttempt &out, Deferred &deferred, bool first_in_line);
-  bool steal(WorkerState &thief, Deferred &deferred);
+                    TaskAttempt &out, Deferred &deferred, bool first_in_line)
+      GF_REQUIRES(scheduling_lock);
+  bool steal(WorkerState &thief, Deferred &deferred) GF_REQUIRES(scheduling_lock);
   // Tasks steal_one moved between CPU workers as they were queued, which wakes no one: the
   // last of them, and how many (steal wakes once for them all).
   struct MovedAsQueued {
@@ -258,45 +273,55 @@ class Scheduler final : private MovementSink {
     double seconds = 0;
     // Whether, having taken `more_tasks` (`more_seconds`) beyond these, the steal may take one
     // task more while the thief's and the victim's queues hold `thief_has` and `victim_has`:
-    // a long batch's worth at most, and up to half the victim's queue (dispatch.cpp).
+    // a long batch's worth at most, and up to half the victim's queue.
     bool allows(size_t thief_has, size_t victim_has, size_t more_tasks = 0,
-                double more_seconds = 0) const;
+                double more_seconds = 0) const GF_REQUIRES(scheduling_lock);
   };
   // Moves the head of victim's queue to thief when that is worth it (with more of its span,
   // within the budget); returns whether anything moved, counted in `budget`.
   bool steal_one(WorkerState &thief, WorkerState *victim, Deferred &deferred, MovedAsQueued &moved,
-                 StealBudget &budget);
-  void fail_stuck_on_memory(Deferred &deferred);
+                 StealBudget &budget) GF_REQUIRES(scheduling_lock);
+  void fail_stuck_on_memory(Deferred &deferred) GF_REQUIRES(scheduling_lock);
 
-  // Completion (scheduler/completion.cpp).
+  // An attempt ends (settling.cpp); a run ends (runs.cpp).
   // Settles `count` attempts of one run reported together, in order: one, or a row of
   // successes of consecutive tasks each alike the one before it (Graph::alike_previous), whose
   // items after the first may be successors run directly, adopted here in turn. Returns how
   // many it settled: fewer than `count` when one of those cannot be adopted yet (the caller
   // parks or drops it).
-  size_t finish(WorkerState &worker, TaskAttempt *items, size_t count, Deferred &deferred);
+  size_t finish(WorkerState &worker, TaskAttempt *items, size_t count, Deferred &deferred)
+      GF_REQUIRES(scheduling_lock);
   // finish()'s steps for each attempt: what it held goes back (its worker's backlog, its inputs'
   // use counts, its request in the ledger) and its time is learnt, whatever its outcome; then
   // it succeeded, or failed (retried, failed for good, or cancelled).
-  void end_attempt(WorkerState &worker, TaskAttempt &done, Estimates::Row &learnt);
-  void fail_attempt(WorkerState &worker, TaskAttempt &done, Deferred &deferred);
+  void end_attempt(WorkerState &worker, TaskAttempt &done, Estimates::Row &learnt)
+      GF_REQUIRES(scheduling_lock);
+  void fail_attempt(WorkerState &worker, TaskAttempt &done, Deferred &deferred)
+      GF_REQUIRES(scheduling_lock);
   // Gives back what an attempt that will not count made: its outputs and their device memory.
-  void release_outputs(WorkerState &worker, const TaskAttempt &done, Deferred &deferred);
-  void succeed(WorkerState &worker, TaskAttempt &done, Deferred &deferred);
+  void release_outputs(WorkerState &worker, const TaskAttempt &done, Deferred &deferred)
+      GF_REQUIRES(scheduling_lock);
+  void succeed(WorkerState &worker, TaskAttempt &done, Deferred &deferred)
+      GF_REQUIRES(scheduling_lock);
   // succeed's parts: the outputs become data; successors whose last dependency this was become
   // ready.
-  void store_outputs(WorkerState &worker, const TaskAttempt &done, const TaskDesc &task);
-  void store_left_inputs(RunState &run, const TaskAttempt &item);
-  void release_successors(WorkerState &worker, RunState &run, TaskIndex t, Deferred &deferred);
-  void fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred);
-  void settle(RunState &run, TaskIndex t, gf_task_state state, Deferred &deferred);
-  void consumed(RunState &run, DataIndex d, Deferred &deferred);
-  void cancel_locked(RunState &run, const char *reason, Deferred &deferred);
-  void maybe_finish_run(RunState &run, Deferred &deferred);
+  void store_outputs(WorkerState &worker, const TaskAttempt &done, const TaskDesc &task)
+      GF_REQUIRES(scheduling_lock);
+  void store_left_inputs(RunState &run, const TaskAttempt &item) GF_REQUIRES(scheduling_lock);
+  void release_successors(WorkerState &worker, RunState &run, TaskIndex t, Deferred &deferred)
+      GF_REQUIRES(scheduling_lock);
+  void fail_task(RunState &run, TaskIndex t, std::string error, Deferred &deferred)
+      GF_REQUIRES(scheduling_lock);
+  void settle(RunState &run, TaskIndex t, gf_task_state state, Deferred &deferred)
+      GF_REQUIRES(scheduling_lock);
+  void consumed(RunState &run, DataIndex d, Deferred &deferred) GF_REQUIRES(scheduling_lock);
+  void cancel_locked(RunState &run, const char *reason, Deferred &deferred)
+      GF_REQUIRES(scheduling_lock);
+  void maybe_finish_run(RunState &run, Deferred &deferred) GF_REQUIRES(scheduling_lock);
   // A finished, released run: free its data and drop the scheduler's reference.
-  void retire(RunState &run, Deferred &deferred);
+  void retire(RunState &run, Deferred &deferred) GF_REQUIRES(scheduling_lock);
   // The data, checked available for reading back (fails naming it otherwise).
-  DataRun &readable(RunState &run, DataIndex d);
+  DataRun &readable(RunState &run, DataIndex d) GF_REQUIRES(scheduling_lock);
 
   // Copies and spills that ended (MovementSink, from backend threads): take the mutex, hand the
   // news to memory_ and move the tasks it completes or fails on.
@@ -306,50 +331,59 @@ class Scheduler final : private MovementSink {
                   const std::string &error, Clock::time_point began) override;
   // Tasks whose inputs waited for device memory on `worker` fetch again; those whose inputs are
   // all there now are queued.
-  void retry_memory_blocked(WorkerState &worker, Deferred &deferred);
+  void retry_memory_blocked(WorkerState &worker, Deferred &deferred) GF_REQUIRES(scheduling_lock);
   // Wakes every thread when nothing runs or moves: one of them looks for tasks stuck on memory.
-  void wake_if_quiet();
+  void wake_if_quiet() GF_REQUIRES(scheduling_lock);
 
-  double estimate(const RunState &run, TaskIndex t, gf_worker_kind kind) const {
+  double estimate(const RunState &run, TaskIndex t, gf_worker_kind kind) const
+      GF_REQUIRES(scheduling_lock) {
     return estimates_.estimate(run, t, kind);
   }
 
-  // Guards every run's state, the workers' ledgers and queues, and everything below. Private: no
+  // The scheduler's mutex: scheduling_lock in annotations (scheduling_lock.hpp). Private: no
   // caller outside the scheduler takes it (queries return snapshots).
   std::mutex mu_;
+
+  // ---- Fixed once the pool is built ----
   DeviceBackend &backend_;
   ResourceRegistry registry_;
   std::vector<std::unique_ptr<WorkerState>> workers_;
   ResourceId gpu_memory_;
-  // Every started run until it has both finished and been released by its caller.
-  std::unordered_map<RunState *, std::shared_ptr<RunState>> runs_;
-  uint64_t next_run_sequence_ = 1;
-  bool stopping_ = false;
-  struct {
-    uint64_t succeeded = 0, failed = 0, cancelled = 0;
-  } settled_totals_;
-  uint64_t running_total_ = 0;          // tasks dispatched to threads, all workers
-  std::atomic<uint32_t> observers_{0};  // registered observers (ObserverHandle keeps the count)
-  // The ready time of tasks being queued together (a slice of roots in start(), a stolen task's
-  // first queueing), so that they share one clock reading; zero otherwise. Under mu_.
-  Clock::time_point enqueue_stamp_{};
-  Notifier notifier_;
-  Memory memory_;
-  // The last finished run's arrays, for the next run's (RunState::spare_arrays).
-  std::shared_ptr<SpareRunArrays> spare_arrays_ = std::make_shared<SpareRunArrays>();
-  // make_ready's scratch (a member, not thread_local: TLS in a shared library costs a call).
-  std::vector<PlacementOption> placement_options_;
-  Estimates estimates_;
   // The most pauses between tries of a thread spinning for mu_ (lock_spinning), by the number
-  // of CPU threads that may try at once. Not beside mu_: its line is the one the spinners write.
+  // of CPU threads that may try at once.
   static constexpr uint32_t kMostLockPauses = 8;
   int lock_pauses_ = 1;
-  // How much learnt work a batch of tiny tasks (and a thief's haul of them) may hold
-  // (dispatch.cpp): longer with more CPU threads, so that the mutex, taken once per batch, is
-  // held for a smaller share of the time each thread spends away from it.
+  // How much learnt work a batch of tiny tasks (and a thief's haul of them) may hold: longer
+  // with more CPU threads, so that the mutex, taken once per batch, is held for a smaller share
+  // of the time each thread spends away from it.
   double batch_budget_s_ = 0;
+  // Set before any run starts (set_demand_listener), called under the mutex.
   std::function<void()> demand_listener_;
+  // The last finished run's arrays, for the next run's (RunState::spare_arrays; its own mutex).
+  std::shared_ptr<SpareRunArrays> spare_arrays_ = std::make_shared<SpareRunArrays>();
+  std::atomic<uint32_t> observers_{0};  // registered observers (ObserverHandle keeps the count)
+
+  // ---- The parts, each with its own state (and annotations) ----
+  Notifier notifier_;
+  Memory memory_;
+  Estimates estimates_;
   DirectRuns direct_;
+
+  // ---- The pipeline's own, under the mutex ----
+  // Every started run until it has both finished and been released by its caller.
+  std::unordered_map<RunState *, std::shared_ptr<RunState>> runs_ GF_GUARDED_BY(scheduling_lock);
+  uint64_t next_run_sequence_ GF_GUARDED_BY(scheduling_lock) = 1;
+  bool stopping_ GF_GUARDED_BY(scheduling_lock) = false;
+  struct Settled {
+    uint64_t succeeded = 0, failed = 0, cancelled = 0;
+  };
+  Settled settled_totals_ GF_GUARDED_BY(scheduling_lock);
+  uint64_t running_total_ GF_GUARDED_BY(scheduling_lock) = 0;  // tasks started, all workers
+  // The ready time of tasks being queued together (a slice of roots in start(), a stolen task's
+  // first queueing), so that they share one clock reading; zero otherwise.
+  Clock::time_point enqueue_stamp_ GF_GUARDED_BY(scheduling_lock){};
+  // make_ready's scratch (a member, not thread_local: TLS in a shared library costs a call).
+  std::vector<PlacementOption> placement_options_ GF_GUARDED_BY(scheduling_lock);
 };
 
 }  // namespace gf

@@ -34,11 +34,16 @@ class GF_SCOPED_CAPABILITY SchedulingLock {
 
   void unlock() GF_RELEASE() { lock_.unlock(); }
   void lock() GF_ACQUIRE() { lock_.lock(); }
-  // lock(), trying `spins` pauses' worth before sleeping on the mutex (core/spin_lock.hpp).
-  void lock_spinning(int most_pauses, int spins) GF_ACQUIRE() {
-    lock_ = gf::lock_spinning(*lock_.mutex(), most_pauses, spins);
-  }
   bool owns_lock() const { return lock_.owns_lock(); }
+  // Runs `wait` with the mutex released, and takes it again (trying `spins` pauses' worth before
+  // sleeping on it; core/spin_lock.hpp). The caller holds the lock throughout as far as the
+  // analysis goes: `wait` must touch no guarded state.
+  template <class Wait>
+  void released_while(Wait &&wait, int spins) GF_NO_THREAD_SAFETY_ANALYSIS {
+    lock_.unlock();
+    wait();
+    lock_ = gf::lock_spinning(*lock_.mutex(), 1, spins);
+  }
   // For condition variables, which release and retake the mutex while they wait: the capability
   // counts as held throughout, as it is whenever the waiting code runs.
   std::unique_lock<std::mutex> &native() { return lock_; }

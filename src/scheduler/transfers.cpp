@@ -230,7 +230,7 @@ void Memory::retry_memory_blocked(WorkerState &worker, Deferred &deferred,
     fetch_inputs(worker, *ref.run, ref.task, deferred);
     if (tr.missing_inputs == 0) tr.memory_blocked = false;
   }
-  std::erase_if(worker.fetching, [&](const TaskRef &ref) {
+  std::erase_if(worker.fetching, [&](const TaskRef &ref) GF_REQUIRES(scheduling_lock) {
     bool done = ref.run->tasks[ref.task].missing_inputs == 0;
     if (done) arrived.push_back(ref);
     return done;

@@ -72,7 +72,7 @@ void Scheduler::prefetch_data_settling(const TaskAttempt &item) {
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(item.task);
   __builtin_prefetch(&run.tasks[item.task], 1);
-  auto data_state = [&](DataIndex d) {
+  auto data_state = [&](DataIndex d) GF_NO_THREAD_SAFETY_ANALYSIS {
     const char *state = reinterpret_cast<const char *>(&run.data[d]);
     __builtin_prefetch(state, 1);
     __builtin_prefetch(state + sizeof(DataRun) - 1, 1);
