@@ -8,8 +8,8 @@ namespace {
 
 // How many threads hold a message. Every successful call clears its thread's message, and reaching
 // a thread_local from a shared library costs a call to __tls_get_addr: with no message held
-// anywhere (the usual case) a call need not look (profiled on a task body's
-// gf_task_ctx_input/output: 3 % of a no-op tree's run, issue 29). A thread always sees its own
+// anywhere (the usual case) a call need not look, which matters on a task body's
+// gf_task_ctx_input/output. A thread always sees its own
 // changes to the count, so it never skips clearing a message of its own.
 std::atomic<uint64_t> threads_with_message{0};
 

@@ -1,7 +1,7 @@
 // Taking a mutex that is mostly held for a few microseconds: try it for about as long as it is
 // usually held before sleeping on it. A thread that sleeps on a contended std::mutex pays two
-// system calls, its own futex wait and the holder's wake; profiled on a no-op tree with two
-// workers, those were a fifth of the workers' time (issue 29). Bounded, so a holder that is
+// system calls, its own futex wait and the holder's wake, which on graphs of tiny tasks would be
+// much of the workers' time. Bounded, so a holder that is
 // descheduled (more threads than cores) costs a spinner only a few microseconds.
 #pragma once
 
@@ -17,13 +17,13 @@ inline void cpu_relax() {
 #endif
 }
 
-// About 1 to 15 µs: PAUSE takes 10 to 140 cycles, depending on the processor.
+// About 1 to 15 µs: PAUSE takes 10 to 140 cycles (or tens of nanoseconds on a VM), depending on
+// the processor.
 inline constexpr int kLockSpins = 300;
 
 // Between tries the pauses double, up to `most_pauses`: every try writes the mutex's cache line,
-// and many threads trying back to back take it from the holder over and over (issue 29, 16
-// CPU workers on a no-op wide graph: 1.7x the tasks/s with 8 against 1). With one other thread
-// waiting at most, a pause or two lets the mutex change hands soonest.
+// and many threads trying back to back take it from the holder over and over. With one other
+// thread waiting at most, a pause or two lets the mutex change hands soonest.
 template <class Mutex>
 std::unique_lock<Mutex> lock_spinning(Mutex &mutex, int most_pauses = 1, int spins = kLockSpins) {
   std::unique_lock<Mutex> lock(mutex, std::try_to_lock);

@@ -149,9 +149,9 @@ const GraphAnalysis &Graph::freeze() {
 
   const size_t n = lists_.tasks.size();
   auto a = std::make_unique<GraphAnalysis>();
-  // A walk of the tasks reads every task's description and its inputs' producers, cache misses
-  // that were most of a large graph's freeze (issue 29): the successor and predecessor lists are
-  // built from a list of the data edges, which add_task keeps while the graph is built in order.
+  // A walk of the tasks would read every task's description and its inputs' producers, a cache
+  // miss each: the successor and predecessor lists are built from a list of the data edges,
+  // which add_task keeps while the graph is built in order.
   a->predecessor_count.assign(n, 0);
   a->successor_begin.assign(n + 1, 0);
   auto count = [&](TaskIndex from, TaskIndex to) {

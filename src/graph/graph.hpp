@@ -139,7 +139,7 @@ class Graph {
   // Which kinds of C callback body the tasks of each request have, as bits (kCpuBodyOnly,
   // kGpuBodyOnly, kBothBodies) by RequestId; empty unless add_task recorded every task (a part
   // of another graph does not). Lets submit check that every task can run somewhere without
-  // walking every task (issue 29).
+  // walking every task.
   static constexpr uint8_t kCpuBodyOnly = 1, kGpuBodyOnly = 2, kBothBodies = 4;
   const std::vector<uint8_t> *bodies_by_request() const {
     return bodies_listed_ == lists_.tasks.size() ? &bodies_by_request_ : nullptr;
@@ -172,7 +172,7 @@ class Graph {
   // Whether task t and the task added just before it are alike and plain: no inputs, no resource
   // request, a CPU function as their only body, the same cost key and priority. Recorded as
   // tasks are added, so that queueing a wide graph's roots (Scheduler::start) need not read each
-  // one's description (issue 29: that was half of start()'s time).
+  // one's description.
   bool alike_previous(TaskIndex t) const { return alike_previous_[t]; }
   // Whether any task is alike the one before it: the scheduler's folds of alike tasks look no
   // further in a graph without any (one of GPU or mixed bodies, of inputs everywhere).
@@ -231,13 +231,13 @@ class Graph {
   Lists lists_;                       // edges: (task, before)
   std::vector<bool> alike_previous_;  // by task
   bool has_alike_tasks_ = false;      // whether any of those bits is set
-  // What freeze would otherwise find by walking every task's description (issue 29: that walk
-  // was most of a large graph's freeze, cache misses all, while add_task has the same facts at
-  // hand): the data edges (producer, consumer) in task order, while every task added so far
-  // read only data whose producer it already knew (edges_listed_ == lists_.tasks.size()); the
-  // number of named tasks; and whether an edge points from a later task to an earlier one, the only
-  // way a cycle can form. Freeze falls back to its walk when the list is not complete (parts,
-  // consumers added before their producers) and drops the list once it is used.
+  // What freeze would otherwise find by walking every task's description, a cache miss each,
+  // while add_task has the same facts at hand: the data edges (producer, consumer) in task
+  // order, while every task added so far read only data whose producer it already knew
+  // (edges_listed_ == lists_.tasks.size()); the number of named tasks; and whether an edge
+  // points from a later task to an earlier one, the only way a cycle can form. Freeze falls back to
+  // its walk when the list is not complete (parts, consumers added before their producers) and
+  // drops the list once it is used.
   using EdgeList =  // its own memory when large: given back whole once freeze is done with it
       std::vector<std::pair<TaskIndex, TaskIndex>,
                   LargeArrayAllocator<std::pair<TaskIndex, TaskIndex>>>;

@@ -61,9 +61,8 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
         const bool tiny = batch_estimate < batch_budget_s_;
         // Leave the tail for other workers to steal: all of it unless the batch is known to be
         // tiny, and half of what was queued while a worker is idle (a thief takes half a
-        // queue). Taking one tiny task at a time whenever any thread idled made most of a
-        // tree's batches at 16 workers one task long: seven times the picks per task of 2
-        // workers (issue 29).
+        // queue), rather than one tiny task at a time whenever any thread idles, which would make
+        // most batches of a wide pool one task long.
         if (left < 4 * kMaxBatch &&
             (!tiny || (notifier_.idle_total() > 0 && batch.count * 2 >= queued))) {
           return true;

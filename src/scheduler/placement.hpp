@@ -31,8 +31,7 @@ size_t choose_placement(std::span<const PlacementOption> options, uint32_t prefe
 // when all of them share one memory space and kind (a pool's CPU workers): they differ only in
 // their backlog, so only the first, the least busy (first on ties) and `preferred_worker` can
 // win, whatever the other candidates are. Those keep their order, so the choice is the one the
-// whole list would give. Placing one task weighed every CPU worker in turn: at 16 workers that
-// was three quarters of the time a tree's completions held the scheduler's mutex (issue 29).
+// whole list would give, without weighing every CPU worker for every task.
 template <class BacklogOf>
 void add_interchangeable(std::vector<PlacementOption> &options, std::span<const uint32_t> workers,
                          BacklogOf backlog_of, uint32_t preferred_worker, double transfer_s,

@@ -52,10 +52,10 @@ inline bool runs_later(const QueuedTask &a, const QueuedTask &b) {
 // link, siblings of one finished task): those append to a sorted run, popped from its front in
 // O(1) with one comparison. Only an entry that would run before the sorted run's last one goes
 // to a heap; the queue yields whichever front runs first, so the order is the heap's alone would
-// be (profiled: the heap's comparator was 10 % of a wide graph's time, and O(log n) per task).
+// be, without a heap's O(log n) comparisons per task.
 //
 // Consecutive alike tasks (a wide graph's roots) share one entry, a span: queueing, stealing
-// and picking them cost one entry per span, not per task (issue 29). A span's tasks have
+// and picking them cost one entry per span, not per task. A span's tasks have
 // consecutive ranks in one run, so no other task of any queue runs between two of them: the
 // span moves through the order as one block. size() counts tasks.
 class ReadyQueue {

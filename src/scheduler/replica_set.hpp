@@ -1,8 +1,8 @@
 // Where a data object's bytes are: usually one place, sometimes a few. One replica lives inline,
 // so producing an output costs no allocation beyond the bytes themselves; a second (a copy moved
 // to a device, a spill) allocates a small vector, which costs little next to moving the bytes.
-// Profiled (issue 29): a run's data states are written before any task starts, and a second
-// inline replica was a sixth of each (144 bytes), paid by every data object of every run.
+// Only one inline: a run's data states are all written before any task starts, and every data
+// object of every run would pay for a second.
 #pragma once
 
 #include <algorithm>

@@ -8,7 +8,7 @@ namespace gf {
 void set_up_tasks(RunState &run, const GraphAnalysis &analysis) {
   // Each element is set up right after it is made, while its cache lines are still at hand: a
   // large graph's arrays are far bigger than the caches, and a second pass over them (resize,
-  // then a loop) cost a tree of 262,143 tasks a tenth of its submit (issue 29).
+  // then a loop) would miss them all again.
   const size_t n = run.graph().task_count();
   run.tasks.reserve(n);
   for (TaskIndex t = 0; t < n; ++t) {

@@ -95,8 +95,7 @@ struct DataRun {
   // frees it, or stores it as its producer would have (Scheduler::store_left_inputs). Only ever
   // seen while one batch is completed, under the scheduler's mutex.
   enum class Phase : uint8_t { kPending, kReady, kFreed, kNeverProduced, kLeftToConsumer };
-  // Ordered so that a run's data objects, one per task's output, pack tightly (issue 29's
-  // memory per task).
+  // Ordered so that a run's data objects, one per task's output, pack tightly.
   Phase phase = Phase::kPending;
   bool keep = false;
   bool free_when_unpinned = false;
@@ -163,9 +162,9 @@ using TaskRuns = std::vector<TaskRun, LargeArrayAllocator<TaskRun>>;
 using DataRuns = std::vector<DataRun, LargeArrayAllocator<DataRun>>;
 
 // The per-task and per-data arrays of the run that finished last, kept for the next run of about
-// its size: its pages are resident, so setting up the next run faults none in. Without it, glibc
-// mapped such arrays afresh for every run or not, depending on its heap's history: the same
-// 100,000-task submit took 0.6 or 2.9 ms (issue 29). At most one set is kept, within
+// its size: its pages are resident, so setting up the next run faults none in (glibc maps such
+// arrays afresh for every run or not, depending on its heap's history). At most one set is kept,
+// within
 // kKeptBytes, and an unfitting one is freed before the next run allocates its own: the most
 // memory a pool holds at once is what it held without it.
 class SpareRunArrays {

@@ -24,16 +24,15 @@ Scheduler::Scheduler(DeviceBackend &backend, ResourceRegistry registry,
     if (w->space != kHostSpace) w->memory.bind(&w->ledger, gpu_memory_);
   }
   // A pause for every two CPU threads that may be trying at once: 2 threads try again after
-  // every pause (measured best there), 16 space their tries by up to 8 (docs/benchmarks.md).
+  // every pause, 16 space their tries by up to 8 (docs/benchmarks.md has the measurements).
   lock_pauses_ = static_cast<int>(std::clamp<uint32_t>(cpu_threads / 2, 1, kMostLockPauses));
   batch_budget_s_ = batch_budget_for(cpu_threads);
 }
 
 double Scheduler::batch_budget_for(uint32_t cpu_threads) {
   // Each taking of the mutex costs its taker the lines the last holder wrote, the more so the
-  // more threads take turns: on 16 cores, 1 us tree tasks in batches of 20 us held it 232 ns per
-  // task, in batches of 64 tasks 186 ns, half as often (docs/benchmarks.md). Up to 4 threads keep
-  // the budget measured best on 2; every 4 more add as much again, up to 4 times.
+  // more threads take turns, so wider pools take longer batches. Up to 4 threads keep the budget
+  // measured best on 2; every 4 more add as much again, up to 4 times (docs/benchmarks.md).
   constexpr double kBatchBudget = 20e-6;
   return kBatchBudget * std::clamp<uint32_t>(cpu_threads / 4, 1, 4);
 }

@@ -1,14 +1,13 @@
-// The scheduler: one state machine for every task of every run on a pool.
+// The scheduler: one state machine for every task of every run on a pool (docs/scheduler.md has
+// its states and transitions, its parts and its concurrency contract).
 //
 // waiting -> queued (placed on a worker; inputs moving) -> running -> succeeded / failed /
-// cancelled, with retries looping back to queued. All state lives under one mutex; worker threads
-// take it once per batch of tasks (finish the last batch, pick the next), so its cost is amortised
-// and no lock is taken inside a task body. Work that must not run under the mutex (freeing memory,
-// destructors, completion callbacks, dropping runs) is collected in a Deferred and done after.
-// One exception: a worker thread may run a successor of its batch's tasks before the scheduler has
-// seen it ready, when it counted down the last of its predecessors (waiting -> running once the
-// batch and those predecessors are reported; scheduler/continuation.cpp), deciding from immutable
-// state, per-task atomic join counts and a per-task claim.
+// cancelled, with retries back to waiting; or waiting -> running for a successor a worker thread
+// ran right after its last predecessor (direct_run.hpp). This class is the pipeline: the public
+// calls and the steps of a task's life, one file each; its parts (Notifier, Memory, Estimates,
+// DirectRuns) own their state. Everything is under one mutex, which worker threads take once
+// per batch (report the last, take the next); work that must not run under it is collected in a
+// Deferred and done after.
 #pragma once
 
 #include <atomic>

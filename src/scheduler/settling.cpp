@@ -170,8 +170,8 @@ void Scheduler::store_outputs(WorkerState &worker, const TaskAttempt &done, cons
     data.size = o.size;
     if (o.read_in_batch && data.consumers_left == 1 && !data.keep) {
       // Its only consumer left ran after it in this batch and frees it when completed, right
-      // after, under this same hold of the mutex: nothing else can see it in between. Storing it
-      // as a replica only to free it was a third of settling a tree's sum (issue 29).
+      // after, under this same hold of the mutex: nothing else can see it in between, and it need
+      // not be stored as a replica only to be freed.
       // (read_in_batch: a host buffer without a run-time charge, made and read on a CPU worker.)
       data.phase = DataRun::Phase::kLeftToConsumer;
       continue;

@@ -73,7 +73,7 @@ void Connection::send(std::vector<uint8_t> frame) {
   }
   // Written at once when nothing is queued (uv_try_write keeps the order: it refuses while
   // writes wait): an answer then costs one write, not a write request whose completion takes
-  // another loop turn and re-arms the socket in epoll (issue 29).
+  // another loop turn and re-arms the socket in epoll.
   uv_buf_t whole =
       uv_buf_init(reinterpret_cast<char *>(frame.data()), static_cast<unsigned>(frame.size()));
   const int written = uv_try_write(stream(), &whole, 1);

@@ -1,9 +1,9 @@
-// Graphs that clients run inside the service (issue 13, item 2; docs/transport.md, "Graphs in
-// the service"). Each client that submits one gets a session: a thread of its own and, from its
-// first graph on, a pool on the node's devices whose lease agent leases through the service's
-// own socket in that client's name (Hello.on_behalf_of), so fair share, caps and status see the
-// real client. Documents are read, runs prepared and outputs gathered on the session's thread,
-// never on the service's loop; what the loop must send comes back through `deliver`.
+// Graphs that clients run inside the service (docs/transport.md, "Graphs in the service"). Each
+// client that submits one gets a session: a thread of its own and, from its first graph on, a pool
+// on the node's devices whose lease agent leases through the service's own socket in that client's
+// name (Hello.on_behalf_of), so fair share, caps and status see the real client. Documents are
+// read, runs prepared and outputs gathered on the session's thread, never on the service's loop;
+// what the loop must send comes back through `deliver`.
 #pragma once
 
 #include <cstdint>

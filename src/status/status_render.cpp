@@ -130,7 +130,7 @@ std::string text(const wire::StatusReply &s) {
                   c->leases(), c->queued(), c->gpus_in_use(), c->dominant_share() * 100);
   }
   out += omitted_text(s.clients_omitted(), "clients");
-  // The data plane (issue 13): only when some client has one, so the table above stays as is.
+  // The data plane: only when some client has one, so the table above stays as is.
   bool planes = false;
   for (const wire::ClientStatus *c : items(s.clients()))
     if (c->data_plane()) planes = true;

@@ -1,4 +1,4 @@
-"""Which service a client finds when none is named (issue 27, item 2), the same order as the
+"""Which service a client finds when none is named, the same order as the
 gpuflow command's: the user's own service's socket, else the node's system service's
 (GPUFLOW_SYSTEM_SOCKET stands in for /run/gpuflow/gpuflow.sock), else the user's own. Only
 whether a socket file is there counts, so these sockets have no listener."""

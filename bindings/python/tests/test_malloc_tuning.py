@@ -1,4 +1,4 @@
-"""Large Python values freed between tasks stay with the process (issue 11, item 14): the seed
+"""Large Python values freed between tasks stay with the process: the seed
 workload's chunks must not be handed back to the kernel and faulted in again by the next task,
 or gpuflow pays system time Dask's threads do not. Each check runs in a fresh interpreter, since
 the allocator's settings are per process."""

@@ -1,4 +1,4 @@
-"""Dask on Slurm through gpuflow (issue 28, item 3): dask-jobqueue's SLURMCluster submits two
+"""Dask on Slurm through gpuflow: dask-jobqueue's SLURMCluster submits two
 batch jobs to a Slurm of the test's own (tests/slurm/slurm_cluster.sh: munged, slurmctld and two
 slurmd on loopback, nodes n1 and n2 with two fake GPUs each), each job starting its own gpuflow
 pool (`gpuflow serve --per-job --daemon`, the job script's prologue) and then

@@ -1,4 +1,4 @@
-"""Snakemake inside one Slurm allocation (issue 28): a batch job on a Slurm of the test's own
+"""Snakemake inside one Slurm allocation: a batch job on a Slurm of the test's own
 (tests/slurm/slurm_cluster.sh: two nodes on loopback, two fake GPUs each) starts its own pool
 (`eval "$(gpuflow serve --per-job --daemon)"`) and runs `snakemake --executor gpuflow` there, as
 docs/service.md's recipe says: the executor finds the job's pool through GPUFLOW_POOL, GPU jobs
