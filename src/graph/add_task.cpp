@@ -119,10 +119,10 @@ template <class Vector>
   list.reserve(std::max(list.size() + extra, 2 * list.capacity()));
 }
 
-// Whether a task is plain: no inputs, no request, a CPU function as its only body.
-bool plain(const TaskDesc &task) {
-  return task.input_count == 0 && task.request == kEmptyRequest && task.body.cpu_fn &&
-         !task.body.gpu_fn && !task.names_kernel() && task.command == UINT32_MAX;
+// Whether a task has no inputs and a CPU function as its only body.
+bool cpu_root(const TaskDesc &task) {
+  return task.input_count == 0 && task.body.cpu_fn && !task.body.gpu_fn && !task.names_kernel() &&
+         task.command == UINT32_MAX;
 }
 
 // Whether a task has only C callbacks and what they read and write: no name, cost key, kernel,
@@ -174,7 +174,11 @@ gf_task Graph::add_described_task(const gf_task_desc &desc) {
   check_body(desc, label);
   std::unique_ptr<CommandSpec> spec = desc.command ? read_command(*desc.command, label) : nullptr;
   check_list_sizes(desc, label);
-  NamedRequest request = desc.resource_count ? read_request(desc, label) : NamedRequest{};
+  // Tasks of a graph mostly repeat the request of the task added before: one that gives the same
+  // list as it did (names and amounts, in order, and no command) is known by its request at once.
+  const bool same_request = desc.resource_count && !spec && last_request_.same_as(desc);
+  NamedRequest request =
+      desc.resource_count && !same_request ? read_request(desc, label) : NamedRequest{};
   decode_references(desc, label);
 
   // What the task is known by: its body, request and cost key (given, else derived:
@@ -196,7 +200,12 @@ gf_task Graph::add_described_task(const gf_task_desc &desc) {
   task.cost_key = intern_cost_key(key, desc.cpu_fn ? desc.cpu_fn : desc.gpu_fn);
   task.explicit_cost_key = desc.cost_key != nullptr;
   task.user_data_destroy = desc.user_data_destroy;
-  task.request = request.empty() ? kEmptyRequest : requests_.intern(std::move(request));
+  if (same_request) {
+    task.request = last_request_.id;
+  } else {
+    task.request = request.empty() ? kEmptyRequest : requests_.intern(std::move(request));
+    if (desc.resource_count) last_request_.remember(desc, task.request);
+  }
   task.priority = desc.priority;
   task.retries = desc.retries;
   if (!name.empty()) task.name_text = add_text(std::move(name));
@@ -244,6 +253,7 @@ void Graph::append_task(TaskDesc &task, const gf_task_desc &desc,
   make_room(lists_.output_refs, outputs.size());
   make_room(lists_.edges, after.size());
   make_room(alike_previous_, 1);
+  make_room(repeats_previous_, 1);
   make_room(lists_.tasks, 1);
 
   // The appends, which cannot fail now.
@@ -342,17 +352,45 @@ void Graph::decode_references(const gf_task_desc &desc, const TaskLabel &label) 
 }
 
 void Graph::push_task(const TaskDesc &task) {
-  const bool alike = !lists_.tasks.empty() && plain(lists_.tasks.back()) && plain(task) &&
-                     lists_.tasks.back().cost_key == task.cost_key &&
-                     lists_.tasks.back().priority == task.priority;
+  const TaskDesc *previous = lists_.tasks.empty() ? nullptr : &lists_.tasks.back();
+  const bool repeats = previous && cpu_root(*previous) && cpu_root(task) &&
+                       previous->cost_key == task.cost_key && previous->priority == task.priority &&
+                       previous->request == task.request;
+  const bool alike = repeats && task.request == kEmptyRequest;
   alike_previous_.push_back(alike);
   try {
-    lists_.tasks.push_back(task);
+    repeats_previous_.push_back(repeats);
+    try {
+      lists_.tasks.push_back(task);
+    } catch (...) {
+      repeats_previous_.pop_back();
+      throw;
+    }
   } catch (...) {
     alike_previous_.pop_back();
     throw;
   }
   has_alike_tasks_ |= alike;
+}
+
+bool Graph::LastRequest::same_as(const gf_task_desc &desc) const {
+  if (given.size() != desc.resource_count) return false;
+  for (uint32_t i = 0; i < desc.resource_count; ++i) {
+    const gf_resource &r = desc.resources[i];
+    // (Amounts compared as given: a NaN never matches, and is refused by read_request.)
+    if (!r.name || given[i].first != r.name || !(given[i].second == r.amount)) return false;
+  }
+  return true;
+}
+
+void Graph::LastRequest::remember(const gf_task_desc &desc, RequestId request) {
+  std::vector<std::pair<std::string, double>> list;  // built aside: a throw leaves the last one
+  list.reserve(desc.resource_count);
+  for (uint32_t i = 0; i < desc.resource_count; ++i) {
+    list.emplace_back(desc.resources[i].name, desc.resources[i].amount);
+  }
+  given.swap(list);
+  id = request;
 }
 
 uint32_t Graph::add_text(std::string text) {

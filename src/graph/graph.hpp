@@ -174,6 +174,10 @@ class Graph {
   // tasks are added, so that queueing a wide graph's roots (Scheduler::start) need not read each
   // one's description.
   bool alike_previous(TaskIndex t) const { return alike_previous_[t]; }
+  // alike_previous, requests allowed: both tasks have no inputs and a CPU function as their only
+  // body, and the same cost key, priority and request (empty or not). Queueing such roots
+  // together lets the first's charge of the request cover the rest in a batch.
+  bool repeats_previous(TaskIndex t) const { return repeats_previous_[t]; }
   // Whether any task is alike the one before it: the scheduler's folds of alike tasks look no
   // further in a graph without any (one of GPU or mixed bodies, of inputs everywhere).
   bool has_alike_tasks() const { return has_alike_tasks_; }
@@ -228,9 +232,10 @@ class Graph {
   // The lists every graph grows by the task and data object (graph/spare_lists.hpp), moved
   // together. Large graphs' descriptions are on huge pages (core/large_array.hpp): freeze and
   // the scheduler read them scattered.
-  Lists lists_;                       // edges: (task, before)
-  std::vector<bool> alike_previous_;  // by task
-  bool has_alike_tasks_ = false;      // whether any of those bits is set
+  Lists lists_;                         // edges: (task, before)
+  std::vector<bool> alike_previous_;    // by task
+  std::vector<bool> repeats_previous_;  // by task
+  bool has_alike_tasks_ = false;        // whether any of those bits is set
   // What freeze would otherwise find by walking every task's description, a cache miss each,
   // while add_task has the same facts at hand: the data edges (producer, consumer) in task
   // order, while every task added so far read only data whose producer it already knew
@@ -267,6 +272,14 @@ class Graph {
   // Scratch space for add_task, kept to avoid allocations per task.
   std::vector<DataIndex> scratch_inputs_, scratch_outputs_;
   std::vector<TaskIndex> scratch_after_;
+  // The resources the last task that gave some listed, as given, and the request they made.
+  struct LastRequest {
+    std::vector<std::pair<std::string, double>> given;
+    RequestId id = kEmptyRequest;
+    bool same_as(const gf_task_desc &desc) const;
+    void remember(const gf_task_desc &desc, RequestId request);
+  };
+  LastRequest last_request_;
   // add_task's duplicate check: data_mark_[d] == mark_epoch_ when the task being added lists d.
   std::vector<uint64_t> data_mark_;
   uint64_t mark_epoch_ = 0;

@@ -1,6 +1,8 @@
 // The choice of a worker's next tasks: what fits its resources now, in queue order, batched
 // when cheap (so the mutex is taken once per batch), and started as one step for one task or a
-// span of alike ones.
+// span of alike ones. On a CPU worker, tasks of one run with one request join a batch too: its
+// thread runs them one after another, so the request charged for the first covers each in turn
+// (TaskAttempt::holds_request), and the ledger is exact at every instant.
 #include <algorithm>
 
 #include "core/error.hpp"
@@ -21,13 +23,18 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
   bool first_waits = false;
   double batch_estimate = 0;
   const size_t queued = worker.ready.size();
+  // The request the batch's first task was charged, which later ones of its run may share.
+  const RunState *charged_run = nullptr;
+  RequestId charged = kEmptyRequest;
   for (int scanned = 0; !worker.ready.empty() && batch.count < kLongBatch;) {
     const QueuedTask &top = worker.ready.top();
     const RunState &run = *top.run;
     const TaskDesc &task = run.graph().task(top.task);
-    bool cheap = task.request == kEmptyRequest &&
-                 (worker.space == kHostSpace || declared_output_bytes(run.graph(), task) == 0);
-    if (cheap_only && !cheap) break;
+    const bool cheap =
+        task.request == kEmptyRequest &&
+        (worker.space == kHostSpace || declared_output_bytes(run.graph(), task) == 0);
+    const bool shares = charged_run == &run && task.request == charged;
+    if (cheap_only && !cheap && !shares) break;
     if (task.input_count && worker.space != kHostSpace &&
         memory_.transfer_seconds(run, top.task, worker.space) > 0) {
       // An input was spilled off this device after the task was queued: fetch it again, once
@@ -48,11 +55,17 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
     bool first_in_line = batch.count == 0 && passed_over.empty();
     const uint32_t alike = top.span - 1;  // read first: `top` is not read after try_dispatch
     const float estimate_s = estimate_at_start(worker, top);
-    if (try_dispatch(worker, top, estimate_s, batch.items[batch.count], deferred, first_in_line)) {
+    if (try_dispatch(worker, top, estimate_s, batch.items[batch.count], deferred, first_in_line,
+                     shares)) {
       const QueuedTask first = worker.ready.pop();
       batch.count++;
-      // Only cheap tasks join a batch: a task holding resources should not wait behind others.
-      if (!cheap) break;
+      if (!cheap && !shares) {
+        // A task holding resources does not wait behind others; on a device it holds memory
+        // too, and goes alone.
+        if (batch.count > 1 || worker.space != kHostSpace) break;
+        charged_run = &run;
+        charged = task.request;
+      }
       cheap_only = true;
       // Whether the batch is long enough after its latest task (of the entry's estimate), with
       // `left` tasks still queued here.
@@ -117,14 +130,15 @@ float Scheduler::estimate_at_start(const WorkerState &worker, const QueuedTask &
 }
 
 bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, float estimate_s,
-                             TaskAttempt &out, Deferred &deferred, bool first_in_line) {
+                             TaskAttempt &out, Deferred &deferred, bool first_in_line,
+                             bool shares_charge) {
   RunState &run = *entry.run;
   const Graph &graph = run.graph();
   const TaskDesc &task = graph.task(entry.task);
   const ResolvedRequest &r = run.requests[task.request];
   const bool device = worker.space != kHostSpace;
   uint64_t output_bytes = device ? declared_output_bytes(graph, task) : 0;
-  if (!r.request.empty() || output_bytes) {
+  if (!shares_charge && (!r.request.empty() || output_bytes)) {
     if (device ? !worker.memory.fits_now(r.request, output_bytes)
                : !worker.ledger.fits_now(r.request)) {
       if (device) {  // make room: spill what no running task reads
@@ -148,6 +162,7 @@ bool Scheduler::try_dispatch(WorkerState &worker, const QueuedTask &entry, float
     }
   }
   started(worker, run, entry.task, 1, entry.ready_at, estimate_s, &out);
+  out.holds_request = !shares_charge;
   const DataIndex *in = graph.inputs(task);
   for (uint32_t i = 0; i < task.input_count; ++i) {
     DataRun &data = run.data[in[i]];
@@ -190,6 +205,7 @@ void Scheduler::started(WorkerState &worker, RunState &run, TaskIndex first, uin
     tr.state = GF_TASK_RUNNING;
     tr.attempts++;
     out[i].assign(&run, first + i, tr.attempts, inputs, ready_at, tiny);
+    out[i].holds_request = false;  // a span's: covered by its first task's charge
   }
   run.attempts += count;
   worker.running += count;

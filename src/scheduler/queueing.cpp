@@ -102,12 +102,13 @@ uint32_t Scheduler::queue_plain_roots(RunState &run, size_t i, uint32_t most, Wo
       break;
     }
     TaskRun &tr = run.tasks[next];
-    if (tr.state != GF_TASK_WAITING || !graph.alike_previous(next)) break;
+    if (tr.state != GF_TASK_WAITING || !graph.repeats_previous(next)) break;
     queued_on(worker, tr, estimate_s);
   }
-  // Alike the root they follow (no inputs, a CPU slot only, its cost key and estimate), which
-  // start() queued on this worker just before them: they may all share its span. start()
-  // stamps only when observed.
+  // Alike the root they follow (no inputs, a CPU body only, its cost key, request and estimate),
+  // which start() queued on this worker just before them: they may all share its span, whose
+  // first task's charge covers the rest when they share a batch (picking.cpp). start() stamps
+  // only when observed.
   QueuedTask entry = queue_entry(run, first, enqueue_stamp_, priority);
   entry.span = count;
   worker.ready.push_following(entry);

@@ -95,15 +95,16 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
   const size_t group = std::max<size_t>(1, roots.size() / std::max<size_t>(1, threads));
   uint32_t group_worker = kNoIndex;
   size_t in_group = 0;
-  // A root that needs only a CPU slot, like the last one placed in its group (no inputs, the same
-  // cost key), goes where that one went at its estimate: weighing every worker again for each of
-  // a wide graph's roots was a third of the time the mutex was held (bench/lock_profile.c).
+  // A root with a CPU body only, no inputs and the cost key and request of the last one placed in
+  // its group goes where that one went at its estimate, without weighing every worker again.
   // Placement weighs the workers afresh for each group and after each slice.
-  auto plain_root = [&](TaskIndex t) {
-    return graph->task(t).input_count == 0 && run->needs_only_cpu(t);
+  auto cpu_root = [&](TaskIndex t) {
+    const TaskBody &body = run->body(t);
+    return graph->task(t).input_count == 0 && body.cpu_fn && !body.gpu_fn;
   };
-  bool follow = false;  // the last root placed was plain: the next plain one may follow it
+  bool follow = false;  // the last root placed was a CPU root: the next like it may follow it
   uint32_t follow_key = 0;
+  RequestId follow_request = kEmptyRequest;
   TaskIndex last_placed = kNoIndex;  // the root placed last (followed or made ready)
   int32_t last_priority = 0;         // its priority
   double follow_estimate_s = 0;
@@ -118,11 +119,12 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
     const TaskIndex root = roots[i];
     if (run->tasks[root].state == GF_TASK_WAITING) {
       // The root right after the last one placed, and alike it, follows it without a look at its
-      // description (Graph::alike_previous); others are looked at.
+      // description (Graph::repeats_previous); others are looked at.
       const bool alike_last =
-          last_placed != kNoIndex && root == last_placed + 1 && graph->alike_previous(root);
+          last_placed != kNoIndex && root == last_placed + 1 && graph->repeats_previous(root);
       if (follow && in_group < group &&
-          (alike_last || (graph->task(root).cost_key == follow_key && plain_root(root)))) {
+          (alike_last || (graph->task(root).cost_key == follow_key &&
+                          graph->task(root).request == follow_request && cpu_root(root)))) {
         const int32_t priority = alike_last ? last_priority : graph->task(root).priority;
         // With it, the alike roots right after it in task number and rank (a wide graph's),
         // up to the group's or the slice's end, follow as one span.
@@ -147,8 +149,9 @@ void Scheduler::start(const std::shared_ptr<RunState> &run) {
         last_priority = graph->task(root).priority;
         in_group = chosen == group_worker ? in_group + 1 : 1;
         group_worker = chosen;
-        follow = chosen != kNoIndex && plain_root(root);
+        follow = chosen != kNoIndex && cpu_root(root);
         follow_key = graph->task(root).cost_key;
+        follow_request = graph->task(root).request;
         follow_estimate_s = estimate_s;
       }
     }

@@ -209,12 +209,11 @@ class Scheduler final : private MovementSink {
   void enqueue_ready(WorkerState &worker, RunState &run, TaskIndex t) GF_REQUIRES(scheduling_lock);
   // The root analysis.roots[i] and up to `most - 1` roots after it that are next in task number
   // and rank, still waiting, and alike the one before them (of one `priority`, which the caller
-  // knows), all following the last root placed in their group (start(): no inputs, a CPU slot
-  // only, on the CPU worker that one went to): place() and enqueue_ready() without what cannot
-  // apply to them, as one span, and without waking anyone; returns how many were queued. The
-  // caller then wakes once for the roots it queued in a row (wake_after_queueing). Profiled:
-  // place, enqueue_ready and wake_for per root were 200 instructions of the 500 a wide graph's
-  // task cost under the mutex.
+  // knows), all following the last root placed in their group (start(): no inputs, a CPU body
+  // only, its cost key and request, on the CPU worker that one went to): place() and
+  // enqueue_ready() without what cannot apply to them, as one span, and without waking anyone;
+  // returns how many were queued. The caller then wakes once for the roots it queued in a row
+  // (wake_after_queueing).
   uint32_t queue_plain_roots(RunState &run, size_t i, uint32_t most, WorkerState &worker,
                              double estimate_s, int32_t priority) GF_REQUIRES(scheduling_lock);
   void wake_after_queueing(WorkerState &worker, RunState &run, TaskIndex last, uint32_t queued)
@@ -255,8 +254,11 @@ class Scheduler final : private MovementSink {
   void started(WorkerState &worker, RunState &run, TaskIndex first, uint32_t count,
                Clock::time_point ready_at, float estimate_s, TaskAttempt *out)
       GF_REQUIRES(scheduling_lock);
+  // Starts the task `entry` stands for when it fits now: its request charged (unless
+  // `shares_charge`: the batch's first task's charge covers it), its inputs resolved. On a
+  // device, a task first in line that does not fit makes room for itself.
   bool try_dispatch(WorkerState &worker, const QueuedTask &entry, float estimate_s,
-                    TaskAttempt &out, Deferred &deferred, bool first_in_line)
+                    TaskAttempt &out, Deferred &deferred, bool first_in_line, bool shares_charge)
       GF_REQUIRES(scheduling_lock);
   bool steal(WorkerState &thief, Deferred &deferred) GF_REQUIRES(scheduling_lock);
   // Tasks steal_one moved between CPU workers as they were queued, which wakes no one: the
@@ -284,8 +286,8 @@ class Scheduler final : private MovementSink {
 
   // An attempt ends (settling.cpp); a run ends (runs.cpp).
   // Settles `count` attempts of one run reported together, in order: one, or a row of
-  // successes of consecutive tasks each alike the one before it (Graph::alike_previous), whose
-  // items after the first may be successors run directly, adopted here in turn. Returns how
+  // successes of tasks of one cost key (their times learnt into one estimate), whose items
+  // after the first may be successors run directly, adopted here in turn. Returns how
   // many it settled: fewer than `count` when one of those cannot be adopted yet (the caller
   // parks or drops it).
   size_t finish(WorkerState &worker, TaskAttempt *items, size_t count, Deferred &deferred)

@@ -46,7 +46,7 @@ void Scheduler::end_attempt(WorkerState &worker, TaskAttempt &done, Estimates::R
                          /*values_only=*/worker.space == kHostSpace);
   }
   worker.backlog_s -= run.tasks[done.task].estimate_s;
-  if (task.request != kEmptyRequest) {
+  if (task.request != kEmptyRequest && done.holds_request) {
     const ResolvedRequest &request = run.requests[task.request];
     worker.ledger.release(request.request);
     if (worker.space != kHostSpace) {

@@ -55,6 +55,9 @@ struct TaskAttempt {
   // had succeeded (scheduler/direct_run.hpp). The scheduler adopts it as started when it
   // completes the batch, after those predecessors.
   bool run_directly = false;
+  // Whether its request was charged for it (and goes back when it ends): false for the later
+  // tasks of a CPU batch that share the first's charge (picking.cpp). Set when it starts.
+  bool holds_request = true;
 
   // Made ready for `task`'s attempt, under the scheduler's lock: which task, room for the
   // inputs it reads (filled there). What the body's thread fills is cleared by that thread

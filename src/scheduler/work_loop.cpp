@@ -6,26 +6,25 @@
 namespace gf {
 namespace {
 
-// How many items from batch.items[first] on are successful attempts of consecutive tasks of one
-// run, each after the first alike the one before it (Graph::alike_previous): a span pick() took
-// from a ready queue, or a chain's links run directly (run_directly, counted only while
-// `continued_too`). 0 when fewer than two are.
-size_t alike_successes(const Batch &batch, size_t first, bool continued_too) {
+// How many items from batch.items[first] on are successes of tasks of one run and one cost key,
+// settled together (Scheduler::finish): a span pick() took from a ready queue, tasks of one
+// request, a chain's links run directly (run_directly, counted only while `continued_too`).
+// A task that repeats the one before it (Graph::repeats_previous) shares its key without a look at
+// its description. 0 when fewer than two are.
+size_t successes_in_a_row(const Batch &batch, size_t first, bool continued_too) {
   auto settles_here = [continued_too](const TaskAttempt &d) {
     return d.succeeded() && (continued_too || !d.run_directly);
   };
   const TaskAttempt &head = batch.items[first];
-  if (first + 1 >= batch.count || !head.run->graph().has_alike_tasks() || !settles_here(head)) {
-    return 0;
-  }
+  if (first + 1 >= batch.count || !settles_here(head)) return 0;
   const Graph &graph = head.run->graph();
+  const uint32_t key = graph.task(head.task).cost_key;
   size_t end = first + 1;
   while (end < batch.count) {
     const TaskAttempt &d = batch.items[end];
-    if (d.run != head.run || d.task != batch.items[end - 1].task + 1 ||
-        !graph.alike_previous(d.task) || !settles_here(d)) {
-      break;
-    }
+    if (d.run != head.run || !settles_here(d)) break;
+    const bool alike = d.task == batch.items[end - 1].task + 1 && graph.repeats_previous(d.task);
+    if (!alike && graph.task(d.task).cost_key != key) break;
     ++end;
   }
   return end - first > 1 ? end - first : 0;
@@ -59,8 +58,8 @@ void Scheduler::complete_batch(WorkerState &worker, Batch &batch, Deferred &defe
         continue;
       }
     }
-    const size_t alike = alike_successes(batch, i, !dropping);
-    i += finish(worker, &item, alike ? alike : 1, deferred) - 1;
+    const size_t row = successes_in_a_row(batch, i, !dropping);
+    i += finish(worker, &item, row ? row : 1, deferred) - 1;
   }
   notifier_.completing_worker = kNoIndex;
   batch.count = 0;
