@@ -60,7 +60,11 @@ class HandleTable {
     if (!decode(handle, index, generation)) return nullptr;
     const Slot *slot = find_slot(index);
     if (!slot || slot->generation.load(std::memory_order_acquire) != generation) return nullptr;
-    return slot->raw.load(std::memory_order_acquire);
+    Object *object = slot->raw.load(std::memory_order_acquire);
+    // A remove (generation first, then the pointer) and an insert into the slot between the two
+    // loads would hand out the slot's next object: the generation, read again, tells.
+    if (slot->generation.load(std::memory_order_acquire) != generation) return nullptr;
+    return object;
   }
 
   std::shared_ptr<Object> find_shared(uint64_t handle) const {

@@ -145,6 +145,8 @@ bool orders_every_task(const GraphAnalysis &a, std::vector<uint32_t> &pending) {
 }  // namespace
 
 const GraphAnalysis &Graph::freeze() {
+  // Two threads may submit a graph for the first time at once: one freezes, the other waits.
+  std::lock_guard<std::mutex> lock(freeze_mu_);
   if (analysis_) return *analysis_;
 
   const size_t n = lists_.tasks.size();

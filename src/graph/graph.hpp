@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -261,6 +262,7 @@ class Graph {
   std::vector<CostKey> cost_keys_;
   std::unordered_map<std::string, uint32_t> cost_key_index_;
   std::unordered_map<gf_task_fn, uint32_t> cost_fn_index_;
+  std::mutex freeze_mu_;  // freeze() is taken once, whichever submit gets there first
   std::unique_ptr<GraphAnalysis> analysis_;
   // A part of another graph (part()): its tasks and data are labelled by their numbers there, so
   // messages name what the caller built.

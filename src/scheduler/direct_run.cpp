@@ -133,7 +133,7 @@ void DirectRuns::run_directly(const WorkerState &worker, Batch &batch, RunState 
   // fan-out of long tasks still spreads over the workers.
   const TaskDesc &task = run.graph().task(s);
   const bool tiny = run.tiny_costs[task.cost_key].load(std::memory_order_relaxed);
-  if (!chain_link && (!tiny || batch.notifier->idle_cpu_threads() > 0)) return;
+  if (!chain_link && (!tiny || batch.notifier->spinning_cpu_threads() > 0)) return;
   if (!runs_plainly_here(worker, batch, run, s)) return;
   // Priorities and graph order: it must not overtake what was first in this worker's queue
   // when the batch was picked (tasks queued later wait for the batch, as they would anyway).

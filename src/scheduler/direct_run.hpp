@@ -11,7 +11,7 @@
 //    predecessor) may run it when it needs nothing beyond a CPU slot and host buffers its
 //    predecessors made or the caller gave, would not overtake the task first in this worker's
 //    queue when the batch was picked (the bar), and is a chain's next link, or is known to be
-//    tiny while no other CPU thread idles (an idle thread gets it through the scheduler
+//    tiny while no other CPU thread spins (a spinning thread gets it through the scheduler
 //    instead). It decides from what is immutable once a run started (the frozen graph, the run's
 //    requests, bodies and sequence), the counts, the published buffers and the tiny flags.
 // 3. Claim. Last, it takes the task's claim (TaskRun::claim). A cancel settling waiting tasks

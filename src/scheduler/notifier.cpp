@@ -8,16 +8,11 @@
 
 namespace gf {
 
-void Notifier::enter(Idle &idle, bool cpu) {
-  (void)idle;
-  idle_total_++;
-  if (cpu) idle_cpu_threads_.fetch_add(1, std::memory_order_relaxed);
-}
-
-bool Notifier::spin(uint32_t worker, bool cpu, SchedulingLock &lock) {
+bool Notifier::spin(uint32_t worker, bool cpu, int most_pauses, SchedulingLock &lock) {
   Idle &idle = idle_[worker];
   idle.spinning++;
-  enter(idle, cpu);
+  idle_total_++;
+  if (cpu) spinning_cpu_threads_.fetch_add(1, std::memory_order_relaxed);
   const uint32_t seen = idle.nudges.load(std::memory_order_relaxed);
   bool nudged = false;
   // The thread that nudges it holds the mutex a while longer (it settles its batch and picks
@@ -39,11 +34,11 @@ bool Notifier::spin(uint32_t worker, bool cpu, SchedulingLock &lock) {
           if (spun > kYieldAfter) sched_yield();
         }
       },
-      kRelockSpins);
+      most_pauses, kRelockSpins);
   nudged = nudged || idle.nudges.load(std::memory_order_relaxed) != seen;
   idle.spinning--;
   idle_total_--;
-  if (cpu) idle_cpu_threads_.fetch_sub(1, std::memory_order_relaxed);
+  if (cpu) spinning_cpu_threads_.fetch_sub(1, std::memory_order_relaxed);
   // A nudge meant for this thread (or for one that left before it) is used up.
   const uint32_t spent = std::min(idle.nudges_pending, nudged ? 1u : 0u);
   const uint32_t stale =
@@ -55,8 +50,9 @@ bool Notifier::spin(uint32_t worker, bool cpu, SchedulingLock &lock) {
 
 void Notifier::sleep(uint32_t worker, bool cpu, SchedulingLock &lock) {
   Idle &idle = idle_[worker];
+  (void)cpu;
   idle.sleeping++;
-  enter(idle, cpu);
+  idle_total_++;
   idle.wake.wait(lock.native());
   if (idle.wakes_pending > 0) {  // woken, spuriously or not: one wake fewer is on its way
     idle.wakes_pending--;
@@ -64,7 +60,6 @@ void Notifier::sleep(uint32_t worker, bool cpu, SchedulingLock &lock) {
   }
   idle.sleeping--;
   idle_total_--;
-  if (cpu) idle_cpu_threads_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 bool Notifier::wake_one(uint32_t worker) {

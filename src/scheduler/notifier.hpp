@@ -17,8 +17,10 @@
 // spinning took the CPU from the threads it waited on when a pool shared two cores with its
 // service.
 //
-// idle_cpu_threads() is read without the mutex by worker threads deciding whether to run a
-// successor themselves (direct_run.cpp): while a CPU thread idles, successors are left to it.
+// spinning_cpu_threads() is read without the mutex by worker threads deciding whether to run a
+// successor themselves (direct_run.cpp): while a CPU thread spins, successors are left to it (a
+// sleeping one would take longer to wake than the task takes). A nudge brings back every spinner
+// of its worker (most workers have one thread); the wake of a sleeper, one.
 #pragma once
 
 #include <atomic>
@@ -47,7 +49,9 @@ class Notifier {
 
   // A thread of `worker` (whose threads may spin when `may_spin`) has found nothing to do: spins
   // (with the mutex released) until nudged or kSpinBudget passes. Returns whether it was nudged.
-  bool spin(uint32_t worker, bool cpu, SchedulingLock &lock) GF_REQUIRES(scheduling_lock);
+  // `most_pauses` spaces its tries of the mutex when it stops spinning (core/spin_lock.hpp).
+  bool spin(uint32_t worker, bool cpu, int most_pauses, SchedulingLock &lock)
+      GF_REQUIRES(scheduling_lock);
   // Sleeps until signalled (or spuriously woken).
   void sleep(uint32_t worker, bool cpu, SchedulingLock &lock) GF_REQUIRES(scheduling_lock);
 
@@ -67,8 +71,10 @@ class Notifier {
   }
   uint64_t idle_total() const GF_REQUIRES(scheduling_lock) { return idle_total_; }
   uint64_t unwoken_total() const GF_REQUIRES(scheduling_lock) { return idle_total_ - woken_total_; }
-  // CPU threads spinning or asleep, read without the mutex: a hint.
-  uint32_t idle_cpu_threads() const { return idle_cpu_threads_.load(std::memory_order_relaxed); }
+  // CPU threads spinning, read without the mutex: a hint.
+  uint32_t spinning_cpu_threads() const {
+    return spinning_cpu_threads_.load(std::memory_order_relaxed);
+  }
 
   // The worker whose thread is settling a batch right now: it picks again right after, so work
   // it makes ready for itself needs no other thread (Scheduler::wake_for).
@@ -82,12 +88,11 @@ class Notifier {
     // Bumped by each nudge; spinners watch it. On its own line: the spinners read it in a loop.
     alignas(64) std::atomic<uint32_t> nudges{0};
   };
-  void enter(Idle &idle, bool cpu) GF_REQUIRES(scheduling_lock);
 
   std::vector<Idle> idle_ GF_GUARDED_BY(scheduling_lock);
   uint64_t idle_total_ GF_GUARDED_BY(scheduling_lock) = 0;   // spinning + sleeping, all workers
   uint64_t woken_total_ GF_GUARDED_BY(scheduling_lock) = 0;  // nudges + wakes pending, all
-  alignas(64) std::atomic<uint32_t> idle_cpu_threads_{0};
+  alignas(64) std::atomic<uint32_t> spinning_cpu_threads_{0};
 };
 
 }  // namespace gf

@@ -35,14 +35,14 @@ class GF_SCOPED_CAPABILITY SchedulingLock {
   void unlock() GF_RELEASE() { lock_.unlock(); }
   void lock() GF_ACQUIRE() { lock_.lock(); }
   bool owns_lock() const { return lock_.owns_lock(); }
-  // Runs `wait` with the mutex released, and takes it again (trying `spins` pauses' worth before
-  // sleeping on it; core/spin_lock.hpp). The caller holds the lock throughout as far as the
-  // analysis goes: `wait` must touch no guarded state.
+  // Runs `wait` with the mutex released, and takes it again (trying `spins` pauses' worth,
+  // spaced by up to `most_pauses`, before sleeping on it; core/spin_lock.hpp). The caller holds
+  // the lock throughout as far as the analysis goes: `wait` must touch no guarded state.
   template <class Wait>
-  void released_while(Wait &&wait, int spins) GF_NO_THREAD_SAFETY_ANALYSIS {
+  void released_while(Wait &&wait, int most_pauses, int spins) GF_NO_THREAD_SAFETY_ANALYSIS {
     lock_.unlock();
     wait();
-    lock_ = gf::lock_spinning(*lock_.mutex(), 1, spins);
+    lock_ = gf::lock_spinning(*lock_.mutex(), most_pauses, spins);
   }
   // For condition variables, which release and retake the mutex while they wait: the capability
   // counts as held throughout, as it is whenever the waiting code runs.

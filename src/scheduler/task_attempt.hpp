@@ -95,8 +95,8 @@ struct Batch {
   // (DirectRuns::after_success), and the task first in the worker's queue then, which a successor
   // run directly must not overtake.
   bool may_continue = false;
-  // The pool's count of idle CPU threads (Notifier::idle_cpu_threads): while any idles, a
-  // successor other than a chain's next link is left to the scheduler, which hands it to them.
+  // The pool's count of spinning CPU threads (Notifier::spinning_cpu_threads): while any spins,
+  // a successor other than a chain's next link is left to the scheduler, which hands it on.
   const Notifier *notifier = nullptr;
   bool has_bar = false;
   QueuedTask bar{};

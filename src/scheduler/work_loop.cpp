@@ -111,11 +111,11 @@ bool Scheduler::next_batch(WorkerState &worker, Batch &batch, Deferred &deferred
     if (!deferred.empty()) return true;
     // Nothing to do: spin a while, then sleep (scheduler/notifier.hpp).
     if (may_spin) {
-      may_spin = notifier_.spin(worker.index, cpu, lock);  // look again either way
+      may_spin = notifier_.spin(worker.index, cpu, lock_pauses_, lock);  // look again either way
       continue;
     }
     notifier_.sleep(worker.index, cpu, lock);
-    may_spin = cpu;
+    may_spin = cpu && worker.granted;
   }
 }
 

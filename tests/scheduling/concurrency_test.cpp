@@ -114,6 +114,38 @@ TEST(Concurrency, ManyThreadsSubmitToOnePool) {
   expect_ledger_idle(pool.get());
 }
 
+// The first submit freezes a graph: several threads submitting the same fresh graph at once
+// freeze it once, and every run computes the same result.
+TEST(Concurrency, ThreadsSubmittingOneFreshGraphAtOnceFreezeItOnce) {
+  Pool pool = make_pool(host_config(2, 0));
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 20;
+  std::atomic<int> correct{0};
+  for (int round = 0; round < kRounds; ++round) {
+    const uint64_t seed = static_cast<uint64_t>(round) + 7;
+    Diamond shared = diamond(seed, "s_");
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        ready.fetch_add(1);
+        while (ready.load() < kThreads) {
+        }  // all submit together
+        gf_run *r = nullptr;
+        EXPECT_EQ(gf_graph_submit(&r, pool.get(), shared.graph.get(), nullptr), GF_OK)
+            << last_error();
+        RunPtr run(r);
+        if (!run) return;
+        EXPECT_EQ(gf_run_wait(run.get(), kWaitMs), GF_OK);
+        if (fetch_u64(run.get(), shared.result) == 3 * seed + 1) correct.fetch_add(1);
+      });
+    }
+    for (auto &th : threads) th.join();
+  }
+  EXPECT_EQ(correct.load(), kThreads * kRounds);
+  expect_ledger_idle(pool.get());
+}
+
 TEST(Concurrency, ManyThreadsWaitAndQueryOneRun) {
   Pool pool = make_pool(host_config(1, -1));
   Graph g = make_graph();

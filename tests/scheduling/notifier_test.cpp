@@ -33,7 +33,7 @@ TEST(Notifier, ASpinningThreadIsNudgedOnce) {
   std::atomic<int> nudged{-1};
   std::thread spinner([&] {
     SchedulingLock lock(mu);
-    nudged = notifier.spin(1, true, lock) ? 1 : 0;
+    nudged = notifier.spin(1, true, 1, lock) ? 1 : 0;
   });
   ASSERT_TRUE(eventually(mu, [&]() GF_REQUIRES(scheduling_lock) {
     return notifier.idle(1) == 1 || nudged.load() >= 0;
@@ -42,7 +42,7 @@ TEST(Notifier, ASpinningThreadIsNudgedOnce) {
     SchedulingLock lock(mu);
     if (nudged.load() < 0) {  // still spinning (a slow machine may have let the budget pass)
       EXPECT_EQ(notifier.unwoken(1), 1u);
-      EXPECT_EQ(notifier.idle_cpu_threads(), 1u);
+      EXPECT_EQ(notifier.spinning_cpu_threads(), 1u);
       EXPECT_TRUE(notifier.wake_one(1));
       EXPECT_EQ(notifier.unwoken(1), 0u);  // the nudge is on its way: no second one
       EXPECT_FALSE(notifier.wake_one(1));
@@ -53,14 +53,14 @@ TEST(Notifier, ASpinningThreadIsNudgedOnce) {
   SchedulingLock lock(mu);
   EXPECT_EQ(notifier.idle(1), 0u);
   EXPECT_EQ(notifier.unwoken_total(), 0u);
-  EXPECT_EQ(notifier.idle_cpu_threads(), 0u);
+  EXPECT_EQ(notifier.spinning_cpu_threads(), 0u);
 }
 
 TEST(Notifier, SpinningEndsUnnudgedWhenNobodyWakesIt) {
   std::mutex mu;
   Notifier notifier(1);
   SchedulingLock lock(mu);
-  EXPECT_FALSE(notifier.spin(0, false, lock));
+  EXPECT_FALSE(notifier.spin(0, false, 1, lock));
   EXPECT_TRUE(lock.owns_lock());
   EXPECT_EQ(notifier.idle(0), 0u);
   EXPECT_EQ(notifier.unwoken_total(), 0u);
@@ -79,7 +79,7 @@ TEST(Notifier, ASleepingThreadIsSignalledAndTheWakeIsSpentOnce) {
   ASSERT_TRUE(eventually(mu, [&]() GF_REQUIRES(scheduling_lock) { return notifier.idle(0) == 1; }));
   {
     SchedulingLock lock(mu);
-    EXPECT_EQ(notifier.idle_cpu_threads(), 1u);
+    EXPECT_EQ(notifier.spinning_cpu_threads(), 0u);  // asleep: too slow to wake for a task
     stop = true;
     EXPECT_TRUE(notifier.wake_one(0));
     EXPECT_FALSE(notifier.wake_one(0));  // its wake is on its way
@@ -90,7 +90,7 @@ TEST(Notifier, ASleepingThreadIsSignalledAndTheWakeIsSpentOnce) {
   SchedulingLock lock(mu);
   EXPECT_EQ(notifier.idle(0), 0u);
   EXPECT_EQ(notifier.unwoken_total(), 0u);
-  EXPECT_EQ(notifier.idle_cpu_threads(), 0u);
+  EXPECT_EQ(notifier.spinning_cpu_threads(), 0u);
 }
 
 TEST(Notifier, WakeAllReachesSpinnersAndSleepers) {
@@ -103,7 +103,7 @@ TEST(Notifier, WakeAllReachesSpinnersAndSleepers) {
     while (!stop.load()) {
       if (spin_first) {
         spin_first = false;
-        if (notifier.spin(0, true, lock)) continue;
+        if (notifier.spin(0, true, 1, lock)) continue;
       }
       notifier.sleep(0, true, lock);
     }
