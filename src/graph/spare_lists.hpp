@@ -1,8 +1,9 @@
 // The lists of the graph destroyed last, kept for the next graph built in the process: their
 // pages are resident, so building a graph of about the same size again faults none in and copies
 // nothing as its lists grow (a 100,000-task graph's lists are fresh mappings otherwise, zeroed by
-// the kernel page by page). At most one set is kept, within kKeptBytes; a graph takes whatever is
-// kept, so the most memory the process holds at once is what it held while that graph lived.
+// the kernel page by page). Two sets are kept, within kKeptBytes each: a graph is often built
+// while the one before it is still being let go on another thread (a run dropped by a worker
+// thread), so it finds the set of the graph before that one. A graph takes the larger kept set.
 #pragma once
 
 #include <mutex>
@@ -23,7 +24,7 @@ class SpareGraphLists {
 
  private:
   std::mutex mu_;
-  Graph::Lists kept_;
+  Graph::Lists kept_[2];
 };
 
 }  // namespace gf

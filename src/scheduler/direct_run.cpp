@@ -61,10 +61,17 @@ void publish_outputs(RunState &run, const TaskAttempt &done) {
   }
 }
 
-// Whether task `s` may run on this CPU worker with nothing but a CPU slot. Asked for every
-// successor of every task the batch runs: whether this worker takes tasks without a request is
-// looked up once per batch and run.
+// Whether task `s` may run on this CPU worker with nothing but a CPU slot, or under the request
+// the batch's first task was charged (picking.cpp), which covers each of the batch's tasks in
+// turn. Asked for every successor of every task the batch runs: whether this worker takes tasks
+// without a request is looked up once per batch and run.
 bool runs_plainly_here(const WorkerState &worker, Batch &batch, const RunState &run, TaskIndex s) {
+  const TaskDesc &task = run.graph().task(s);
+  if (task.request != kEmptyRequest && batch.charged_run == &run &&
+      task.request == batch.charged_request) {
+    const TaskBody &body = run.body(s);
+    return body.cpu_fn && !body.gpu_fn;
+  }
   if (!run.needs_only_cpu(s)) return false;
   if (batch.plain_run != &run) {
     const std::vector<uint32_t> &eligible = run.requests[kEmptyRequest].cpu_workers;
@@ -165,6 +172,7 @@ void DirectRuns::run_directly(const WorkerState &worker, Batch &batch, RunState 
   // inputs found above, their count unchanged).
   next.assign(&run, s, 1, task.input_count, Clock::time_point{}, tiny);
   next.run_directly = true;
+  next.holds_request = false;  // none, or the batch's charge covers it
   batch.count++;
 }
 

@@ -24,8 +24,10 @@ bool Scheduler::pick(WorkerState &worker, Batch &batch, Deferred &deferred) {
   double batch_estimate = 0;
   const size_t queued = worker.ready.size();
   // The request the batch's first task was charged, which later ones of its run may share.
-  const RunState *charged_run = nullptr;
-  RequestId charged = kEmptyRequest;
+  const RunState *&charged_run = batch.charged_run;
+  RequestId &charged = batch.charged_request;
+  charged_run = nullptr;
+  charged = kEmptyRequest;
   for (int scanned = 0; !worker.ready.empty() && batch.count < kLongBatch;) {
     const QueuedTask &top = worker.ready.top();
     const RunState &run = *top.run;

@@ -100,6 +100,10 @@ struct Batch {
   const Notifier *notifier = nullptr;
   bool has_bar = false;
   QueuedTask bar{};
+  // The request the batch's first task was charged on this CPU worker (picking.cpp), which
+  // covers each of its tasks in turn: successors of that run and request may run directly too.
+  const RunState *charged_run = nullptr;
+  RequestId charged_request = kEmptyRequest;
   // Whether this worker may run tasks without a request (kEmptyRequest) of `plain_run`, as
   // looked up for the last successor considered (reset when the batch is picked).
   const RunState *plain_run = nullptr;

@@ -108,6 +108,40 @@ TEST(SharedCharge, TasksThatAlternateRequestsAreEachChargedTheirOwn) {
   EXPECT_EQ(in_use(pool.get(), 0, "bigmem"), 0.0);
 }
 
+// A chain's links run one after another on the thread that ran the link before, under the charge
+// of its batch's first link: each still sees exactly its own request charged, in order.
+TEST(SharedCharge, AChainOfOneRequestRunsUnderItsBatchsCharge) {
+  const gf_resource label{"bigmem", 1.0};
+  Pool pool = make_pool(one_labelled_cpu_worker(&label));
+  auto seen = std::make_shared<Seen>();
+  auto order = std::make_shared<std::vector<int>>();
+  Graph g = make_graph();
+  constexpr int kLinks = 500;
+  gf_task previous{};
+  for (int i = 0; i < kLinks; ++i) {
+    TaskSpec s;
+    Body check = charged_exactly(pool.get(), seen, 0.25, "link " + std::to_string(i));
+    s.cpu = [check, order, i](gf_task_ctx *ctx) {
+      order->push_back(i);  // one link at a time: no lock needed
+      return check(ctx);
+    };
+    s.resources = {{"cpu", 1}, {"bigmem", 0.25}};
+    if (i > 0) s.after = {previous};
+    previous = must_add_task(g.get(), s);
+  }
+  for (int round = 0; round < 2; ++round) {  // the second run knows the links are tiny
+    order->clear();
+    RunPtr run(submit(pool.get(), g.get()));
+    ASSERT_TRUE(run);
+    ASSERT_EQ(gf_run_wait(run.get(), kWaitMs), GF_OK) << last_error();
+    ASSERT_EQ(order->size(), static_cast<size_t>(kLinks));
+    for (int i = 0; i < kLinks; ++i) ASSERT_EQ((*order)[i], i) << "links ran out of order";
+  }
+  for (const std::string &p : seen->problems) ADD_FAILURE() << p;
+  EXPECT_EQ(in_use(pool.get(), 0, "cpu"), 0.0);
+  EXPECT_EQ(in_use(pool.get(), 0, "bigmem"), 0.0);
+}
+
 // Two workers share the label between them; each task still sees its own charge on the worker
 // it ran on, and every task runs once.
 TEST(SharedCharge, TwoWorkersEachChargeTheirOwnBatches) {

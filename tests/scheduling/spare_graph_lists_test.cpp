@@ -45,12 +45,18 @@ TEST(SpareGraphLists, ListsPastTheBoundAreFreedNotKept) {
   huge.tasks.reserve(SpareGraphLists::kKeptBytes / sizeof(TaskDesc) + 1);
   spare.give_back(huge);
   EXPECT_EQ(spare.kept_bytes(), 0u);
-  Graph::Lists small = filled_lists(10), later = filled_lists(20);
+  // Only the two latest sets are kept, and a graph takes the larger.
+  Graph::Lists oldest = filled_lists(300), small = filled_lists(10), later = filled_lists(20);
+  spare.give_back(oldest);
   spare.give_back(small);
-  spare.give_back(later);  // only the latest set is kept
-  Graph::Lists next;
-  spare.take(next);
-  EXPECT_GE(next.tasks.capacity(), 20u);
+  spare.give_back(later);
+  Graph::Lists first, second, third;
+  spare.take(first);
+  EXPECT_EQ(first.tasks.capacity(), 20u);
+  spare.take(second);
+  EXPECT_EQ(second.tasks.capacity(), 10u);
+  spare.take(third);
+  EXPECT_EQ(third.tasks.capacity(), 0u);
   EXPECT_EQ(spare.kept_bytes(), 0u);
 }
 
