@@ -1,16 +1,14 @@
-// What a graph asks of the pool, checked once per run before anything starts: each resource
-// request resolved against the workers that could ever satisfy it, every task able to run
-// somewhere (or refused, naming it and what it lacks), and named kernels and commands bound.
+#include "scheduler/feasibility.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 
 #include "core/error.hpp"
-#include "scheduler/scheduler.hpp"
 
 namespace gf {
 
-std::vector<ResolvedRequest> Scheduler::resolve_requests(const Graph &graph) {
+std::vector<ResolvedRequest> Feasibility::resolve_requests(const Graph &graph) const {
   const RequestTable &table = graph.requests();
   std::vector<ResolvedRequest> resolved(table.size());
   for (RequestId id = 0; id < table.size(); ++id) {
@@ -36,7 +34,7 @@ std::vector<ResolvedRequest> Scheduler::resolve_requests(const Graph &graph) {
   return resolved;
 }
 
-void Scheduler::check_feasible(const RunState &run) {
+void Feasibility::check(const RunState &run) const {
   const Graph &graph = run.graph();
   // What kinds of body each request's tasks have, when the graph kept that and every body is a
   // C callback: the tasks are walked (a cache miss each, on large graphs) only to name the first
@@ -66,7 +64,7 @@ void Scheduler::check_feasible(const RunState &run) {
   }
 }
 
-std::string Scheduler::why_infeasible(const RunState &run, TaskIndex t) const {
+std::string Feasibility::why_infeasible(const RunState &run, TaskIndex t) const {
   const Graph &graph = run.graph();
   const TaskBody &body = run.body(t);
   auto amount_text = [](FixedPoint amount) {
@@ -127,7 +125,7 @@ std::string Scheduler::why_infeasible(const RunState &run, TaskIndex t) const {
   return "asks for {" + wanted + "}: " + problems;
 }
 
-void Scheduler::resolve_bodies(RunState &run, const BodyResolvers &bodies) {
+void Feasibility::resolve_bodies(RunState &run, const BodyResolvers &bodies) {
   const Graph &graph = run.graph();
   run.resolved_bodies.resize(graph.task_count());
   run.command_bodies = bodies.commands;  // what resolved command bodies point into

@@ -16,6 +16,7 @@ Scheduler::Scheduler(DeviceBackend &backend, ResourceRegistry registry,
       registry_(std::move(registry)),
       workers_(std::move(workers)),
       gpu_memory_(gpu_memory),
+      feasibility_(registry_, workers_, gpu_memory_),
       notifier_(workers_.size()),
       memory_(backend, workers_, notifier_, spill_threshold, *this) {
   uint32_t cpu_threads = 0;
@@ -46,11 +47,12 @@ std::shared_ptr<RunState> Scheduler::prepare(std::shared_ptr<Graph> graph,
   spare_arrays_->take(run->tasks, graph->task_count(), run->data, graph->data_count());
   DataSetup data_setup(*run);  // a large graph's on a helper thread, while this one freezes it
   const GraphAnalysis &analysis = graph->freeze();
-  run->requests = resolve_requests(*graph);
+  run->requests = feasibility_.resolve_requests(*graph);
   run->cost_ids = estimates_.map_cost_keys(*graph);
   run->tiny_costs = std::make_unique<std::atomic<bool>[]>(run->cost_ids.size());
-  if (graph->has_named_kernels() || graph->has_commands()) resolve_bodies(*run, bodies);
-  check_feasible(*run);
+  if (graph->has_named_kernels() || graph->has_commands())
+    Feasibility::resolve_bodies(*run, bodies);
+  feasibility_.check(*run);
   set_up_tasks(*run, analysis);
   // Read only for joins, after their counts (join_counts); written before read, each slot by its
   // producer's thread: nothing to set up.

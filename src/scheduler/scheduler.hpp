@@ -22,6 +22,7 @@
 #include "scheduler/deferred.hpp"
 #include "scheduler/direct_run.hpp"
 #include "scheduler/estimates.hpp"
+#include "scheduler/feasibility.hpp"
 #include "scheduler/memory.hpp"
 #include "scheduler/notifier.hpp"
 #include "scheduler/observer.hpp"
@@ -173,13 +174,6 @@ class Scheduler final : private MovementSink {
  private:
   using Lock = SchedulingLock;
 
-  // prepare()'s checks, outside the mutex: they read the workers' capacities only, which never
-  // change once the pool is built (not checked by the thread-safety analysis).
-  std::vector<ResolvedRequest> resolve_requests(const Graph &graph) GF_NO_THREAD_SAFETY_ANALYSIS;
-  void check_feasible(const RunState &run);
-  // Why no worker can ever run task t, naming the resource (and a near miss in its name).
-  std::string why_infeasible(const RunState &run, TaskIndex t) const GF_NO_THREAD_SAFETY_ANALYSIS;
-  void resolve_bodies(RunState &run, const BodyResolvers &bodies);
   // Places a task whose dependencies are done; returns the worker chosen.
   uint32_t make_ready(RunState &run, TaskIndex t, uint32_t preferred_worker, Deferred &deferred,
                       double tolerance_s = 0) GF_REQUIRES(scheduling_lock);
@@ -365,6 +359,7 @@ class Scheduler final : private MovementSink {
   std::atomic<uint32_t> observers_{0};  // registered observers (ObserverHandle keeps the count)
 
   // ---- The parts, each with its own state (and annotations) ----
+  Feasibility feasibility_;
   Notifier notifier_;
   Memory memory_;
   Estimates estimates_;
