@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
-# The Rust binding against a build tree: the generated bindings are current, then
+# The Rust binding against a build tree: the generated bindings are current, the crates
+# formatted (cargo fmt) and lint-free (clippy -D warnings), then
 # `cargo test --offline` (bindgen's layout tests, the layout tests against the library, the safe
 # API's tests, doc tests), both examples, checked as the C ones are, and the sys crate built
 # against an installed gpuflow found through pkg-config.
 # Usage: scripts/test-rust.sh [BUILD_DIR]   (default build; it must have built libgpuflow)
-# Uses Debian's toolchain (rustc 1.63, the oldest the crates support) when it is installed.
+# Uses Debian's toolchain (rustc 1.63, the oldest the crates support; its rust-clippy and rustfmt)
+# when it is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=$(cd "${1:-build}" && pwd)
 scripts/regen-rust-sys.sh --check
 if [ -x /usr/bin/cargo ] && [ -x /usr/bin/rustc ]; then
   export CARGO=/usr/bin/cargo RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc
+  # Its own clippy and rustfmt (Debian's rust-clippy and rustfmt, of the same release), not
+  # those of another toolchain that comes first on PATH.
+  export PATH=/usr/bin:$PATH
 fi
 cargo=${CARGO:-cargo}
 export GPUFLOW_LIB_DIR=$build/src CARGO_TARGET_DIR=$build/rust-target
 cd bindings/rust
-"$cargo" test --offline --locked -q
-# Lint, where the toolchain has clippy (Debian's rustc 1.63 packages none).
-if "$cargo" clippy --version >/dev/null 2>&1; then
-  "$cargo" clippy --offline --locked --all-targets -q -- -D warnings
-else
-  echo "test-rust: this toolchain has no clippy: lint skipped"
-fi
+# Formatting and lints are part of the check, not extras of whichever toolchain is there.
+for tool in fmt clippy; do
+  if ! "$cargo" "$tool" --version >/dev/null 2>&1; then
+    echo "test-rust: '$cargo $tool' is missing: install Debian's rustfmt and rust-clippy" \
+      "(scripts/install-deps.sh does) or the toolchain's own" >&2
+    exit 1
+  fi
+done
+"$cargo" fmt --check || { echo "test-rust: not formatted: run cargo fmt in bindings/rust" >&2; exit 1; }
+"$cargo" test --offline --locked
+"$cargo" clippy --offline --locked --all-targets -q -- -D warnings
 "$cargo" run --offline --locked -q --example hello | grep -qx '10 + 1 = 11'
 out=$("$cargo" run --offline --locked -q --example seed -- 1001 300)
 echo "$out"

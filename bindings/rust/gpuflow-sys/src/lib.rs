@@ -5,7 +5,12 @@
 //! `gf_pool_create` is a `static inline` function in C: call
 //! `gf_pool_create_versioned(out, config, GF_VERSION_MAJOR)`. The `_INIT` macros have no Rust
 //! form: use the `gf_*_init` functions, which take the caller's struct size.
-#![allow(non_camel_case_types, non_upper_case_globals, non_snake_case, clippy::all)]
+#![allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    clippy::all
+)]
 
 include!("bindings.rs");
 

@@ -14,12 +14,27 @@ fn library_size<T>(init: unsafe extern "C" fn(*mut T, u32)) -> usize {
 
 #[test]
 fn init_functions_agree_with_rust_sizes() {
-    assert_eq!(library_size(gf_pool_config_init), size_of::<gf_pool_config>());
-    assert_eq!(library_size(gf_buffer_desc_init), size_of::<gf_buffer_desc>());
+    assert_eq!(
+        library_size(gf_pool_config_init),
+        size_of::<gf_pool_config>()
+    );
+    assert_eq!(
+        library_size(gf_buffer_desc_init),
+        size_of::<gf_buffer_desc>()
+    );
     assert_eq!(library_size(gf_task_desc_init), size_of::<gf_task_desc>());
-    assert_eq!(library_size(gf_submit_options_init), size_of::<gf_submit_options>());
-    assert_eq!(library_size(gf_kernel_desc_init), size_of::<gf_kernel_desc>());
-    assert_eq!(library_size(gf_command_desc_init), size_of::<gf_command_desc>());
+    assert_eq!(
+        library_size(gf_submit_options_init),
+        size_of::<gf_submit_options>()
+    );
+    assert_eq!(
+        library_size(gf_kernel_desc_init),
+        size_of::<gf_kernel_desc>()
+    );
+    assert_eq!(
+        library_size(gf_command_desc_init),
+        size_of::<gf_command_desc>()
+    );
 }
 
 #[test]
@@ -44,7 +59,10 @@ fn output_structs_of_rust_size_are_accepted() {
         config.emulated_devices = 1;
         config.emulated_device_memory = 1 << 20;
         let mut pool = std::ptr::null_mut();
-        assert_eq!(gf_pool_create_versioned(&mut pool, &config, GF_VERSION_MAJOR), GF_OK);
+        assert_eq!(
+            gf_pool_create_versioned(&mut pool, &config, GF_VERSION_MAJOR),
+            GF_OK
+        );
 
         let mut w: gf_worker_info = std::mem::zeroed();
         w.struct_size = size_of::<gf_worker_info>() as u32;
@@ -54,7 +72,10 @@ fn output_structs_of_rust_size_are_accepted() {
 
         let mut e: gf_ledger_entry = std::mem::zeroed();
         e.struct_size = size_of::<gf_ledger_entry>() as u32;
-        assert_eq!(gf_pool_ledger_lookup(&mut e, pool, 1, b"gpu_memory\0".as_ptr() as _), GF_OK);
+        assert_eq!(
+            gf_pool_ledger_lookup(&mut e, pool, 1, b"gpu_memory\0".as_ptr() as _),
+            GF_OK
+        );
         assert_eq!(e.capacity, (1u64 << 20) as f64);
 
         let mut d: gf_device_info = std::mem::zeroed();

@@ -76,13 +76,20 @@ where
 }
 
 fn main() -> Result<(), gpuflow::Error> {
-    let args: Vec<usize> = std::env::args().skip(1).map(|a| a.parse().expect("N and C are numbers")).collect();
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .map(|a| a.parse().expect("N and C are numbers"))
+        .collect();
     let n = *args.first().unwrap_or(&2000);
     let c = *args.get(1).unwrap_or(&250);
     assert!(n > 0 && c > 0, "N and C must be positive");
     let pool = Pool::with_defaults()?;
     let workers = pool.worker_count()?;
-    let emulated = (0..workers).all(|w| pool.worker_info(w).map(|i| !i.gpu || i.emulated).unwrap_or(false));
+    let emulated = (0..workers).all(|w| {
+        pool.worker_info(w)
+            .map(|i| !i.gpu || i.emulated)
+            .unwrap_or(false)
+    });
 
     let mut graph = Graph::new()?;
     let blocks = (n + c - 1) / c;
@@ -94,7 +101,10 @@ fn main() -> Result<(), gpuflow::Error> {
             let seed = (bi * blocks + bj) as u64;
             let out = graph.buffer_of::<f64>(&format!("chunk-{bi}-{bj}"), 1, false)?;
             let f = body(move |_| Ok(chunk_sum(seed, rows, cols)));
-            let mut task = graph.task(&format!("chunk-{bi}-{bj}")).output(out).cpu(f.clone());
+            let mut task = graph
+                .task(&format!("chunk-{bi}-{bj}"))
+                .output(out)
+                .cpu(f.clone());
             if emulated {
                 task = task.gpu(f);
             }
@@ -113,7 +123,12 @@ fn main() -> Result<(), gpuflow::Error> {
             }
             let out = graph.buffer_of::<f64>(&format!("sum-{depth}-{k}"), 1, false)?;
             let f = body(|ctx| Ok(ctx.input_as::<f64>(0)?[0] + ctx.input_as::<f64>(1)?[0]));
-            let mut task = graph.task(&format!("sum-{depth}-{k}")).input(pair[0]).input(pair[1]).output(out).cpu(f.clone());
+            let mut task = graph
+                .task(&format!("sum-{depth}-{k}"))
+                .input(pair[0])
+                .input(pair[1])
+                .output(out)
+                .cpu(f.clone());
             if emulated {
                 task = task.gpu(f);
             }

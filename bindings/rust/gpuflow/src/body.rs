@@ -29,7 +29,9 @@ unsafe impl Element for f64 {}
 pub(crate) fn cast<'a, T: Element>(bytes: &'a [u8], what: &str) -> Result<&'a [T]> {
     check_cast::<T>(bytes.as_ptr(), bytes.len(), what)?;
     // SAFETY: aligned, whole elements, T accepts every bit pattern.
-    Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const T, bytes.len() / size_of::<T>()) })
+    Ok(unsafe {
+        std::slice::from_raw_parts(bytes.as_ptr() as *const T, bytes.len() / size_of::<T>())
+    })
 }
 
 fn check_cast<T: Element>(ptr: *const u8, len: usize, what: &str) -> Result<()> {
@@ -124,13 +126,19 @@ impl<'a> TaskContext<'a> {
         check(unsafe { sys::gf_task_ctx_env(&mut e, self.raw) })?;
         Ok(TaskEnv {
             gpu: e.kind == sys::GF_WORKER_GPU,
-            device: if e.device >= 0 { Some(e.device as u32) } else { None },
+            device: if e.device >= 0 {
+                Some(e.device as u32)
+            } else {
+                None
+            },
             worker: e.worker,
             attempt: e.attempt,
             task_name: if e.task_name.is_null() {
                 String::new()
             } else {
-                unsafe { CStr::from_ptr(e.task_name) }.to_string_lossy().into_owned()
+                unsafe { CStr::from_ptr(e.task_name) }
+                    .to_string_lossy()
+                    .into_owned()
             },
             stream: e.stream,
         })
@@ -138,7 +146,8 @@ impl<'a> TaskContext<'a> {
 }
 
 /// A body: Ok(()) succeeds, Err(message) fails the attempt with that message.
-pub(crate) type BodyFn = dyn Fn(&mut TaskContext<'_>) -> std::result::Result<(), String> + Send + Sync;
+pub(crate) type BodyFn =
+    dyn Fn(&mut TaskContext<'_>) -> std::result::Result<(), String> + Send + Sync;
 
 /// The user_data of a task with closure bodies; freed by the library through `destroy`.
 pub(crate) struct Bodies {
@@ -184,12 +193,18 @@ fn run(ctx: *mut sys::gf_task_ctx, user_data: *mut c_void, gpu: bool) -> c_int {
     }
 }
 
-pub(crate) extern "C" fn cpu_trampoline(ctx: *mut sys::gf_task_ctx, user_data: *mut c_void) -> c_int {
+pub(crate) extern "C" fn cpu_trampoline(
+    ctx: *mut sys::gf_task_ctx,
+    user_data: *mut c_void,
+) -> c_int {
     // A panic in the panic message's formatting would still be caught by the outer guard.
     catch_unwind(|| run(ctx, user_data, false)).unwrap_or(1)
 }
 
-pub(crate) extern "C" fn gpu_trampoline(ctx: *mut sys::gf_task_ctx, user_data: *mut c_void) -> c_int {
+pub(crate) extern "C" fn gpu_trampoline(
+    ctx: *mut sys::gf_task_ctx,
+    user_data: *mut c_void,
+) -> c_int {
     catch_unwind(|| run(ctx, user_data, true)).unwrap_or(1)
 }
 

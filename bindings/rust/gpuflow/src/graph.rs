@@ -1,5 +1,7 @@
 //! Graphs: buffers, host inputs and tasks with closure bodies or named kernels.
-use crate::body::{cpu_trampoline, destroy_bodies, gpu_trampoline, BodyFn, Bodies, Element, TaskContext};
+use crate::body::{
+    cpu_trampoline, destroy_bodies, gpu_trampoline, Bodies, BodyFn, Element, TaskContext,
+};
 use crate::error::{c_string, check, Error, Result};
 use crate::pool::Pool;
 use crate::run::Run;
@@ -81,7 +83,14 @@ impl Graph {
         let bytes = std::mem::size_of_val(values) as u64;
         let mut out = sys::gf_data { id: 0 };
         check(unsafe {
-            sys::gf_graph_add_host_buffer(&mut out, self.raw, name.as_ptr(), values.as_ptr() as *const c_void, bytes, 0)
+            sys::gf_graph_add_host_buffer(
+                &mut out,
+                self.raw,
+                name.as_ptr(),
+                values.as_ptr() as *const c_void,
+                bytes,
+                0,
+            )
         })?;
         self.buffer_sizes.insert(out.id, bytes);
         Ok(Data(out.id))
@@ -217,7 +226,11 @@ impl<'g> TaskBuilder<'g> {
             u32::try_from(n).map_err(|_| Error::invalid("too many references"))
         }
         fn slice<T>(v: &[T]) -> *const T {
-            if v.is_empty() { ptr::null() } else { v.as_ptr() }
+            if v.is_empty() {
+                ptr::null()
+            } else {
+                v.as_ptr()
+            }
         }
         let name = c_string(&self.name, "the task name")?;
         let kernel = opt(&self.kernel, "the kernel name")?;
@@ -230,7 +243,10 @@ impl<'g> TaskBuilder<'g> {
         let resources: Vec<sys::gf_resource> = names
             .iter()
             .zip(&self.resources)
-            .map(|(n, (_, a))| sys::gf_resource { name: n.as_ptr(), amount: *a })
+            .map(|(n, (_, a))| sys::gf_resource {
+                name: n.as_ptr(),
+                amount: *a,
+            })
             .collect();
         let inputs: Vec<sys::gf_data> = self.inputs.iter().map(|d| d.raw()).collect();
         let outputs: Vec<sys::gf_data> = self.outputs.iter().map(|d| d.raw()).collect();
@@ -238,7 +254,11 @@ impl<'g> TaskBuilder<'g> {
 
         let mut d: sys::gf_task_desc = unsafe { std::mem::zeroed() };
         unsafe { sys::gf_task_desc_init(&mut d, size_of::<sys::gf_task_desc>() as u32) };
-        d.name = if self.name.is_empty() { ptr::null() } else { name.as_ptr() };
+        d.name = if self.name.is_empty() {
+            ptr::null()
+        } else {
+            name.as_ptr()
+        };
         d.kernel = kernel.as_ref().map_or(ptr::null(), |k| k.as_ptr());
         d.cost_key = cost_key.as_ref().map_or(ptr::null(), |k| k.as_ptr());
         d.resources = slice(&resources);
@@ -262,7 +282,11 @@ impl<'g> TaskBuilder<'g> {
                 .iter()
                 .map(|o| self.graph.buffer_sizes.get(&o.0).copied().unwrap_or(0))
                 .collect();
-            bodies = Box::into_raw(Box::new(Bodies { cpu: self.cpu, gpu: self.gpu, output_sizes: sizes }));
+            bodies = Box::into_raw(Box::new(Bodies {
+                cpu: self.cpu,
+                gpu: self.gpu,
+                output_sizes: sizes,
+            }));
             d.user_data = bodies as *mut c_void;
             d.user_data_destroy = Some(destroy_bodies);
         }

@@ -108,11 +108,23 @@ impl Pool {
         c.gpu_worker_threads = config.gpu_worker_threads.unwrap_or(0);
         let (_cpu_names, cpu) = labels(&config.cpu_worker_labels, "a CPU worker label")?;
         let (_gpu_names, gpu) = labels(&config.gpu_worker_labels, "a GPU worker label")?;
-        c.cpu_worker_labels = if cpu.is_empty() { ptr::null() } else { cpu.as_ptr() };
+        c.cpu_worker_labels = if cpu.is_empty() {
+            ptr::null()
+        } else {
+            cpu.as_ptr()
+        };
         c.cpu_worker_label_count = len_u32(cpu.len(), "CPU worker labels")?;
-        c.gpu_worker_labels = if gpu.is_empty() { ptr::null() } else { gpu.as_ptr() };
+        c.gpu_worker_labels = if gpu.is_empty() {
+            ptr::null()
+        } else {
+            gpu.as_ptr()
+        };
         c.gpu_worker_label_count = len_u32(gpu.len(), "GPU worker labels")?;
-        c.devices = if config.devices.is_empty() { ptr::null() } else { config.devices.as_ptr() };
+        c.devices = if config.devices.is_empty() {
+            ptr::null()
+        } else {
+            config.devices.as_ptr()
+        };
         c.device_count = len_u32(config.devices.len(), "devices")?;
         c.device_memory_limit = config.device_memory_limit.unwrap_or(0);
         c.spill_threshold = config.spill_threshold.unwrap_or(0.0);
@@ -145,11 +157,17 @@ impl Pool {
         check(unsafe { sys::gf_pool_worker_info(&mut w, self.raw, worker) })?;
         Ok(WorkerInfo {
             gpu: w.kind == sys::GF_WORKER_GPU,
-            device: if w.device >= 0 { Some(w.device as u32) } else { None },
+            device: if w.device >= 0 {
+                Some(w.device as u32)
+            } else {
+                None
+            },
             threads: w.threads,
             emulated: w.emulated != 0,
             // SAFETY: owned by the pool, valid while it lives; copied here.
-            name: unsafe { CStr::from_ptr(w.name) }.to_string_lossy().into_owned(),
+            name: unsafe { CStr::from_ptr(w.name) }
+                .to_string_lossy()
+                .into_owned(),
         })
     }
 
@@ -190,7 +208,7 @@ impl Drop for Pool {
 }
 
 /// What `Pool::worker_info` reports.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkerInfo {
     pub gpu: bool,
     pub device: Option<u32>,

@@ -101,10 +101,18 @@ impl Run {
     /// Copies buffer `data` (a kept result or a host input) to a new vector of bytes.
     pub fn fetch(&self, data: Data) -> Result<Vec<u8>> {
         let mut size = 0u64;
-        check(unsafe { sys::gf_run_fetch(&mut size, self.raw, data.raw(), std::ptr::null_mut(), 0) })?;
+        check(unsafe {
+            sys::gf_run_fetch(&mut size, self.raw, data.raw(), std::ptr::null_mut(), 0)
+        })?;
         let mut bytes = vec![0u8; size as usize];
         check(unsafe {
-            sys::gf_run_fetch(&mut size, self.raw, data.raw(), bytes.as_mut_ptr() as *mut c_void, bytes.len() as u64)
+            sys::gf_run_fetch(
+                &mut size,
+                self.raw,
+                data.raw(),
+                bytes.as_mut_ptr() as *mut c_void,
+                bytes.len() as u64,
+            )
         })?;
         Ok(bytes)
     }
@@ -112,7 +120,9 @@ impl Run {
     /// Copies buffer `data` into a new vector of numbers.
     pub fn fetch_as<T: Element + Default>(&self, data: Data) -> Result<Vec<T>> {
         let mut size = 0u64;
-        check(unsafe { sys::gf_run_fetch(&mut size, self.raw, data.raw(), std::ptr::null_mut(), 0) })?;
+        check(unsafe {
+            sys::gf_run_fetch(&mut size, self.raw, data.raw(), std::ptr::null_mut(), 0)
+        })?;
         if size % size_of::<T>() as u64 != 0 {
             return Err(Error::invalid(format!(
                 "the buffer has {size} bytes, not a whole number of {}",
@@ -121,7 +131,13 @@ impl Run {
         }
         let mut values = vec![T::default(); size as usize / size_of::<T>()];
         check(unsafe {
-            sys::gf_run_fetch(&mut size, self.raw, data.raw(), values.as_mut_ptr() as *mut c_void, size)
+            sys::gf_run_fetch(
+                &mut size,
+                self.raw,
+                data.raw(),
+                values.as_mut_ptr() as *mut c_void,
+                size,
+            )
         })?;
         Ok(values)
     }

@@ -35,7 +35,11 @@ fn chain_of_typed_buffers() {
         .output(sum)
         .priority(3)
         .cpu(|ctx| {
-            let s: f64 = ctx.input_as::<f64>(0).map_err(|e| e.to_string())?.iter().sum();
+            let s: f64 = ctx
+                .input_as::<f64>(0)
+                .map_err(|e| e.to_string())?
+                .iter()
+                .sum();
             ctx.output_as::<f64>(0).map_err(|e| e.to_string())?[0] = s;
             Ok(())
         })
@@ -82,7 +86,11 @@ fn panics_become_task_failures_and_retries_count() {
 fn err_results_fail_the_task_with_their_message() {
     let pool = pool();
     let mut g = Graph::new().unwrap();
-    let t = g.task("nope").cpu(|_| Err("not today".to_string())).add().unwrap();
+    let t = g
+        .task("nope")
+        .cpu(|_| Err("not today".to_string()))
+        .add()
+        .unwrap();
     let run = g.submit(&pool).unwrap();
     assert_eq!(run.wait().unwrap_err().status, Status::TASK_FAILED);
     assert!(run.task_error(t).unwrap().contains("not today"));
@@ -92,7 +100,11 @@ fn err_results_fail_the_task_with_their_message() {
 fn errors_carry_status_and_message() {
     let pool = pool();
     let mut g = Graph::new().unwrap();
-    g.task("greedy").resource("GPU", 5.0).cpu(|_| Ok(())).add().unwrap();
+    g.task("greedy")
+        .resource("GPU", 5.0)
+        .cpu(|_| Ok(()))
+        .add()
+        .unwrap();
     let err = g.submit(&pool).err().expect("infeasible");
     assert_eq!(err.status, Status::INFEASIBLE);
     assert!(err.message.contains("greedy"), "{}", err.message);
@@ -142,6 +154,8 @@ fn pool_and_run_are_shared_between_threads() {
     assert_send_sync::<gpuflow::Run>();
     assert_send::<Graph>();
     let pool = Arc::new(pool());
+    // Collected so that all four run at once before the first is joined.
+    #[allow(clippy::needless_collect)]
     let threads: Vec<_> = (0..4)
         .map(|i| {
             let pool = pool.clone();
@@ -198,10 +212,17 @@ fn typed_access_checks_sizes() {
     let t = g
         .task("cast")
         .input(odd)
-        .cpu(|ctx| ctx.input_as::<u16>(0).map(|_| ()).map_err(|e| e.to_string()))
+        .cpu(|ctx| {
+            ctx.input_as::<u16>(0)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
         .add()
         .unwrap();
     let run = g.submit(&pool).unwrap();
     assert!(run.wait().is_err());
-    assert!(run.task_error(t).unwrap().contains("not a whole, aligned array of u16"));
+    assert!(run
+        .task_error(t)
+        .unwrap()
+        .contains("not a whole, aligned array of u16"));
 }
