@@ -3,6 +3,7 @@
 // the host backend's emulated devices, so it runs without a GPU.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 
 #include "test_support.hpp"
@@ -194,33 +195,70 @@ TEST(Devices, ThresholdSpillsKeptResultsThatStayReadable) {
   expect_ledger_idle(pool.get());
 }
 
+// Tells when one data's spill to host memory has finished, from the pool's events.
+struct SpillWatch {
+  uint64_t data = 0;
+  std::atomic<bool> finished{false};
+  static void on_event(const gf_event *e, void *self) {
+    auto *watch = static_cast<SpillWatch *>(self);
+    if (e->kind == GF_EVENT_SPILL_FINISHED && e->data.id == watch->data) watch->finished = true;
+  }
+};
+
 TEST(Devices, ThresholdIsEnforcedWhenTasksEndNotOnlyWhenTheyArePlaced) {
-  // Slow copies (200 MB/s) keep kept0's spill in flight while `reader` is placed and runs. When
-  // reader ends, its own result lifts the device over its 32 MiB threshold, after every check
-  // made at placement: the device must shed data then, since no later task will come to do it.
-  gf_pool_config config = one_device(64 * MiB, 0.5);
-  config.emulated_bandwidth = 2e8;
-  Pool pool = make_pool(config);
+  // kept0, kept1 and kept2 (12, 8 and 12 MiB) fill the device to its 32 MiB threshold exactly.
+  // Placing `reader` (kept0 and kept2 in, 16 MiB out) lifts it over: the check made there starts
+  // kept1's spill, the only data no task holds. `reader` waits, while it runs, until that spill
+  // has finished: the device is still over (40 MiB), and every check made at placement is past.
+  // When reader ends, the device must shed data then, since no later task will come to do it.
+  SpillWatch watch;  // declared before the pool, which may call it until it is gone
+  Pool pool = make_pool(one_device(64 * MiB, 0.5));
   Graph g = make_graph();
-  std::vector<gf_data> kept = three_kept_blocks(g.get());
+  const uint64_t sizes[] = {12 * MiB, 8 * MiB, 12 * MiB};
+  std::vector<gf_data> kept;
+  std::vector<gf_task> makes;
+  for (int i = 0; i < 3; ++i) {
+    const uint64_t size = sizes[i];
+    gf_data d = must_add_buffer(g.get(), ("kept" + std::to_string(i)).c_str(), size, GF_DATA_KEEP);
+    TaskSpec s;
+    s.name = "make" + std::to_string(i);
+    s.outputs = {d};
+    s.gpu = [i, size](gf_task_ctx *ctx) {
+      return write_pattern(ctx, 0, size, 100 + static_cast<uint64_t>(i)) ? 0 : 1;
+    };
+    makes.push_back(must_add_task(g.get(), s));
+    kept.push_back(d);
+  }
+  watch.data = kept[1].id;
+  GF_ASSERT_OK(gf_pool_set_event_callback(pool.get(), SpillWatch::on_event, &watch));
+  std::atomic<bool> spill_seen{false};
+  std::atomic<uint64_t> resident_after_spill{0};
   TaskSpec reader;
   reader.name = "reader";
   reader.inputs = {kept[0], kept[2]};
-  reader.outputs = {must_add_buffer(g.get(), "verdict", 8)};
-  reader.gpu = [](gf_task_ctx *ctx) {
-    std::this_thread::sleep_for(300ms);  // outlasts the 84 ms spill copy
-    return write_pattern(ctx, 0, 8, 7) ? 0 : 1;
+  reader.after = {makes[1]};  // placed once all three are on the device
+  reader.outputs = {must_add_buffer(g.get(), "result", 16 * MiB)};
+  reader.gpu = [&](gf_task_ctx *ctx) {
+    // A generous bound, against a hang: the spill takes a millisecond.
+    spill_seen = wait_until([&] { return watch.finished.load(); }, 20000ms);
+    resident_after_spill = device_memory(pool.get(), 0).resident;
+    return spill_seen && write_pattern(ctx, 0, 16 * MiB, 7) ? 0 : 1;
   };
   must_add_task(g.get(), reader);
   RunPtr run(submit(pool.get(), g.get()));
   ASSERT_NE(run, nullptr);
   GF_ASSERT_OK(gf_run_wait(run.get(), 60000));
+  EXPECT_TRUE(spill_seen.load()) << "kept1's spill did not finish while reader ran";
+  EXPECT_EQ(resident_after_spill.load(), 40 * MiB)
+      << "the device was not left over its threshold by the checks at placement";
   EXPECT_TRUE(wait_until([&] { return device_memory(pool.get(), 0).resident <= 32 * MiB; }, 5000ms))
       << "resident " << device_memory(pool.get(), 0).resident;
   for (int i = 0; i < 3; ++i) {
     std::vector<unsigned char> bytes = fetch(run.get(), kept[static_cast<size_t>(i)]);
+    ASSERT_EQ(bytes.size(), sizes[i]);
     EXPECT_TRUE(check_pattern(bytes.data(), bytes.size(), 100 + static_cast<uint64_t>(i)));
   }
   run.reset();
   expect_ledger_idle(pool.get());
+  GF_EXPECT_OK(gf_pool_set_event_callback(pool.get(), nullptr, nullptr));
 }

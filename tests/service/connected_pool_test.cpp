@@ -44,6 +44,15 @@ Pool connect(const std::string &endpoint) {
   return make_pool(c);
 }
 
+// Whether a lease request waits in the service, from its status.
+bool someone_waits(gf_pool *pool) {
+  gf_bytes status = {nullptr, 0};
+  if (gf_pool_service_status(&status, pool, GF_STATUS_JSON) != GF_OK) return false;
+  const std::string json(static_cast<const char *>(status.data), status.size);
+  gf_bytes_free(&status);
+  return json.find("\"queued\":[{") != std::string::npos;
+}
+
 gf_lease_request whole(double gpus) {
   gf_lease_request r = GF_LEASE_REQUEST_INIT;
   r.gpus = gpus;
@@ -492,7 +501,9 @@ TEST(Service, AStoppedServiceFailsWaitingCallsNamingTheEndpoint) {
     waited = gf_lease_acquire(&never, pool.get(), &r, -1);  // blocks: the device is held
     message = last_error();
   });
-  std::this_thread::sleep_for(100ms);
+  // The service stops only once the request waits in its queue: the call is failed while it
+  // waits, not refused by a service already gone.
+  EXPECT_TRUE(wait_until([&] { return someone_waits(pool.get()); }));
   service.reset();
   waiter.join();
   EXPECT_EQ(waited, GF_ERR_SYSTEM);
@@ -569,36 +580,43 @@ TEST(Service, ARevokedDeviceIsHandedBackBetweenTasksAndTheRunStillCompletes) {
   Service service = start_service(dir.path + "/gf.sock", 1, &log);
   Pool busy = connect(gf_service_endpoint(service.get()));
   Pool other = connect(gf_service_endpoint(service.get()));
-  // `busy` keeps the one device busy with a long stream of short tasks; `other` asks for the
-  // device. Fair share makes the service ask `busy` for it back: busy stops starting tasks,
-  // hands it back between two of them, gets it again after `other` is done, and finishes.
-  std::atomic<int> done{0};
+  // `busy` keeps the one device busy with a stream of short tasks; `other` asks for the device.
+  // Fair share makes the service ask `busy` for it back: busy stops starting tasks, hands it back
+  // between two of them, asks for it again while `other` holds it, gets it after `other` is done,
+  // and finishes. The stream outlasts the wait for the grant whatever it takes: its tasks take
+  // 10 ms each until `other` has the device (30 s for all, a guard against a hang), none after.
+  std::atomic<int> done{0}, ran_while_leased{0};
+  std::atomic<bool> granted{false}, other_holds{false};
   Graph g = make_graph();
-  constexpr int kTasks = 60;
+  constexpr int kTasks = 3000;
   for (int i = 0; i < kTasks; ++i) {
     TaskSpec s;
     s.resources = {{"GPU", 1}};
     s.gpu = [&](gf_task_ctx *) {
-      std::this_thread::sleep_for(40ms);
+      if (other_holds) ran_while_leased++;
+      if (!granted) std::this_thread::sleep_for(10ms);
       done++;
       return 0;
     };
     must_add_task(g.get(), s);
   }
   RunPtr run(submit(busy.get(), g.get()));
-  ASSERT_TRUE(wait_until([&] { return done.load() > 0; }, 5000ms));
+  ASSERT_TRUE(wait_until([&] { return done.load() > 0; }));
   gf_lease_request r = whole(1);
   gf_lease *lease = nullptr;
-  auto asked = std::chrono::steady_clock::now();
-  GF_ASSERT_OK(gf_lease_acquire(&lease, other.get(), &r, 20000));
-  auto waited = std::chrono::steady_clock::now() - asked;
+  GF_ASSERT_OK(gf_lease_acquire(&lease, other.get(), &r, 60000));
+  other_holds = true;
+  granted = true;
+  // Busy's tasks that started before the hand back have all ended: what is done now stays.
   const int done_when_granted = done.load();
   EXPECT_LT(done_when_granted, kTasks) << "the lease came only after the whole run";
-  EXPECT_LT(waited, 5s);
   EXPECT_TRUE(log.has("to hand back lease")) << log.text;
-  std::this_thread::sleep_for(200ms);
+  // Busy, tasks left, asks for the device again: its request waits while `other` holds it.
+  EXPECT_TRUE(wait_until([&] { return someone_waits(other.get()); })) << log.text;
   EXPECT_EQ(done.load(), done_when_granted) << "busy ran tasks on a device leased to another";
+  other_holds = false;
   GF_ASSERT_OK(gf_lease_release(lease));
+  EXPECT_EQ(ran_while_leased.load(), 0) << "busy started tasks on a device leased to another";
   GF_ASSERT_OK(gf_run_wait(run.get(), 60000));
   EXPECT_EQ(done.load(), kTasks);
   run.reset();

@@ -2,6 +2,7 @@
 // `gpuflow serve` does on SIGHUP), leases held and requests queued staying as they are.
 #include <atomic>
 #include <cmath>
+#include <string>
 #include <thread>
 
 #include "in_process_service.hpp"
@@ -28,6 +29,15 @@ struct Started {
     return gf_service_update_policy(service.get(), &c);
   }
 };
+
+// Whether a lease request waits in the service, from its status.
+bool someone_waits(gf_pool *pool) {
+  gf_bytes status = {nullptr, 0};
+  if (gf_pool_service_status(&status, pool, GF_STATUS_JSON) != GF_OK) return false;
+  const std::string json(static_cast<const char *>(status.data), status.size);
+  gf_bytes_free(&status);
+  return json.find("\"queued\":[{") != std::string::npos;
+}
 
 gf_service_config capped(double user_gpu_cap) {
   gf_service_config c = GF_SERVICE_CONFIG_INIT;
@@ -63,8 +73,10 @@ TEST(ServicePolicy, ALoweredCapMakesTheNextRequestWaitWhileLeasesHeldStay) {
     waited = w;
     done = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_FALSE(done) << "still waiting at cap 1";
+  // The update comes only once the request waits in the service's queue: no pass but the
+  // update's can grant it then (the lease that fills the cap stays held).
+  EXPECT_TRUE(wait_until([&] { return someone_waits(a.get()); })) << s.log.text;
+  EXPECT_FALSE(done) << "granted at cap 1";
   GF_EXPECT_OK(s.update(capped(2)));
   waiter.join();
   EXPECT_EQ(waited.load(), GF_OK) << describe(waited.load());
