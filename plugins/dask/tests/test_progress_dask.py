@@ -1,15 +1,11 @@
 """gpuflow.dask.get's progress bar: shown on a terminal for computations that last, silent in a
 pipe, and never next to a Dask ProgressBar (one bar, not two). Computations run in child
 processes whose output is a pseudo-terminal or a pipe."""
-import os
 import re
-import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, os.pardir,
-                                os.pardir, "bindings", "python", "tests"))
-from terminal_child import Child, interrupt_while_drawing, run  # noqa: E402
+from terminal_child import Child, interrupt_while_drawing, run  # (conftest.py: on sys.path)
 
 OURS = re.compile(r"\r\[[#.]{30}\] +\d+% \d+/\d+ tasks")
 DASKS = re.compile(r"\r\[[# ]{40}\] \| +\d+% Completed")
@@ -83,15 +79,24 @@ def test_a_short_compute_on_a_terminal_shows_nothing():
 
 
 def test_ctrl_c_with_the_bar_shown_cancels_at_once_and_ends_the_line():
+    # The bodies are never let go: the process exits with one still running (600 s, past any
+    # test's patience), as a Ctrl-C'd program does when its pool is not closed.
     child = Child("""
-        import sys, time, dask, gpuflow, gpuflow.dask
+        import sys, threading, dask, gpuflow, gpuflow.dask
         from dask import delayed
+        never = threading.Event()
+        started, ended = [], []
+        def body(i):
+            started.append(i)
+            sys.stderr.write("body started\\n")
+            never.wait(600)
+            ended.append(i)
         pool = gpuflow.Pool(cpu_workers=1, emulated_devices=0)
-        xs = [delayed(time.sleep, pure=False)(0.05) for i in range(400)]
+        xs = [delayed(body, pure=False)(i) for i in range(400)]
         try:
             dask.compute(*xs, scheduler="gpuflow", pool=pool)
         except KeyboardInterrupt:
-            print("interrupted", time.monotonic(), flush=True)
+            print("interrupted", len(started), len(ended), flush=True)
             sys.stderr.write("AFTER\\n")
     """)
     interrupt_while_drawing(child, OURS)

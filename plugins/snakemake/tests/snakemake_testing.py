@@ -20,10 +20,11 @@ def status(endpoint: str) -> dict:
         return pool.service_status()
 
 
-def leases_left(endpoint: str, within: float = 5.0) -> list:
+def leases_left(endpoint: str, within: float = 60.0) -> list:
     """The service's leases and queued requests once they are gone, or what is left after
-    `within` seconds. A `gpuflow lease` process releases before it exits, but the service learns
-    of a dead one's closed connection on its own loop: a moment later."""
+    `within` seconds (a guard against a hang: on a loaded machine, "a moment" may be long). A
+    `gpuflow lease` process releases before it exits, but the service learns of a dead one's
+    closed connection on its own loop: a moment later."""
     deadline = time.monotonic() + within
     while True:
         st = status(endpoint)

@@ -158,16 +158,15 @@ def test_more_gpus_than_the_node_has_is_an_error_naming_the_rule(tmp_path):
             resources: gpu=1, gpu_mem_mb=1
             shell: "echo $CUDA_VISIBLE_DEVICES > {output}"
         """)
-    started = time.monotonic()
+    # (Were huge's request left waiting instead, the run would end in run_snakemake's timeout.)
     rc, out = run_snakemake(tmp_path, "--cores", "2", "--gpuflow-emulated-devices", "2",
-                            "--gpuflow-device-memory", "64MiB", timeout=60)
+                            "--gpuflow-device-memory", "64MiB")
     assert rc != 0, out
     assert "started a private one for this run" in out and "2 emulated device(s)" in out, out
     assert (tmp_path / "out/small.txt").read_text().startswith("GPU-"), "small had a device"
     assert "Error in rule huge" in out, out
     assert "rule huge (jobid" in out and "asks for gpu=3" in out and "has 2 device(s)" in out, out
     assert not (tmp_path / "out/huge.txt").exists()
-    assert time.monotonic() - started < 60
 
 
 def test_a_named_service_that_is_not_there_is_an_error(tmp_path):
