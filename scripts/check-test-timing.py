@@ -53,8 +53,8 @@ def findings(path, lines):
             code = code.split(" #", 1)[0] if not code.lstrip().startswith("#") else ""
         if SLEEP.search(code):
             before = "\n".join(lines[max(0, i - 6):i + 1])
-            after = [l for l in lines[i + 1:i + 6] if l.strip()][:3]
-            if not LOOP.search(before) and any(ASSERTION.search(l) for l in after):
+            after = [text for text in lines[i + 1:i + 6] if text.strip()][:3]
+            if not LOOP.search(before) and any(ASSERTION.search(text) for text in after):
                 out.append((i + 1, "sleep then assert", line.strip()))
         # A deadline is a hang guard, and "took some time" (against zero) is no threshold.
         if COMPARE.search(code) and CLOCK.search(code) and "deadline" not in code and \

@@ -9,6 +9,7 @@
 # collects no tests is a failure (exit 1, not pytest's 5) unless GPUFLOW_PYTEST_ARGS (extra pytest
 # arguments, split on whitespace, e.g. "-k annotations") narrows the selection on purpose: then it
 # is reported and passes. GPUFLOW_PYTEST_JOBS=N runs Dask's modules with pytest-xdist on N processes.
+# GPUFLOW_JUNIT_DIR=DIR writes each suite's results as DIR/python-SLUG.xml (scripts/test.sh reads them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 if [ $# -ne 1 ]; then echo "usage: $0 BUILD_DIR" >&2; exit 2; fi
@@ -32,11 +33,12 @@ read -r -a extra <<< "${GPUFLOW_PYTEST_ARGS:-}"
 common=(-p no:cacheprovider -q -rfEs --timeout=600 "${extra[@]}")
 
 failed=()
-run_suite() {  # run_suite NAME pytest-args...
-  local name=$1; shift
+run_suite() {  # run_suite NAME SLUG pytest-args...: SLUG names its JUnit file in GPUFLOW_JUNIT_DIR
+  local name=$1 slug=$2; shift 2
   echo "=== python: $name ==="
-  local rc=0
-  (cd "$root" && "$py" -m pytest "${common[@]}" "$@") || rc=$?
+  local rc=0 junit=()
+  [ -n "${GPUFLOW_JUNIT_DIR:-}" ] && junit=("--junitxml=$GPUFLOW_JUNIT_DIR/python-$slug.xml")
+  (cd "$root" && "$py" -m pytest "${common[@]}" "${junit[@]}" "$@") || rc=$?
   if [ $rc -eq 5 ]; then
     if [ -n "${GPUFLOW_PYTEST_ARGS:-}" ]; then
       echo "test-python: $name: no tests selected by GPUFLOW_PYTEST_ARGS; not a failure"
@@ -49,12 +51,12 @@ run_suite() {  # run_suite NAME pytest-args...
   if [ $rc -ne 0 ]; then failed+=("$name (exit $rc)"); fi
 }
 
-run_suite "binding tests" bindings/python/tests
-run_suite "Dask plugin tests" plugins/dask/tests
-run_suite "Snakemake executor tests" plugins/snakemake/tests
+run_suite "binding tests" binding bindings/python/tests
+run_suite "Dask plugin tests" dask plugins/dask/tests
+run_suite "Snakemake executor tests" snakemake plugins/snakemake/tests
 xdist=()
 if [ -n "${GPUFLOW_PYTEST_JOBS:-}" ]; then xdist=(-n "$GPUFLOW_PYTEST_JOBS"); fi
-PYTHONPATH=$root/plugins/dask${PYTHONPATH:+:$PYTHONPATH} run_suite "Dask's own tests on gpuflow" \
+PYTHONPATH=$root/plugins/dask${PYTHONPATH:+:$PYTHONPATH} run_suite "Dask's own tests on gpuflow" dask-own \
   -p gpuflow_dask_pytest --rootdir="$site" "${xdist[@]}" \
   "$site/dask/array/tests/test_array_core.py" "$site/dask/tests/test_delayed.py"
 
