@@ -3,13 +3,15 @@
 # user would: (a) a CMake project with find_package(gpuflow), (b) the same program compiled with
 # `cc $(pkg-config --cflags --libs gpuflow)`, (c) the installed `gpuflow` command running the
 # installed seed.json with the installed plugin, with no LD_LIBRARY_PATH, (d) the installed
-# service running it for a tcp:// client, through the installed gpuflow-relay.
-# Usage: install_consume.sh BUILD_DIR CONSUMER_SOURCE_DIR LIBDIR DATADIR [C_COMPILER [FLAGS]]
+# service running it for a tcp:// client, through the installed gpuflow-relay, (e) the installed
+# C++ header, gpuflow.hpp, compiled with the C++ compiler through pkg-config, when one is given.
+# Usage: install_consume.sh BUILD_DIR CONSUMER_SOURCE_DIR LIBDIR DATADIR [C_COMPILER [FLAGS
+#        [CXX_COMPILER]]]
 # FLAGS (e.g. -fsanitize=address,undefined) are added to the consumer's compile and link: a
 # sanitized libgpuflow needs its sanitizer runtime in the program.
 # Exits 77 (a skip) when pkg-config is missing.
 set -euo pipefail
-build=$1 consumer_src=$2 libdir=$3 datadir=$4 cc=${5:-cc} flags=${6:-}
+build=$1 consumer_src=$2 libdir=$3 datadir=$4 cc=${5:-cc} flags=${6:-} cxx=${7:-}
 if ! command -v pkg-config >/dev/null; then
   echo "install.consume: SKIPPED: pkg-config is not installed"
   exit 77
@@ -37,6 +39,13 @@ pkg-config --modversion gpuflow
 # shellcheck disable=SC2046,SC2086
 "$cc" -std=c11 $flags -o "$tmp/consumer-pc" "$consumer_src/consumer.c" $(pkg-config --cflags --libs gpuflow)
 LD_LIBRARY_PATH=$(pkg-config --variable=libdir gpuflow) "$tmp/consumer-pc"
+if [ -n "$cxx" ]; then
+  echo "== (e) the installed gpuflow.hpp"
+  # shellcheck disable=SC2046,SC2086
+  "$cxx" -std=c++20 -Wall -Wextra -Wpedantic -Werror $flags -o "$tmp/consumer-hpp" \
+    "$consumer_src/consumer_hpp.cpp" $(pkg-config --cflags --libs gpuflow)
+  LD_LIBRARY_PATH=$(pkg-config --variable=libdir gpuflow) "$tmp/consumer-hpp"
+fi
 
 echo "== (c) the installed gpuflow command and plugin"
 "$prefix/bin/gpuflow" --version
