@@ -22,16 +22,17 @@
 // attempt by throwing (the exception's what() becomes the task's error). No exception ever
 // crosses into C: the trampolines that gpuflow calls catch everything. Body storage (see
 // Graph::task): empty callables (captureless lambdas) need none, a lone function pointer rides in
-// the task's user_data, and anything with state is built once in an arena owned by the graph,
-// so adding a task does no heap allocation for its body. Bodies live until gpuflow destroys the
-// task's user data: after the graph object and every run of it are gone.
+// the task's user_data, and anything with state is built in place in an arena owned by the
+// graph, which grows in blocks of 1 to 64 KiB: no heap allocation per body. Bodies live until
+// gpuflow destroys the task's user data: after the graph object and every run of it are gone.
 //
 // Thread safety follows gpuflow.h and is stated per class.
+//
+// The header is in pieces under gpuflow/ (error, body, describe, pool, graph, service, in
+// reading order), all included here; include this one.
 #ifndef GPUFLOW_HPP
 #define GPUFLOW_HPP
 
-// In reading order: errors, task bodies, descriptions, pools and leases, graphs and runs, the
-// service.
 #include "gpuflow/body.hpp"      // IWYU pragma: export
 #include "gpuflow/describe.hpp"  // IWYU pragma: export
 #include "gpuflow/error.hpp"     // IWYU pragma: export

@@ -10,7 +10,8 @@ namespace gpuflow {
 // ---------------------------------------------------------------------------------------------
 // Descriptions: builders over gpuflow.h's descriptor structs. Each keeps copies of its strings
 // and lists; desc() gives the C struct as gpuflow sees it, pointing into the builder, valid
-// until the builder changes or goes.
+// until the builder changes or goes. They are plain values, used by one thread at a time, and
+// copyable: gpuflow copies what it reads from them during the call that takes them.
 
 // A pool's configuration (gf_pool_config); every field unset means gpuflow's default.
 class PoolConfig {
