@@ -79,7 +79,7 @@ struct TempDir {
 
 // ---- RAII and moves ---------------------------------------------------------------------------
 
-TEST(Handles, DefaultAndMovedFromAreEmptyAndSafeToDestroy) {
+TEST(CxxHandles, DefaultAndMovedFromAreEmptyAndSafeToDestroy) {
   gf::Pool empty_pool;
   gf::Run empty_run;
   gf::Lease empty_lease;
@@ -112,7 +112,7 @@ TEST(Handles, DefaultAndMovedFromAreEmptyAndSafeToDestroy) {
   EXPECT_EQ(empty_run.state(), GF_RUN_SUCCEEDED);
 }
 
-TEST(Handles, AnEmptyHandleIsAnInvalidHandleError) {
+TEST(CxxHandles, AnEmptyHandleIsAnInvalidHandleError) {
   gf::Run run;
   const gf::Error e = error_of([&] { run.wait(); });
   EXPECT_EQ(e.status(), GF_ERR_INVALID_HANDLE);
@@ -125,7 +125,7 @@ TEST(Handles, AnEmptyHandleIsAnInvalidHandleError) {
 
 // ---- Errors -----------------------------------------------------------------------------------
 
-TEST(Errors, ACycleIsAnInvalidGraphNamingATask) {
+TEST(CxxErrors, ACycleIsAnInvalidGraphNamingATask) {
   gf::Pool pool = host_pool();
   gf::Graph graph;
   const gf::Task a = graph.task("a").cpu([](gf::TaskContext &) {}).add();
@@ -136,7 +136,7 @@ TEST(Errors, ACycleIsAnInvalidGraphNamingATask) {
   EXPECT_NE(e.message().find("cycle"), std::string::npos) << e.message();
 }
 
-TEST(Errors, AnImpossibleRequestIsInfeasibleNamingTheTask) {
+TEST(CxxErrors, AnImpossibleRequestIsInfeasibleNamingTheTask) {
   gf::Pool pool = host_pool(1, 1);
   gf::Graph graph;
   graph.task("greedy").cpu([](gf::TaskContext &) {}).resource("GPU", 5).add();
@@ -145,7 +145,7 @@ TEST(Errors, AnImpossibleRequestIsInfeasibleNamingTheTask) {
   EXPECT_NE(e.message().find("greedy"), std::string::npos) << e.message();
 }
 
-TEST(Errors, ABadDescriptionAddsNothingAndKeepsTheBody) {
+TEST(CxxErrors, ABadDescriptionAddsNothingAndKeepsTheBody) {
   auto destroyed = std::make_shared<std::atomic<int>>(0);
   {
     gf::Graph graph;
@@ -162,7 +162,7 @@ TEST(Errors, ABadDescriptionAddsNothingAndKeepsTheBody) {
 
 // ---- Bodies -----------------------------------------------------------------------------------
 
-TEST(Bodies, CapturedStateIsDestroyedOnceAfterTheLastRun) {
+TEST(CxxBodies, CapturedStateIsDestroyedOnceAfterTheLastRun) {
   gf::Pool pool = host_pool();
   auto destroyed = std::make_shared<std::atomic<int>>(0);
   auto calls = std::make_shared<std::atomic<int>>(0);
@@ -192,7 +192,7 @@ TEST(Bodies, CapturedStateIsDestroyedOnceAfterTheLastRun) {
   EXPECT_EQ(*destroyed, 1);
 }
 
-TEST(Bodies, ManyTasksShareTheGraphsArena) {
+TEST(CxxBodies, ManyTasksShareTheGraphsArena) {
   gf::Pool pool = host_pool();
   gf::Graph graph;
   std::atomic<int64_t> sum{0};
@@ -206,7 +206,7 @@ TEST(Bodies, ManyTasksShareTheGraphsArena) {
   EXPECT_EQ(sum, int64_t{kTasks} * (kTasks - 1) / 2);
 }
 
-TEST(Bodies, CaptureLessLambdasFunctionPointersAndBothWorkerKinds) {
+TEST(CxxBodies, CaptureLessLambdasFunctionPointersAndBothWorkerKinds) {
   gf::Pool pool = host_pool(1, 1);
   gf::Graph graph;
   const gf::Data a = graph.add_buffer(gf::Buffer("a").size(8));
@@ -236,7 +236,7 @@ TEST(Bodies, CaptureLessLambdasFunctionPointersAndBothWorkerKinds) {
   EXPECT_EQ(run.fetch_one<int64_t>(d), 7);
 }
 
-TEST(Bodies, AGpuBodyRunsOnAnEmulatedDeviceWithAFractionalRequest) {
+TEST(CxxBodies, AGpuBodyRunsOnAnEmulatedDeviceWithAFractionalRequest) {
   gf::Pool pool = host_pool(1, 1);
   gf::Graph graph;
   const gf::Data out = graph.add_buffer(gf::Buffer("where").size(sizeof(int32_t)));
@@ -255,7 +255,7 @@ TEST(Bodies, AGpuBodyRunsOnAnEmulatedDeviceWithAFractionalRequest) {
   EXPECT_EQ(pool.worker(run.task_worker(t)).kind, GF_WORKER_GPU);
 }
 
-TEST(Bodies, AThrowingBodyFailsItsTaskWithTheMessage) {
+TEST(CxxBodies, AThrowingBodyFailsItsTaskWithTheMessage) {
   gf::Pool pool = host_pool();
   gf::Graph graph;
   const gf::Task t = graph.task("thrower")
@@ -274,7 +274,7 @@ TEST(Bodies, AThrowingBodyFailsItsTaskWithTheMessage) {
       << run.task_error(odd);
 }
 
-TEST(Bodies, ABodysGpuflowErrorsFailTheTaskNamingTheCall) {
+TEST(CxxBodies, ABodysGpuflowErrorsFailTheTaskNamingTheCall) {
   gf::Pool pool = host_pool();
   gf::Graph graph;
   const gf::Task t =
@@ -289,7 +289,7 @@ TEST(Bodies, ABodysGpuflowErrorsFailTheTaskNamingTheCall) {
 
 // ---- Builders read back through the C API ----------------------------------------------------
 
-TEST(Builders, DescriptorsAreWhatTheCApiSees) {
+TEST(CxxBuilders, DescriptorsAreWhatTheCApiSees) {
   gf::Graph graph;
   gf::Buffer buffer = gf::Buffer("result").size(64).keep();
   const gf_buffer_desc &bd = buffer.desc();
@@ -359,7 +359,7 @@ TEST(Builders, DescriptorsAreWhatTheCApiSees) {
   EXPECT_EQ(copy.task_count(), 3u);
 }
 
-TEST(Builders, AGraphWithACppBodyCannotBeWritten) {
+TEST(CxxBuilders, AGraphWithACppBodyCannotBeWritten) {
   gf::Graph graph;
   graph.task("cpp").cpu([](gf::TaskContext &) {}).add();
   const gf::Error e = error_of([&] { (void)graph.serialize(); });
@@ -367,7 +367,7 @@ TEST(Builders, AGraphWithACppBodyCannotBeWritten) {
   EXPECT_NE(e.message().find("cpp"), std::string::npos) << e.message();
 }
 
-TEST(Builders, ATaskBuilderAddsOnce) {
+TEST(CxxBuilders, ATaskBuilderAddsOnce) {
   gf::Graph graph;
   gf::TaskBuilder builder = graph.task("once");
   builder.cpu([](gf::TaskContext &) {});
@@ -377,7 +377,7 @@ TEST(Builders, ATaskBuilderAddsOnce) {
 
 // ---- Buffers in and out -----------------------------------------------------------------------
 
-TEST(Buffers, HostInputToKeptOutput) {
+TEST(CxxBuffers, HostInputToKeptOutput) {
   gf::Pool pool = host_pool();
   gf::Graph graph;
   std::vector<int32_t> values(1000);
@@ -414,7 +414,7 @@ TEST(Buffers, HostInputToKeptOutput) {
 
 // ---- Kernels ----------------------------------------------------------------------------------
 
-TEST(Kernels, ACallableRegisteredAsAKernelRunsNamedTasks) {
+TEST(CxxKernels, ACallableRegisteredAsAKernelRunsNamedTasks) {
   gf::Pool pool = host_pool();
   auto destroyed = std::make_shared<std::atomic<int>>(0);
   pool.register_kernel("cxx.nine", [p = Probe(destroyed)](gf::TaskContext &ctx) {
@@ -436,7 +436,7 @@ TEST(Kernels, ACallableRegisteredAsAKernelRunsNamedTasks) {
 
 // ---- Leases and connected pools ---------------------------------------------------------------
 
-TEST(Service, LeasesOfEmulatedDevicesThroughAConnectedPool) {
+TEST(CxxService, LeasesOfEmulatedDevicesThroughAConnectedPool) {
   TempDir dir;
   std::atomic<int> log_lines{0};
   gf::Service service(gf::ServiceConfig()
@@ -492,7 +492,7 @@ TEST(Service, LeasesOfEmulatedDevicesThroughAConnectedPool) {
   EXPECT_FALSE(service);
 }
 
-TEST(Service, AnEmbeddedPoolHasNoLeases) {
+TEST(CxxService, AnEmbeddedPoolHasNoLeases) {
   gf::Pool pool = host_pool(1, 1);
   const gf::Error e = error_of([&] { (void)pool.acquire_lease(gf::LeaseRequest().gpus(1)); });
   EXPECT_EQ(e.status(), GF_ERR_STATE);
