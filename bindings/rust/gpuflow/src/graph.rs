@@ -54,6 +54,18 @@ impl Graph {
         })
     }
 
+    /// Takes ownership of a graph the library made (a document read back).
+    pub(crate) fn from_raw(raw: *mut sys::gf_graph) -> Graph {
+        Graph {
+            raw,
+            buffer_sizes: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn raw(&self) -> *mut sys::gf_graph {
+        self.raw
+    }
+
     /// A buffer of `size` bytes (0: the producing body sets it) that one task will produce.
     /// `keep`: keep it after its last consumer, for `Run::fetch`.
     pub fn buffer(&mut self, name: &str, size: u64, keep: bool) -> Result<Data> {

@@ -26,16 +26,22 @@
 //! on any worker thread, for several runs at once. A panicking body fails its attempt with the
 //! panic's message; the panic never crosses into C.
 mod body;
+mod document;
 mod error;
 mod graph;
+mod lease;
 mod pool;
 mod run;
+mod service;
 
 pub use body::{Element, TaskContext, TaskEnv};
+pub use document::DocumentFormat;
 pub use error::{Error, Result, Status};
 pub use graph::{Data, Graph, Task, TaskBuilder};
+pub use lease::{Lease, LeaseDevice, LeaseRequest};
 pub use pool::{Backend, LedgerEntry, Pool, PoolConfig, WorkerInfo};
 pub use run::{Run, RunState, RunStats, TaskState};
+pub use service::{default_endpoint, Service, ServiceConfig};
 
 /// The version of the loaded library, "major.minor.patch".
 pub fn version() -> String {

@@ -3,6 +3,7 @@ use crate::error::{c_string, check, Error, Result};
 use gpuflow_sys as sys;
 use std::ffi::{CStr, CString};
 use std::mem::{size_of, MaybeUninit};
+use std::path::{Path, PathBuf};
 use std::ptr;
 
 /// Which devices a pool drives (gf_backend).
@@ -34,6 +35,12 @@ pub struct PoolConfig {
     pub devices: Vec<i32>,
     pub device_memory_limit: Option<u64>,
     pub spill_threshold: Option<f64>,
+    /// The service to connect to ("unix:///path.sock", a socket path, or "tcp://HOST:PORT");
+    /// `None`: GPUFLOW_POOL when set, else an embedded pool. See `Pool::connect`.
+    pub endpoint: Option<String>,
+    /// For a "tcp://" endpoint: the file whose first line is the service's token; `None`:
+    /// GPUFLOW_TOKEN_FILE.
+    pub token_file: Option<PathBuf>,
 }
 
 impl PoolConfig {
@@ -48,6 +55,93 @@ impl PoolConfig {
             ..PoolConfig::default()
         }
     }
+}
+
+/// Builds the C view of `config` and hands it to `f` while the strings and lists it points
+/// into are alive (the library copies them during the call): for pools and services alike.
+pub(crate) fn with_c_config<R>(
+    config: &PoolConfig,
+    f: impl FnOnce(&sys::gf_pool_config) -> Result<R>,
+) -> Result<R> {
+    // SAFETY: init writes at most size_of bytes.
+    let mut c: sys::gf_pool_config = unsafe {
+        let mut c = MaybeUninit::<sys::gf_pool_config>::zeroed();
+        sys::gf_pool_config_init(c.as_mut_ptr(), size_of::<sys::gf_pool_config>() as u32);
+        c.assume_init()
+    };
+    c.backend = match config.backend.unwrap_or(Backend::Auto) {
+        Backend::Auto => sys::GF_BACKEND_AUTO,
+        Backend::Host => sys::GF_BACKEND_HOST,
+        Backend::Cuda => sys::GF_BACKEND_CUDA,
+    };
+    c.cpu_workers = config.cpu_workers.unwrap_or(0);
+    c.emulated_devices = match config.emulated_devices {
+        Some(0) => -1,
+        Some(n) => n,
+        None => 0,
+    };
+    c.emulated_device_memory = config.emulated_device_memory.unwrap_or(0);
+    c.emulated_bandwidth = config.emulated_bandwidth.unwrap_or(0.0);
+    c.gpu_worker_threads = config.gpu_worker_threads.unwrap_or(0);
+    let (_cpu_names, cpu) = labels(&config.cpu_worker_labels, "a CPU worker label")?;
+    let (_gpu_names, gpu) = labels(&config.gpu_worker_labels, "a GPU worker label")?;
+    c.cpu_worker_labels = if cpu.is_empty() {
+        ptr::null()
+    } else {
+        cpu.as_ptr()
+    };
+    c.cpu_worker_label_count = len_u32(cpu.len(), "CPU worker labels")?;
+    c.gpu_worker_labels = if gpu.is_empty() {
+        ptr::null()
+    } else {
+        gpu.as_ptr()
+    };
+    c.gpu_worker_label_count = len_u32(gpu.len(), "GPU worker labels")?;
+    c.devices = if config.devices.is_empty() {
+        ptr::null()
+    } else {
+        config.devices.as_ptr()
+    };
+    c.device_count = len_u32(config.devices.len(), "devices")?;
+    c.device_memory_limit = config.device_memory_limit.unwrap_or(0);
+    c.spill_threshold = config.spill_threshold.unwrap_or(0.0);
+    let endpoint = opt_c_string(config.endpoint.as_deref(), "the endpoint")?;
+    c.endpoint = opt_ptr(&endpoint);
+    let token_file = match &config.token_file {
+        Some(p) => Some(path_c_string(p, "the token file")?),
+        None => None,
+    };
+    c.token_file = opt_ptr(&token_file);
+    f(&c)
+}
+
+pub(crate) fn opt_c_string(s: Option<&str>, what: &str) -> Result<Option<CString>> {
+    s.map(|s| c_string(s, what)).transpose()
+}
+
+pub(crate) fn path_c_string(p: &Path, what: &str) -> Result<CString> {
+    let s = p
+        .to_str()
+        .ok_or_else(|| Error::invalid(format!("{what} is not UTF-8: {}", p.display())))?;
+    c_string(s, what)
+}
+
+/// NULL for `None` (the library's default), else the string's pointer.
+pub(crate) fn opt_ptr(s: &Option<CString>) -> *const std::os::raw::c_char {
+    s.as_ref().map_or(ptr::null(), |s| s.as_ptr())
+}
+
+/// Copies library-owned bytes out and frees them.
+pub(crate) fn take_bytes(mut b: sys::gf_bytes) -> Vec<u8> {
+    let v = if b.data.is_null() || b.size == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the library handed over `size` readable bytes at `data`.
+        unsafe { std::slice::from_raw_parts(b.data as *const u8, b.size as usize) }.to_vec()
+    };
+    // SAFETY: b came from the library and is freed exactly once.
+    unsafe { sys::gf_bytes_free(&mut b) };
+    v
 }
 
 fn labels(list: &[(String, f64)], what: &str) -> Result<(Vec<CString>, Vec<sys::gf_resource>)> {
@@ -86,52 +180,50 @@ unsafe impl Sync for Pool {}
 impl Pool {
     /// Creates a pool and starts its workers.
     pub fn new(config: &PoolConfig) -> Result<Pool> {
-        // SAFETY: init writes at most size_of bytes.
-        let mut c: sys::gf_pool_config = unsafe {
-            let mut c = MaybeUninit::<sys::gf_pool_config>::zeroed();
-            sys::gf_pool_config_init(c.as_mut_ptr(), size_of::<sys::gf_pool_config>() as u32);
-            c.assume_init()
-        };
-        c.backend = match config.backend.unwrap_or(Backend::Auto) {
-            Backend::Auto => sys::GF_BACKEND_AUTO,
-            Backend::Host => sys::GF_BACKEND_HOST,
-            Backend::Cuda => sys::GF_BACKEND_CUDA,
-        };
-        c.cpu_workers = config.cpu_workers.unwrap_or(0);
-        c.emulated_devices = match config.emulated_devices {
-            Some(0) => -1,
-            Some(n) => n,
-            None => 0,
-        };
-        c.emulated_device_memory = config.emulated_device_memory.unwrap_or(0);
-        c.emulated_bandwidth = config.emulated_bandwidth.unwrap_or(0.0);
-        c.gpu_worker_threads = config.gpu_worker_threads.unwrap_or(0);
-        let (_cpu_names, cpu) = labels(&config.cpu_worker_labels, "a CPU worker label")?;
-        let (_gpu_names, gpu) = labels(&config.gpu_worker_labels, "a GPU worker label")?;
-        c.cpu_worker_labels = if cpu.is_empty() {
-            ptr::null()
+        with_c_config(config, |c| {
+            let mut raw = ptr::null_mut();
+            // SAFETY: every pointer in c lives until the call returns; the library copies them.
+            check(unsafe { sys::gf_pool_create_versioned(&mut raw, c, sys::GF_VERSION_MAJOR) })?;
+            Ok(Pool { raw })
+        })
+    }
+
+    /// A pool connected to the node's service at `endpoint` ("unix:///path.sock", a socket
+    /// path, or "tcp://HOST:PORT" with GPUFLOW_TOKEN_FILE): its devices are leased from the
+    /// service. Fails with GF_ERR_SYSTEM naming the endpoint when nothing listens there.
+    pub fn connect(endpoint: &str) -> Result<Pool> {
+        Pool::new(&PoolConfig {
+            endpoint: Some(endpoint.to_string()),
+            ..PoolConfig::default()
+        })
+    }
+
+    /// Like `connect`, for a "tcp://HOST:PORT" service on another host, showing the token in
+    /// the first line of `token_file`.
+    pub fn connect_with_token(endpoint: &str, token_file: &Path) -> Result<Pool> {
+        Pool::new(&PoolConfig {
+            endpoint: Some(endpoint.to_string()),
+            token_file: Some(token_file.to_path_buf()),
+            ..PoolConfig::default()
+        })
+    }
+
+    /// The service's view of the node (`gpuflow status`): devices, leases, queued requests
+    /// and clients, as a table (`json` false) or one JSON object. GF_ERR_STATE for an
+    /// embedded pool.
+    pub fn service_status(&self, json: bool) -> Result<String> {
+        let format = if json {
+            sys::GF_STATUS_JSON
         } else {
-            cpu.as_ptr()
+            sys::GF_STATUS_TEXT
         };
-        c.cpu_worker_label_count = len_u32(cpu.len(), "CPU worker labels")?;
-        c.gpu_worker_labels = if gpu.is_empty() {
-            ptr::null()
-        } else {
-            gpu.as_ptr()
+        let mut out = sys::gf_bytes {
+            data: ptr::null_mut(),
+            size: 0,
         };
-        c.gpu_worker_label_count = len_u32(gpu.len(), "GPU worker labels")?;
-        c.devices = if config.devices.is_empty() {
-            ptr::null()
-        } else {
-            config.devices.as_ptr()
-        };
-        c.device_count = len_u32(config.devices.len(), "devices")?;
-        c.device_memory_limit = config.device_memory_limit.unwrap_or(0);
-        c.spill_threshold = config.spill_threshold.unwrap_or(0.0);
-        let mut raw = ptr::null_mut();
-        // SAFETY: every pointer in c lives until the call returns; the library copies them.
-        check(unsafe { sys::gf_pool_create_versioned(&mut raw, &c, sys::GF_VERSION_MAJOR) })?;
-        Ok(Pool { raw })
+        // SAFETY: the pool is alive; out receives a caller-owned allocation, freed by take_bytes.
+        check(unsafe { sys::gf_pool_service_status(&mut out, self.raw, format) })?;
+        Ok(String::from_utf8_lossy(&take_bytes(out)).into_owned())
     }
 
     /// The default pool: one CPU worker per core and, without a GPU, two emulated devices

@@ -1,0 +1,169 @@
+//! Connected pools, the embedded service and leases, against a service run in this process.
+use gpuflow::{Lease, LeaseRequest, Pool, PoolConfig, Service, ServiceConfig, Status};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// A socket path of this test's own (tests run in parallel, each with its service).
+fn socket(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpuflow-rust-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(format!("{name}.sock"))
+}
+
+fn service(name: &str, devices: i32) -> Service {
+    Service::start(&ServiceConfig {
+        pool: Some(PoolConfig::host(2, devices, 1 << 20)),
+        socket_path: Some(socket(name)),
+        ..ServiceConfig::default()
+    })
+    .expect("service")
+}
+
+#[test]
+fn thread_safety_is_as_documented() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Service>();
+    assert_send_sync::<Lease<'static>>();
+}
+
+#[test]
+fn connecting_to_a_missing_socket_names_it() {
+    let path = socket("nobody-listens");
+    let endpoint = format!("unix://{}", path.display());
+    let err = Pool::connect(&endpoint)
+        .err()
+        .expect("nothing listens there");
+    assert!(
+        err.message.contains(path.to_str().unwrap()),
+        "{}",
+        err.message
+    );
+}
+
+#[test]
+fn a_connected_pool_leases_whole_and_shared_devices() {
+    let svc = service("leases", 2);
+    assert!(svc.endpoint().starts_with("unix://"), "{}", svc.endpoint());
+    assert_eq!(svc.remote_endpoint(), None);
+    let pool = Pool::connect(&svc.endpoint()).unwrap();
+    let whole = pool
+        .lease(&LeaseRequest::gpus(1.0).name("whole"), None)
+        .unwrap()
+        .unwrap();
+    let devices = whole.devices().unwrap();
+    assert_eq!(devices.len(), 1);
+    assert_eq!(devices[0].share, 1.0);
+    assert!(devices[0].uuid.starts_with("GPU-"), "{}", devices[0].uuid);
+    let half = LeaseRequest::gpus(0.5).memory(1 << 18).cpus(1.0);
+    let shared = pool
+        .lease(&half, Some(Duration::from_secs(5)))
+        .unwrap()
+        .unwrap();
+    let d = &shared.devices().unwrap()[0];
+    assert_eq!((d.share, d.memory), (0.5, 1 << 18));
+    assert_eq!(shared.cpus().unwrap(), 1.0);
+    assert_ne!(shared.id().unwrap(), whole.id().unwrap());
+    let env = shared.environment().unwrap();
+    let id = shared.id().unwrap().to_string();
+    assert!(
+        env.contains(&("GPUFLOW_LEASE_ID".to_string(), id)),
+        "{env:?}"
+    );
+    let status = pool.service_status(true).unwrap();
+    assert!(
+        status.starts_with('{') && status.contains("whole"),
+        "{status}"
+    );
+    assert!(!pool.service_status(false).unwrap().is_empty());
+    assert!(!whole.revoked().unwrap());
+    whole.release().unwrap();
+    drop(shared); // released by drop
+}
+
+#[test]
+fn a_busy_node_times_out_as_none() {
+    let svc = service("busy", 1);
+    let pool = Pool::connect(&svc.endpoint()).unwrap();
+    let held = pool.lease(&LeaseRequest::gpus(1.0), None).unwrap().unwrap();
+    let other = Pool::connect(&svc.endpoint()).unwrap();
+    let waited = other
+        .lease(&LeaseRequest::gpus(1.0), Some(Duration::from_millis(200)))
+        .unwrap();
+    assert!(waited.is_none());
+    drop(held);
+    let granted = other
+        .lease(&LeaseRequest::gpus(1.0), Some(Duration::from_secs(10)))
+        .unwrap();
+    assert!(granted.is_some());
+}
+
+#[test]
+fn requests_beyond_the_node_or_malformed_are_refused() {
+    let svc = service("refused", 1);
+    let pool = Pool::connect(&svc.endpoint()).unwrap();
+    let err = pool
+        .lease(&LeaseRequest::gpus(4.0), Some(Duration::from_secs(5)))
+        .err()
+        .expect("more than the node has");
+    assert_eq!(err.status, Status::INFEASIBLE, "{err}");
+    let err = pool
+        .lease(&LeaseRequest::gpus(1.5), None)
+        .err()
+        .expect("1.5 is neither a share nor whole");
+    assert_eq!(err.status, Status::INVALID_ARGUMENT, "{err}");
+    let err = pool
+        .lease(&LeaseRequest::gpus(1.0).name("a\0b"), None)
+        .err()
+        .unwrap();
+    assert!(err.message.contains("NUL"), "{err}");
+    // The pool is unharmed by refusals.
+    assert!(pool
+        .lease(&LeaseRequest::gpus(1.0), None)
+        .unwrap()
+        .is_some());
+}
+
+#[test]
+fn an_embedded_pool_has_no_service() {
+    let pool = Pool::new(&PoolConfig {
+        endpoint: Some("embedded".into()),
+        ..PoolConfig::host(1, 1, 1 << 20)
+    })
+    .unwrap();
+    let err = pool.lease(&LeaseRequest::gpus(1.0), None).err().unwrap();
+    assert_eq!(err.status, Status::STATE);
+    assert_eq!(pool.service_status(true).unwrap_err().status, Status::STATE);
+}
+
+#[test]
+fn a_lease_outliving_its_service_is_revoked_and_releases_cleanly() {
+    let svc = service("stopped", 1);
+    let pool = Pool::connect(&svc.endpoint()).unwrap();
+    let lease = pool.lease(&LeaseRequest::gpus(1.0), None).unwrap().unwrap();
+    svc.stop();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // The service's goodbye arrives on the pool's connection asynchronously.
+    while !lease.revoked().unwrap() {
+        assert!(Instant::now() < deadline, "never revoked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The lease ended with the connection: release says so, or succeeds; it never hangs.
+    if let Err(e) = lease.release() {
+        assert_eq!(e.status, Status::SYSTEM, "{e}");
+    }
+    drop(pool);
+}
+
+#[test]
+fn a_second_service_on_a_live_socket_is_refused() {
+    let first = service("twice", 1);
+    let err = Service::start(&ServiceConfig {
+        socket_path: Some(socket("twice")),
+        pool: Some(PoolConfig::host(1, 1, 1 << 20)),
+        ..ServiceConfig::default()
+    })
+    .err()
+    .expect("one service per socket");
+    assert_eq!(err.status, Status::STATE, "{err}");
+    drop(first);
+}
