@@ -23,8 +23,9 @@
 //!
 //! Thread safety follows gpuflow.h: `Pool` and `Run` are `Send + Sync`; `Graph` is `Send` only
 //! (externally synchronized); task bodies are `Fn + Send + Sync` closures, since a body may run
-//! on any worker thread, for several runs at once. A panicking body fails its attempt with the
-//! panic's message; the panic never crosses into C.
+//! on any worker thread, for several runs at once. `Service` and `Lease` are `Send + Sync`; a
+//! `Lease` borrows its `Pool`, so the pool outlives every lease of it. A panicking body fails
+//! its attempt with the panic's message; the panic never crosses into C.
 mod body;
 mod document;
 mod error;

@@ -37,3 +37,31 @@ fn closure_bodies_and_garbage_are_refused() {
     assert_eq!(err.status, Status::INVALID_GRAPH, "{err}");
     assert!(Graph::validate_document(&[0u8; 3], DocumentFormat::Binary).is_err());
 }
+
+#[test]
+fn kernel_tasks_and_their_edges_survive_the_round_trip() {
+    let mut g = Graph::new().unwrap();
+    let x = g.host_buffer("x", &[1.0f32, 2.0]).unwrap();
+    let y = g.buffer_of::<f32>("y", 2, true).unwrap();
+    let a = g
+        .task("scale")
+        .kernel("scale")
+        .input(x)
+        .output(y)
+        .priority(4)
+        .add()
+        .unwrap();
+    g.task("after")
+        .kernel("noop")
+        .after(a)
+        .retries(1)
+        .add()
+        .unwrap();
+    let doc = g.to_document(DocumentFormat::Binary).unwrap();
+    assert_eq!(&doc[4..8], b"GFLW"); // FlatBuffers' file identifier
+    let back = Graph::from_document(&doc, DocumentFormat::Binary, false).unwrap();
+    assert_eq!(back.task_count().unwrap(), 2);
+    assert_eq!(back.to_document(DocumentFormat::Binary).unwrap(), doc);
+    let json = String::from_utf8(back.to_document(DocumentFormat::Json).unwrap()).unwrap();
+    assert!(json.contains("scale") && json.contains("noop"), "{json}");
+}

@@ -167,3 +167,23 @@ fn a_second_service_on_a_live_socket_is_refused() {
     assert_eq!(err.status, Status::STATE, "{err}");
     drop(first);
 }
+
+#[test]
+fn a_connected_pool_runs_graphs() {
+    use gpuflow::Graph;
+    let svc = service("runs", 1);
+    let pool = Pool::connect(&svc.endpoint()).unwrap();
+    let mut g = Graph::new().unwrap();
+    let out = g.buffer_of::<i64>("out", 1, true).unwrap();
+    g.task("eleven")
+        .output(out)
+        .cpu(|ctx| {
+            ctx.output_as::<i64>(0).map_err(|e| e.to_string())?[0] = 11;
+            Ok(())
+        })
+        .add()
+        .unwrap();
+    let run = g.submit(&pool).unwrap();
+    run.wait().unwrap();
+    assert_eq!(run.fetch_as::<i64>(out).unwrap(), vec![11]);
+}
