@@ -197,6 +197,7 @@ impl Lease<'_> {
                     ordinal: d.ordinal,
                     // SAFETY: owned by the lease, alive while self is; copied at once.
                     uuid: unsafe { copy_str(d.uuid) }.unwrap_or_default(),
+                    // SAFETY: as for uuid.
                     pci_bus_id: unsafe { copy_str(d.pci_bus_id) }.unwrap_or_default(),
                     share: d.share,
                     memory: d.memory,
@@ -212,6 +213,7 @@ impl Lease<'_> {
         let mut p = ptr::null();
         // SAFETY: the lease is alive; *p is owned by it and copied before self can go.
         check(unsafe { sys::gf_lease_environment(&mut p, self.raw) })?;
+        // SAFETY: p is the lease's NUL-terminated text, alive while self is; copied here.
         let text = unsafe { copy_str(p) }.unwrap_or_default();
         Ok(text
             .lines()
