@@ -18,6 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "test_support.hpp"
+
 namespace gf = gpuflow;
 using namespace std::chrono_literals;
 
@@ -27,15 +29,7 @@ gf::Pool host_pool(int32_t cpus = 2, int32_t devices = 2) {
   return gf::Pool(gf::PoolConfig::host(cpus, devices, 64ull << 20));
 }
 
-template <class Pred>
-bool wait_until(Pred pred, std::chrono::milliseconds timeout = 20000ms) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return pred();
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
+using gft::wait_until;  // the suites' bounded wait: a guard against hangs, not a timing check
 
 // Calls `f` and returns the gpuflow::Error it throws (failing the test if it throws none).
 template <class F>

@@ -44,15 +44,6 @@ Pool connect(const std::string &endpoint) {
   return make_pool(c);
 }
 
-// Whether a lease request waits in the service, from its status.
-bool someone_waits(gf_pool *pool) {
-  gf_bytes status = {nullptr, 0};
-  if (gf_pool_service_status(&status, pool, GF_STATUS_JSON) != GF_OK) return false;
-  const std::string json(static_cast<const char *>(status.data), status.size);
-  gf_bytes_free(&status);
-  return json.find("\"queued\":[{") != std::string::npos;
-}
-
 gf_lease_request whole(double gpus) {
   gf_lease_request r = GF_LEASE_REQUEST_INIT;
   r.gpus = gpus;

@@ -22,15 +22,6 @@ ServiceHandle one_device_service(const SocketDir &dir, LogLines &log) {
   return start(c);
 }
 
-// Whether a request waits in the service, from its status.
-bool someone_waits(gf_pool *pool) {
-  gf_bytes status = {nullptr, 0};
-  if (gf_pool_service_status(&status, pool, GF_STATUS_JSON) != GF_OK) return false;
-  const std::string json(static_cast<const char *>(status.data), status.size);
-  gf_bytes_free(&status);
-  return json.find("\"queued\":[{") != std::string::npos;
-}
-
 // Requests on one connection are read in order: right after a release, asking "now or never"
 // for the same whole device gets it, every time.
 TEST(LeaseRelease, TheSamePoolsNextRequestFindsTheDeviceFree) {

@@ -30,15 +30,6 @@ struct Started {
   }
 };
 
-// Whether a lease request waits in the service, from its status.
-bool someone_waits(gf_pool *pool) {
-  gf_bytes status = {nullptr, 0};
-  if (gf_pool_service_status(&status, pool, GF_STATUS_JSON) != GF_OK) return false;
-  const std::string json(static_cast<const char *>(status.data), status.size);
-  gf_bytes_free(&status);
-  return json.find("\"queued\":[{") != std::string::npos;
-}
-
 gf_service_config capped(double user_gpu_cap) {
   gf_service_config c = GF_SERVICE_CONFIG_INIT;
   c.user_gpu_cap = user_gpu_cap;

@@ -651,12 +651,14 @@ TEST_F(ServiceTest, FairShareSplitsDeviceTimeByWeight) {
 TEST_F(ServiceTest, FourDeviceRequestIsNotStarvedBySingleDeviceOnes) {
   Service service(dir, 4);
   ASSERT_TRUE(service.ready()) << service.log();
-  // Three clients keep 9 single-device requests outstanding, leases held 20 ms: their 15,000
-  // grants outlast the big request's wait, so a starved request fails by its deadline.
+  // Three clients keep 9 single-device requests outstanding, leases held 20 ms. Their grants
+  // (about a minute's worth per unit of the time factor) outlast the big request's wait of 30 s
+  // per unit, so a starved request fails by its deadline; the test stops them once it is granted.
+  const std::string grants = std::to_string(5000 * kTimeFactor);
   std::vector<std::unique_ptr<Proc>> flooders;
   for (int i = 0; i < 3; ++i) {
     flooders.push_back(std::make_unique<Proc>(
-        client("flood", service, {dir / ("flood" + std::to_string(i)), "3", "5000", "20", "1"}),
+        client("flood", service, {dir / ("flood" + std::to_string(i)), "3", grants, "20", "1"}),
         dir / ("flood" + std::to_string(i) + ".err")));
     ASSERT_NE(flooders.back()->expect("connected", 20000 * kTimeFactor), "");
     flooders.back()->write("go\n");

@@ -73,4 +73,13 @@ inline LeaseHandle acquire(gf_pool *pool, double gpus, int64_t timeout_ms, gf_st
   return LeaseHandle(lease);
 }
 
+// Whether a lease request waits in the service, from its status.
+inline bool someone_waits(gf_pool *pool) {
+  gf_bytes status = {nullptr, 0};
+  if (gf_pool_service_status(&status, pool, GF_STATUS_JSON) != GF_OK) return false;
+  const std::string json(static_cast<const char *>(status.data), status.size);
+  gf_bytes_free(&status);
+  return json.find("\"queued\":[{") != std::string::npos;
+}
+
 }  // namespace gft
