@@ -110,7 +110,9 @@ void set_policy(gf_service_config &config, const ServeOptions &o) {
 
 // SIGHUP: the file's [policy] again, for the service to apply without dropping a lease. A file
 // that has become unreadable or wrong changes nothing and says why; other keys that changed take
-// effect at the next start, which is said too.
+// effect at the next start, which is said too. The re-read never waits (read_serve_config: a
+// FIFO or a device in the file's place is refused, not opened), so this loop goes on taking the
+// next SIGHUP and the stop.
 void reload(gf_service *service, const ServeOptions &given, const CLI::App &command_line,
             std::vector<ConfigSetting> &settings) {
   std::vector<ConfigSetting> now;

@@ -5,9 +5,14 @@
 #include <set>
 #include <stdexcept>
 
+#include "core/regular_file.hpp"
+
 namespace gpuflow_cli {
 
 namespace {
+
+// Far above any real configuration: a file this large is not one.
+constexpr size_t kMaxConfigBytes = size_t{1} << 20;
 
 // What a key's value may be, before the flag's own rule checks it.
 enum class Kind { kText, kNumber, kWholeNumbers, kTexts, kWeights };
@@ -126,13 +131,17 @@ std::string known_keys(const std::string &table) {
 }  // namespace
 
 std::vector<ConfigSetting> read_serve_config(const std::string &file) {
+  // Never toml::parse_file: it opens whatever the path names and waits on a FIFO, and it reads a
+  // directory or a device as an empty file. This is also what SIGHUP re-reads, so that a path
+  // replaced by a FIFO cannot stall the service.
+  const gf::core::FileText text =
+      gf::core::read_regular_file(file, kMaxConfigBytes, "the configuration file");
+  if (!text) throw std::runtime_error(text.error);
   toml::table root;
   try {
-    root = toml::parse_file(file);
+    root = toml::parse(text.contents, file);
   } catch (const toml::parse_error &e) {
     const auto &at = e.source().begin;
-    // toml++ says "File could not be opened for reading" when it cannot.
-    if (at.line == 0) throw std::runtime_error(file + ": " + std::string(e.description()));
     throw std::runtime_error(file + ":" + std::to_string(at.line) +
                              ": not TOML: " + std::string(e.description()));
   }

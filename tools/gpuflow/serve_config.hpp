@@ -20,8 +20,10 @@ struct ConfigSetting {
   std::string where;
 };
 
-// Reads FILE; throws std::runtime_error naming the file (and line and key) when it cannot be read,
-// is not TOML, holds an unknown key or a value of the wrong kind.
+// Reads FILE, which must be a regular file of at most 1 MiB (a FIFO, a directory or a device is
+// refused without waiting on it: core/regular_file.hpp); throws std::runtime_error naming the
+// file (and line and key) when it cannot be read, is not TOML, holds an unknown key or a value
+// of the wrong kind.
 std::vector<ConfigSetting> read_serve_config(const std::string &file);
 
 // The keys of the file's [policy] table: what SIGHUP re-reads (weights, caps, half-life).
