@@ -13,10 +13,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/regular_file.hpp"
 #include "core/request_bounds.hpp"
 #include "core/tcp_socket.hpp"
 
@@ -25,6 +25,8 @@ namespace gf::client {
 namespace {
 
 constexpr const char *kTcp = "tcp://";
+// A token is one line; a file far longer than any is not a copy of a token file.
+constexpr size_t kMaxTokenFileBytes = 64u << 10;
 
 }  // namespace
 
@@ -102,11 +104,10 @@ std::string read_token(const std::string &endpoint, const std::string &token_fil
              " is remote and needs its token: set GPUFLOW_TOKEN_FILE (or "
              "gf_pool_config.token_file, gpuflow --token-file) to a copy of its token file");
   }
-  std::ifstream in(path);
-  std::string token;
-  if (!in || !std::getline(in, token)) {
-    fail(GF_ERR_INVALID_ARGUMENT, "cannot read the token file " + path + " for " + endpoint);
-  }
+  // A FIFO, a device or a directory there is refused for what it is, never waited on.
+  const core::FileText file = core::read_regular_file(path, kMaxTokenFileBytes, "the token file");
+  if (!file) fail(GF_ERR_INVALID_ARGUMENT, file.error + " (for " + endpoint + ")");
+  std::string token = file.contents.substr(0, file.contents.find('\n'));
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
   if (token.empty()) fail(GF_ERR_INVALID_ARGUMENT, "the token file " + path + " is empty");
   if (std::string why = bounds::bytes_over("the token in " + path, token.size(),

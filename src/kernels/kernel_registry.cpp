@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/error.hpp"
+#include "core/regular_file.hpp"
 #include "gpuflow_plugin.h"
 #include "graph/kernel_name.hpp"
 
@@ -108,8 +109,14 @@ void host_fail(const gf_plugin_host *host, const char *message) {
 void KernelRegistry::load_plugin(const std::string &path) {
   if (path.empty()) fail(GF_ERR_INVALID_ARGUMENT, "plugin path is empty");
   const std::string where = "plugin '" + path + "'";
-  if (path.find('/') != std::string::npos && access(path.c_str(), F_OK) != 0) {
-    fail(GF_ERR_NOT_FOUND, where + ": no such file");
+  if (path.find('/') != std::string::npos) {
+    if (access(path.c_str(), F_OK) != 0) fail(GF_ERR_NOT_FOUND, where + ": no such file");
+    // dlopen opens the path as any reader does: a FIFO would hold the load (and a service's
+    // start) up for ever, a device would be read as a library. A bare name is looked up in the
+    // library directories instead, which hold libraries.
+    if (std::string why = core::regular_file_problem(path, "the plugin"); !why.empty()) {
+      fail(GF_ERR_INVALID_ARGUMENT, why);
+    }
   }
   dlerror();
   void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);

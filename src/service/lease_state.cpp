@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/regular_file.hpp"
 #include "service/lease_state_generated.h"
 
 namespace gf::service {
@@ -124,7 +125,7 @@ std::string distrust(int fd) {
   if (::fstat(fd, &st) != 0) {
     problem = std::string("cannot stat it: ") + std::strerror(errno);
   } else if (!S_ISREG(st.st_mode)) {
-    problem = "it is not a regular file";
+    problem = std::string("it is ") + core::file_kind(st.st_mode) + ", not a regular file";
   } else if (st.st_uid != ::geteuid()) {
     problem = "it belongs to uid " + std::to_string(st.st_uid) + ", not to the service's user";
   } else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
@@ -135,14 +136,21 @@ std::string distrust(int fd) {
   return problem;
 }
 
-// Opens one slot: not following links, never blocking (a FIFO planted there cannot stall the
-// start), then checked. One that cannot be trusted is moved aside (PATH.bad, for the
-// administrator to look at) and a fresh one made.
+// Opens one slot: what is not a regular file is not even opened (opening a device may act on
+// it), and then not following links, never blocking (a FIFO swapped in meanwhile cannot stall
+// the start), checked again on the descriptor. One that cannot be trusted is moved aside
+// (PATH.bad, for the administrator to look at) and a fresh one made.
 int open_slot(const std::string &path, std::vector<std::string> &moved_aside) {
   for (int attempt = 0;; ++attempt) {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
-    std::string problem =
-        fd < 0 ? std::string("cannot open it: ") + std::strerror(errno) : distrust(fd);
+    struct stat st {};
+    int fd = -1;
+    std::string problem;
+    if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      problem = std::string("it is ") + core::file_kind(st.st_mode) + ", not a regular file";
+    } else {
+      fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+      problem = fd < 0 ? std::string("cannot open it: ") + std::strerror(errno) : distrust(fd);
+    }
     if (problem.empty()) return fd;
     if (fd >= 0) ::close(fd);
     if (attempt > 0 || ::rename(path.c_str(), (path + ".bad").c_str()) != 0) {

@@ -16,12 +16,16 @@
 
 #include "core/error.hpp"
 #include "core/host_port.hpp"
+#include "core/regular_file.hpp"
 #include "core/request_bounds.hpp"
 #include "core/tcp_socket.hpp"
 
 namespace gf::service {
 
 namespace {
+
+// A token is one line; a file far longer than any is not a token file.
+constexpr size_t kMaxTokenFileBytes = 64u << 10;
 
 std::string text_of(const sockaddr_storage &address) {
   char host[INET6_ADDRSTRLEN] = "?";
@@ -36,16 +40,6 @@ std::string text_of(const sockaddr_storage &address) {
     port = ntohs(in6.sin6_port);
   }
   return std::string(host) + ":" + std::to_string(port);
-}
-
-// "a FIFO", "a directory", …: what a path that should be a regular file is instead.
-const char *file_kind(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "a file of an unknown kind";
 }
 
 bool executable(const std::string &path) {
@@ -91,10 +85,11 @@ void keep_alive(uv_tcp_t *tcp) {
 
 std::string load_token(const std::string &path) {
   if (path.empty()) fail(GF_ERR_INVALID_ARGUMENT, "a TCP listener needs a token file");
-  // Without blocking: opening a FIFO for reading waits for a writer, and a service stuck there
-  // starts never. Not through a symbolic link, and never as a controlling terminal.
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT) {
+  // Never waiting on what the path names (a FIFO there would hold the start up for ever), and
+  // not through a symbolic link, so that the owner and mode checked below are the file's read.
+  const core::FileText file =
+      core::read_regular_file(path, kMaxTokenFileBytes, "the token file", core::Links::kRefuse);
+  if (!file && file.error_number == ENOENT) {
     uint8_t random[32];
     if (::getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) {
       fail(GF_ERR_SYSTEM, std::string("getrandom: ") + std::strerror(errno));
@@ -105,7 +100,7 @@ std::string load_token(const std::string &path) {
       token += digits[b >> 4];
       token += digits[b & 15];
     }
-    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
       fail(GF_ERR_SYSTEM, "creating the token file " + path + ": " + std::strerror(errno));
     const std::string line = token + "\n";
@@ -114,41 +109,17 @@ std::string load_token(const std::string &path) {
     if (!written) fail(GF_ERR_SYSTEM, "writing the token file " + path);
     return token;
   }
-  if (fd < 0 && errno == ELOOP) {
-    fail(GF_ERR_INVALID_ARGUMENT, "the token file " + path +
-                                      " is a symbolic link: give the file itself (links are not "
-                                      "followed, so the file checked is the file read)");
-  }
-  if (fd < 0 && errno == ENXIO) {  // a socket, or a device with nothing behind it
-    fail(GF_ERR_INVALID_ARGUMENT, "the token file " + path + " is not a regular file");
-  }
-  if (fd < 0) fail(GF_ERR_SYSTEM, "opening the token file " + path + ": " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    fail(GF_ERR_SYSTEM, "the token file " + path + ": fstat: " + std::strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(GF_ERR_INVALID_ARGUMENT,
-         "the token file " + path + " is " + file_kind(st.st_mode) + ", not a regular file");
-  }
+  // Not a regular file, a link, too large: the administrator's to fix; anything else the system's.
+  if (!file) fail(file.error_number ? GF_ERR_SYSTEM : GF_ERR_INVALID_ARGUMENT, file.error);
+  const struct stat &st = file.status;
   if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 0777));
-    ::close(fd);
     fail(GF_ERR_INVALID_ARGUMENT, "the token file " + path + " (mode " + mode + ", owner uid " +
                                       std::to_string(st.st_uid) +
                                       ") must be this user's and readable by no one else (0600)");
   }
-  // Read from the descriptor checked above, not the path again (which could change meanwhile).
-  std::string content;
-  char buffer[4096];
-  for (ssize_t n; content.size() < (64u << 10) && (n = ::read(fd, buffer, sizeof buffer)) > 0;) {
-    content.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
+  const std::string &content = file.contents;
   std::string token = content.substr(0, content.find('\n'));
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();
   if (token.size() < 16) {

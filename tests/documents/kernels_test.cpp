@@ -1,4 +1,7 @@
 // Named kernels: registered through the ABI or by plugins; plugin load errors name the path.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <string>
 
@@ -89,6 +92,16 @@ TEST(Kernels, PluginLoadErrorsNameThePath) {
   m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_pool_load_plugin(pool.get(), "/etc/hostname"));
   EXPECT_NE(m.find("plugin '/etc/hostname': cannot be loaded"), std::string::npos) << m;
   GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_pool_load_plugin(pool.get(), nullptr));
+  // Not a regular file: refused for what it is, never opened (dlopen would wait on a FIFO).
+  const std::string fifo = ::testing::TempDir() + "kernels_test_plugin.fifo";
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string &path : {fifo, std::string("/dev/zero"), std::string("/tmp")}) {
+    m = GF_EXPECT_STATUS(GF_ERR_INVALID_ARGUMENT, gf_pool_load_plugin(pool.get(), path.c_str()));
+    EXPECT_NE(m.find("the plugin " + path + " is a"), std::string::npos) << m;
+    EXPECT_NE(m.find(", not a regular file"), std::string::npos) << m;
+  }
+  ::unlink(fifo.c_str());
 
   uint32_t count = 99;
   GF_ASSERT_OK(gf_pool_kernel_count(&count, pool.get()));

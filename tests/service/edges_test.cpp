@@ -224,7 +224,10 @@ TEST_F(EdgesTest, ATokenFileThatIsNotARegularFileStopsServeAtOnceNamingIt) {
     std::filesystem::create_symlink(real, link);
   }
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {fifo, "is a FIFO"}, {directory, "is a directory"}, {link, "is a symbolic link"}};
+      {fifo, "is a FIFO"},
+      {directory, "is a directory"},
+      {link, "is a symbolic link"},
+      {"/dev/zero", "is a character device"}};
   for (const auto &[path, says] : cases) {
     auto p = serve({"--listen", "127.0.0.1:0", "--token-file", path});
     const std::optional<int> status = p->wait(30000 * kTimeFactor);

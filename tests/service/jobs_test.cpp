@@ -326,4 +326,23 @@ TEST_F(JobsTest, ASavedBookOthersMayWriteIsMovedAside) {
   EXPECT_EQ(::stat((slot + ".bad").c_str(), &st), 0);
 }
 
+// A FIFO in a slot's place is neither opened for reading (which would wait for a writer and hold
+// the start up) nor used: it is moved aside, named for what it is.
+TEST_F(JobsTest, ASavedBookSlotThatIsAFifoIsMovedAsideNamingIt) {
+  const std::string slot = dir / "gf.sock.leases.b";
+  ASSERT_EQ(::mkfifo(slot.c_str(), 0600), 0);
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  EXPECT_TRUE(contains(service.log(), slot +
+                                          ": it is a FIFO (named pipe), not a regular file; "
+                                          "moved to " +
+                                          slot + ".bad"))
+      << service.log();
+  struct stat st {};
+  ASSERT_EQ(::lstat(slot.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode)) << "made afresh, a regular file";
+  ASSERT_EQ(::lstat((slot + ".bad").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+}
+
 }  // namespace

@@ -1,7 +1,7 @@
-// The files `gpuflow serve` reads are regular files, read without waiting on them
-// (core/regular_file.hpp): a configuration that is a FIFO, a directory or a device is refused
-// naming its path and what it is, at start and at a SIGHUP's re-read, and the service goes on
-// answering, reloading and stopping.
+// The files `gpuflow serve` and the gpuflow command read are regular files, read without waiting
+// on them (core/regular_file.hpp): a configuration, a plugin, a token file or a graph document
+// that is a FIFO, a directory or a device is refused naming its path and what it is, at start
+// and at a SIGHUP's re-read, and the service goes on answering, reloading and stopping.
 //
 // Waits are bounded only to turn a hang into a failure; nothing asserts how fast anything is.
 #include <gtest/gtest.h>
@@ -89,6 +89,16 @@ TEST_F(ServeFilesTest, AConfigurationThatIsNotARegularFileStopsTheStartNamingIt)
   }
 }
 
+TEST_F(ServeFilesTest, APluginThatIsNotARegularFileStopsTheStartNamingIt) {
+  for (const auto &[path, is] : wrong_files()) {
+    auto [status, err] = run({"serve", "--backend", "host", "--emulated-devices", "1", "--socket",
+                              dir / "gf.sock", "--plugin", path});
+    ASSERT_TRUE(status) << path << ": gpuflow serve did not stop\n" << err;
+    EXPECT_TRUE(failed(status)) << path << ": " << exit_text(status) << "\n" << err;
+    EXPECT_TRUE(contains(err, "the plugin " + path + " " + is)) << err;
+  }
+}
+
 // The re-read of a SIGHUP meets each kind of wrong file in the configuration's place: each is
 // refused and logged, the policy stays, and the service still answers, reloads and stops.
 TEST_F(ServeFilesTest, AReloadFromAWrongFileKeepsThePolicyAndALaterReloadTakesEffect) {
@@ -129,6 +139,34 @@ TEST_F(ServeFilesTest, AReloadFromAWrongFileKeepsThePolicyAndALaterReloadTakesEf
   const std::optional<int> status = service.proc().wait(30000 * kTimeFactor);
   ASSERT_TRUE(status) << "SIGTERM did not stop the service\n" << service.log();
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << exit_text(status);
+}
+
+// A client's copy of a token file is read before it connects: no service needs to be there.
+TEST_F(ServeFilesTest, AClientsTokenFileThatIsNotARegularFileIsRefusedNamingIt) {
+  for (const auto &[path, is] : wrong_files()) {
+    auto [status, err] = run({"status", "--pool", "tcp://127.0.0.1:9", "--token-file", path});
+    ASSERT_TRUE(status) << path << ": gpuflow status did not end\n" << err;
+    EXPECT_TRUE(failed(status)) << path << ": " << exit_text(status) << "\n" << err;
+    EXPECT_TRUE(contains(err, "the token file " + path + " " + is)) << err;
+  }
+  auto [status, err] =
+      run({"status", "--pool", "tcp://127.0.0.1:9"}, {"GPUFLOW_TOKEN_FILE=" + fifo});
+  ASSERT_TRUE(status) << "gpuflow status did not end\n" << err;
+  EXPECT_TRUE(failed(status)) << exit_text(status) << "\n" << err;
+  EXPECT_TRUE(contains(err, "the token file " + fifo + " is a FIFO")) << err;
+}
+
+TEST_F(ServeFilesTest, AGraphDocumentThatIsNotARegularFileIsRefusedNamingIt) {
+  for (const char *command : {"validate", "convert"}) {
+    for (const auto &[path, is] : wrong_files()) {
+      std::vector<std::string> args = {command, path};
+      if (args[0] == "convert") args.insert(args.end(), {dir / "out.json", "--json"});
+      auto [status, err] = run(args);
+      ASSERT_TRUE(status) << command << " " << path << " did not end\n" << err;
+      EXPECT_TRUE(failed(status)) << command << " " << path << ": " << exit_text(status);
+      EXPECT_TRUE(contains(err, "gpuflow: the graph document " + path + " " + is)) << err;
+    }
+  }
 }
 
 }  // namespace

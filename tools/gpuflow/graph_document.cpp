@@ -3,27 +3,37 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/regular_file.hpp"
 #include "exit_codes.hpp"
 
 namespace gpuflow_cli {
 
 namespace {
 
-bool read_file(const std::string &path, std::string &out) {
-  std::stringstream ss;
+// A FlatBuffers buffer is at most 2 GiB, and so is a document (docs/graph-format.md).
+constexpr size_t kMaxDocumentBytes = (size_t{1} << 31) - 1;
+
+// The document at `path` ("-": standard input), or false having said why. A FIFO, a directory or
+// a device is refused for what it is rather than waited on or read as an empty document; one
+// piped in on purpose comes as "-".
+bool read_document(const std::string &path, std::string &out) {
   if (path == "-") {
+    std::stringstream ss;
     ss << std::cin.rdbuf();
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return false;
-    ss << in.rdbuf();
+    out = ss.str();
+    return true;
   }
-  out = ss.str();
+  gf::core::FileText file =
+      gf::core::read_regular_file(path, kMaxDocumentBytes, "the graph document");
+  if (!file) {
+    std::fprintf(stderr, "gpuflow: %s\n", file.error.c_str());
+    return false;
+  }
+  out = std::move(file.contents);
   return true;
 }
 
@@ -49,10 +59,7 @@ std::string not_a_document(const std::string &bytes) {
 
 gf_graph *load_graph(const std::string &path) {
   std::string bytes;
-  if (!read_file(path, bytes)) {
-    std::fprintf(stderr, "gpuflow: cannot read %s: %s\n", path.c_str(), std::strerror(errno));
-    return nullptr;
-  }
+  if (!read_document(path, bytes)) return nullptr;
   if (std::string why = not_a_document(bytes); !why.empty()) {
     std::fprintf(stderr, "gpuflow: %s is not a gpuflow graph document: %s\n", path.c_str(),
                  why.c_str());
