@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -156,14 +157,21 @@ TEST_F(ServeFilesTest, AClientsTokenFileThatIsNotARegularFileIsRefusedNamingIt) 
   EXPECT_TRUE(contains(err, "the token file " + fifo + " is a FIFO")) << err;
 }
 
+// Each command that reads a document, `run --dask` too (whose Python would open the path itself).
 TEST_F(ServeFilesTest, AGraphDocumentThatIsNotARegularFileIsRefusedNamingIt) {
-  for (const char *command : {"validate", "convert"}) {
+  const std::vector<std::vector<std::string>> readers = {
+      {"validate"},
+      {"convert", "GRAPH", dir / "out.json", "--json"},
+      {"run", "GRAPH", "--backend", "host"},
+      {"run", "GRAPH", "--dask", "tcp://127.0.0.1:9"}};
+  for (const std::vector<std::string> &command : readers) {
     for (const auto &[path, is] : wrong_files()) {
-      std::vector<std::string> args = {command, path};
-      if (args[0] == "convert") args.insert(args.end(), {dir / "out.json", "--json"});
+      std::vector<std::string> args = command;
+      if (args.size() == 1) args.push_back("GRAPH");
+      std::replace(args.begin(), args.end(), std::string("GRAPH"), path);
       auto [status, err] = run(args);
-      ASSERT_TRUE(status) << command << " " << path << " did not end\n" << err;
-      EXPECT_TRUE(failed(status)) << command << " " << path << ": " << exit_text(status);
+      ASSERT_TRUE(status) << command[0] << " " << path << " did not end\n" << err;
+      EXPECT_TRUE(failed(status)) << command[0] << " " << path << ": " << exit_text(status);
       EXPECT_TRUE(contains(err, "gpuflow: the graph document " + path + " " + is)) << err;
     }
   }

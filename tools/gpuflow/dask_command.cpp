@@ -9,10 +9,22 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/regular_file.hpp"
+#include "exit_codes.hpp"
+
 namespace gpuflow_cli {
 
 int run_on_dask(const std::string &scheduler, const std::string &graph,
                 const std::vector<std::string> &plugins) {
+  // Python opens the document by its path and would wait on a FIFO there: refused here first,
+  // by the rule every document of the command is read by.
+  if (graph != "-") {
+    if (std::string why = gf::core::regular_file_problem(graph, "the graph document");
+        !why.empty()) {
+      std::fprintf(stderr, "gpuflow: %s\n", why.c_str());
+      return kExitError;
+    }
+  }
   const char *env_python = std::getenv("GPUFLOW_PYTHON");
   const std::string python = env_python && *env_python ? env_python : "python3";
   // The Python package must load the library this command runs on, not whatever it finds.
