@@ -19,6 +19,11 @@ if [ -x /usr/bin/cargo ] && [ -x /usr/bin/rustc ]; then
 fi
 cargo=${CARGO:-cargo}
 export GPUFLOW_LIB_DIR=$build/src CARGO_TARGET_DIR=$build/rust-target
+# Doc tests run too: their binaries get the library's directory as RUNPATH, as the crate's
+# tests and examples do (its build.rs), since a build script cannot give them one. The service
+# tests start the build's own `gpuflow serve`.
+export RUSTDOCFLAGS="-C link-arg=-Wl,-rpath,$GPUFLOW_LIB_DIR"
+export GPUFLOW_TOOL=$build/tools/gpuflow/gpuflow
 cd bindings/rust
 # Formatting and lints are part of the check, not extras of whichever toolchain is there.
 for tool in fmt clippy; do

@@ -48,6 +48,7 @@ fn check_cast<T: Element>(ptr: *const u8, len: usize, what: &str) -> Result<()> 
 pub struct TaskContext<'a> {
     raw: *mut sys::gf_task_ctx,
     output_sizes: &'a [u64],
+    sizes_known: bool,
 }
 
 /// Where and how a body runs (gf_task_env).
@@ -63,6 +64,10 @@ pub struct TaskEnv {
 }
 
 impl<'a> TaskContext<'a> {
+    pub(crate) fn raw(&self) -> *mut sys::gf_task_ctx {
+        self.raw
+    }
+
     /// Input `index` as bytes (in the executing worker's memory: device memory on a real GPU).
     pub fn input(&self, index: u32) -> Result<&[u8]> {
         let mut ptr: *const c_void = std::ptr::null();
@@ -83,6 +88,10 @@ impl<'a> TaskContext<'a> {
     /// Output buffer `index` as bytes, of its declared size.
     pub fn output(&mut self, index: u32) -> Result<&mut [u8]> {
         match self.output_sizes.get(index as usize) {
+            _ if !self.sizes_known => Err(Error::invalid(format!(
+                "output #{index}: a kernel's body does not know the sizes of its task's outputs: \
+                 give the size with output_sized"
+            ))),
             Some(0) => Err(Error::invalid(format!(
                 "output #{index} was declared with size 0: give its size with output_sized"
             ))),
@@ -153,8 +162,9 @@ pub(crate) type BodyFn =
 pub(crate) struct Bodies {
     pub cpu: Option<Box<BodyFn>>,
     pub gpu: Option<Box<BodyFn>>,
-    /// The declared sizes of the task's outputs, in order (0: set by the body).
-    pub output_sizes: Vec<u64>,
+    /// The declared sizes of the task's outputs, in order (0: set by the body); None for a
+    /// kernel's bodies, which serve many tasks.
+    pub output_sizes: Option<Vec<u64>>,
 }
 
 fn panic_message(payload: &(dyn Any + Send)) -> String {
@@ -184,7 +194,8 @@ fn run(ctx: *mut sys::gf_task_ctx, user_data: *mut c_void, gpu: bool) -> c_int {
     };
     let mut context = TaskContext {
         raw: ctx,
-        output_sizes: &bodies.output_sizes,
+        output_sizes: bodies.output_sizes.as_deref().unwrap_or(&[]),
+        sizes_known: bodies.output_sizes.is_some(),
     };
     match catch_unwind(AssertUnwindSafe(|| body(&mut context))) {
         Ok(Ok(())) => 0,

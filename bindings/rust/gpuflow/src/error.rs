@@ -86,3 +86,10 @@ pub(crate) fn check(status: sys::gf_status) -> Result<()> {
 pub(crate) fn c_string(s: &str, what: &str) -> Result<std::ffi::CString> {
     std::ffi::CString::new(s).map_err(|_| Error::invalid(format!("{what} contains a NUL byte")))
 }
+
+/// Lets a task body, which fails with a message, use `?` on the crate's calls.
+impl From<Error> for String {
+    fn from(e: Error) -> String {
+        e.to_string()
+    }
+}

@@ -1,9 +1,11 @@
-//! Graphs: buffers, host inputs and tasks with closure bodies or named kernels.
+//! Graphs: buffers, host inputs and tasks with closure bodies, named kernels or commands.
 use crate::body::{
     cpu_trampoline, destroy_bodies, gpu_trampoline, Bodies, BodyFn, Element, TaskContext,
 };
+use crate::command::{CCommand, Command};
+use crate::completion::{on_complete, Completion, SubmitOptions, Where};
 use crate::error::{c_string, check, Error, Result};
-use crate::pool::Pool;
+use crate::pool::{ptr_or_null, Pool};
 use crate::run::Run;
 use gpuflow_sys as sys;
 use std::collections::HashMap;
@@ -116,6 +118,7 @@ impl Graph {
             cpu: None,
             gpu: None,
             kernel: None,
+            command: None,
             cost_key: None,
             resources: Vec::new(),
             priority: 0,
@@ -139,9 +142,30 @@ impl Graph {
 
     /// Validates the graph against `pool` and starts running it.
     pub fn submit(&self, pool: &Pool) -> Result<Run> {
+        self.submit_with(pool, SubmitOptions::new())
+    }
+
+    /// `submit` with options: where it runs, a completion callback.
+    pub fn submit_with(&self, pool: &Pool, options: SubmitOptions) -> Result<Run> {
+        let completion = Completion::new(options.on_complete);
+        let mut o: sys::gf_submit_options = unsafe { std::mem::zeroed() };
+        unsafe { sys::gf_submit_options_init(&mut o, size_of::<sys::gf_submit_options>() as u32) };
+        o.where_ = options.where_.unwrap_or(Where::Anywhere).to_raw();
+        o.on_complete = Some(on_complete);
+        o.user_data = Completion::into_user_data(completion.clone());
         let mut raw = ptr::null_mut();
-        check(unsafe { sys::gf_graph_submit(&mut raw, pool.raw(), self.raw, ptr::null()) })?;
-        Ok(Run::from_raw(raw))
+        let status = unsafe { sys::gf_graph_submit(&mut raw, pool.raw(), self.raw, &o) };
+        if status != sys::GF_OK {
+            // SAFETY: nothing was submitted, so the library never calls back with user_data.
+            unsafe { Completion::reclaim(o.user_data) };
+        }
+        check(status)?;
+        Ok(Run::from_raw(raw, completion))
+    }
+
+    /// Checks the graph against `pool` as `submit` does (and freezes it), running nothing.
+    pub fn check(&self, pool: &Pool) -> Result<()> {
+        check(unsafe { sys::gf_graph_check(self.raw, pool.raw()) })
     }
 }
 
@@ -159,6 +183,7 @@ pub struct TaskBuilder<'g> {
     cpu: Option<Box<BodyFn>>,
     gpu: Option<Box<BodyFn>>,
     kernel: Option<String>,
+    command: Option<Command>,
     cost_key: Option<String>,
     resources: Vec<(String, f64)>,
     priority: i32,
@@ -190,6 +215,12 @@ impl<'g> TaskBuilder<'g> {
     /// A named kernel instead of closures, resolved against the pool at submit.
     pub fn kernel(mut self, name: &str) -> Self {
         self.kernel = Some(name.to_string());
+        self
+    }
+
+    /// An external command instead of closures or a kernel (`Command`).
+    pub fn command(mut self, command: Command) -> Self {
+        self.command = Some(command);
         self
     }
 
@@ -237,13 +268,6 @@ impl<'g> TaskBuilder<'g> {
         fn len(n: usize) -> Result<u32> {
             u32::try_from(n).map_err(|_| Error::invalid("too many references"))
         }
-        fn slice<T>(v: &[T]) -> *const T {
-            if v.is_empty() {
-                ptr::null()
-            } else {
-                v.as_ptr()
-            }
-        }
         let name = c_string(&self.name, "the task name")?;
         let kernel = opt(&self.kernel, "the kernel name")?;
         let cost_key = opt(&self.cost_key, "the cost key")?;
@@ -272,16 +296,18 @@ impl<'g> TaskBuilder<'g> {
             name.as_ptr()
         };
         d.kernel = kernel.as_ref().map_or(ptr::null(), |k| k.as_ptr());
+        let command = self.command.as_ref().map(CCommand::new).transpose()?;
+        d.command = command.as_ref().map_or(ptr::null(), |c| &c.desc);
         d.cost_key = cost_key.as_ref().map_or(ptr::null(), |k| k.as_ptr());
-        d.resources = slice(&resources);
+        d.resources = ptr_or_null(&resources);
         d.resource_count = len(resources.len())?;
         d.priority = self.priority;
         d.retries = self.retries;
-        d.inputs = slice(&inputs);
+        d.inputs = ptr_or_null(&inputs);
         d.input_count = len(inputs.len())?;
-        d.outputs = slice(&outputs);
+        d.outputs = ptr_or_null(&outputs);
         d.output_count = len(outputs.len())?;
-        d.after = slice(&after);
+        d.after = ptr_or_null(&after);
         d.after_count = len(after.len())?;
 
         let has_bodies = self.cpu.is_some() || self.gpu.is_some();
@@ -297,7 +323,7 @@ impl<'g> TaskBuilder<'g> {
             bodies = Box::into_raw(Box::new(Bodies {
                 cpu: self.cpu,
                 gpu: self.gpu,
-                output_sizes: sizes,
+                output_sizes: Some(sizes),
             }));
             d.user_data = bodies as *mut c_void;
             d.user_data_destroy = Some(destroy_bodies);

@@ -1,10 +1,7 @@
 //! Leases (gf_lease_*): grants of devices (whole, or a share of one) and CPUs from the node's
 //! service, held by a connected pool until released.
 //!
-//! (`no_run`, as the crate's own example: a doc test's binary gets no RUNPATH to libgpuflow;
-//! tests/ runs the same steps.)
-//!
-//! ```no_run
+//! ```
 //! use gpuflow::{LeaseRequest, Pool, PoolConfig, Service, ServiceConfig};
 //! use std::time::Duration;
 //! let dir = std::env::temp_dir().join(format!("gpuflow-doc-lease-{}", std::process::id()));

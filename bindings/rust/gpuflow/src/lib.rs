@@ -1,7 +1,7 @@
 //! gpuflow: run annotated task graphs on a pool of CPU workers and GPUs (real, or emulated in
 //! host memory), through the C ABI of libgpuflow (`include/gpuflow.h`).
 //!
-//! ```no_run
+//! ```
 //! use gpuflow::{Graph, Pool};
 //! let pool = Pool::with_defaults()?;
 //! let mut graph = Graph::new()?;
@@ -26,22 +26,43 @@
 //! on any worker thread, for several runs at once. `Service` and `Lease` are `Send + Sync`; a
 //! `Lease` borrows its `Pool`, so the pool outlives every lease of it. A panicking body fails
 //! its attempt with the panic's message; the panic never crosses into C.
+//!
+//! A graph cannot be shared between threads, only moved:
+//! ```compile_fail
+//! fn shared<T: Sync>(_: &T) {}
+//! shared(&gpuflow::Graph::new().unwrap());
+//! ```
+//! and what a body sees stays on the body's thread:
+//! ```compile_fail
+//! fn sent<T: Send>(_: T) {}
+//! fn body(ctx: &mut gpuflow::TaskContext<'_>) { sent(ctx) }
+//! ```
 mod body;
+mod command;
+mod completion;
+mod devices;
 mod document;
 mod error;
+mod events;
 mod graph;
+mod kernels;
 mod lease;
 mod pool;
 mod run;
 mod service;
+mod value;
 
 pub use body::{Element, TaskContext, TaskEnv};
+pub use command::Command;
+pub use completion::{SubmitOptions, Where};
+pub use devices::DeviceInfo;
 pub use document::DocumentFormat;
 pub use error::{Error, Result, Status};
+pub use events::{Event, EventKind};
 pub use graph::{Data, Graph, Task, TaskBuilder};
 pub use lease::{Lease, LeaseDevice, LeaseRequest};
 pub use pool::{Backend, LedgerEntry, Pool, PoolConfig, WorkerInfo};
-pub use run::{Run, RunState, RunStats, TaskState};
+pub use run::{Finished, Run, RunState, RunStats, TaskState};
 pub use service::{default_endpoint, Service, ServiceConfig};
 
 /// The version of the loaded library, "major.minor.patch".

@@ -1,10 +1,12 @@
 //! Pools: CPU workers plus one worker per device (real or emulated).
 use crate::error::{c_string, check, Error, Result};
+use crate::events::EventFn;
 use gpuflow_sys as sys;
 use std::ffi::{CStr, CString};
 use std::mem::{size_of, MaybeUninit};
 use std::path::{Path, PathBuf};
 use std::ptr;
+use std::sync::{Arc, Mutex};
 
 /// Which devices a pool drives (gf_backend).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -41,6 +43,9 @@ pub struct PoolConfig {
     /// For a "tcp://" endpoint: the file whose first line is the service's token; `None`:
     /// GPUFLOW_TOKEN_FILE.
     pub token_file: Option<PathBuf>,
+    /// "HOST:PORT" to serve the pool's live page and Prometheus metrics on ("127.0.0.1:0": any
+    /// free port; `Pool::dashboard_url` tells which); `None`: none.
+    pub dashboard: Option<String>,
 }
 
 impl PoolConfig {
@@ -85,23 +90,11 @@ pub(crate) fn with_c_config<R>(
     c.gpu_worker_threads = config.gpu_worker_threads.unwrap_or(0);
     let (_cpu_names, cpu) = labels(&config.cpu_worker_labels, "a CPU worker label")?;
     let (_gpu_names, gpu) = labels(&config.gpu_worker_labels, "a GPU worker label")?;
-    c.cpu_worker_labels = if cpu.is_empty() {
-        ptr::null()
-    } else {
-        cpu.as_ptr()
-    };
+    c.cpu_worker_labels = ptr_or_null(&cpu);
     c.cpu_worker_label_count = len_u32(cpu.len(), "CPU worker labels")?;
-    c.gpu_worker_labels = if gpu.is_empty() {
-        ptr::null()
-    } else {
-        gpu.as_ptr()
-    };
+    c.gpu_worker_labels = ptr_or_null(&gpu);
     c.gpu_worker_label_count = len_u32(gpu.len(), "GPU worker labels")?;
-    c.devices = if config.devices.is_empty() {
-        ptr::null()
-    } else {
-        config.devices.as_ptr()
-    };
+    c.devices = ptr_or_null(&config.devices);
     c.device_count = len_u32(config.devices.len(), "devices")?;
     c.device_memory_limit = config.device_memory_limit.unwrap_or(0);
     c.spill_threshold = config.spill_threshold.unwrap_or(0.0);
@@ -112,6 +105,8 @@ pub(crate) fn with_c_config<R>(
         None => None,
     };
     c.token_file = opt_ptr(&token_file);
+    let dashboard = opt_c_string(config.dashboard.as_deref(), "the dashboard address")?;
+    c.dashboard = opt_ptr(&dashboard);
     f(&c)
 }
 
@@ -124,6 +119,15 @@ pub(crate) fn path_c_string(p: &Path, what: &str) -> Result<CString> {
         .to_str()
         .ok_or_else(|| Error::invalid(format!("{what} is not UTF-8: {}", p.display())))?;
     c_string(s, what)
+}
+
+/// NULL for an empty list (the C ABI's "none"), else its first element.
+pub(crate) fn ptr_or_null<T>(v: &[T]) -> *const T {
+    if v.is_empty() {
+        ptr::null()
+    } else {
+        v.as_ptr()
+    }
 }
 
 /// NULL for `None` (the library's default), else the string's pointer.
@@ -170,6 +174,8 @@ fn len_u32(n: usize, what: &str) -> Result<u32> {
 /// is dropped).
 pub struct Pool {
     raw: *mut sys::gf_pool,
+    /// Every event callback ever set: one replaced may still be finishing a call.
+    event_callbacks: Mutex<Vec<Arc<Box<EventFn>>>>,
 }
 
 // SAFETY: gpuflow.h documents every gf_pool_* function taking a pool as thread-safe except
@@ -184,7 +190,10 @@ impl Pool {
             let mut raw = ptr::null_mut();
             // SAFETY: every pointer in c lives until the call returns; the library copies them.
             check(unsafe { sys::gf_pool_create_versioned(&mut raw, c, sys::GF_VERSION_MAJOR) })?;
-            Ok(Pool { raw })
+            Ok(Pool {
+                raw,
+                event_callbacks: Mutex::new(Vec::new()),
+            })
         })
     }
 
@@ -236,6 +245,13 @@ impl Pool {
         self.raw
     }
 
+    pub(crate) fn keep_event_callback(&self, callback: Arc<Box<EventFn>>) {
+        self.event_callbacks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(callback);
+    }
+
     pub fn worker_count(&self) -> Result<u32> {
         let mut n = 0;
         check(unsafe { sys::gf_pool_worker_count(&mut n, self.raw) })?;
@@ -270,11 +286,7 @@ impl Pool {
         let mut e: sys::gf_ledger_entry = unsafe { std::mem::zeroed() };
         e.struct_size = size_of::<sys::gf_ledger_entry>() as u32;
         check(unsafe { sys::gf_pool_ledger_lookup(&mut e, self.raw, worker, name.as_ptr()) })?;
-        Ok(LedgerEntry {
-            capacity: e.capacity,
-            in_use: e.in_use,
-            peak_in_use: e.peak_in_use,
-        })
+        Ok(LedgerEntry::from_raw(&e))
     }
 
     pub fn device_count(&self) -> Result<u32> {
@@ -294,7 +306,8 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        // SAFETY: &mut self: no other call uses the pool now or later.
+        // SAFETY: &mut self: no other call uses the pool now or later. The event callbacks are
+        // dropped after this, once no worker can call them.
         unsafe { sys::gf_pool_destroy(self.raw) }
     }
 }
@@ -315,4 +328,14 @@ pub struct LedgerEntry {
     pub capacity: f64,
     pub in_use: f64,
     pub peak_in_use: f64,
+}
+
+impl LedgerEntry {
+    pub(crate) fn from_raw(e: &sys::gf_ledger_entry) -> LedgerEntry {
+        LedgerEntry {
+            capacity: e.capacity,
+            in_use: e.in_use,
+            peak_in_use: e.peak_in_use,
+        }
+    }
 }

@@ -1,12 +1,17 @@
-//! Runs: one execution of a graph on a pool, as a future.
+//! Runs: one execution of a graph on a pool, waited for, polled, or awaited as a `Future`.
 use crate::body::Element;
+use crate::completion::{Completion, Where};
 use crate::error::{check, Error, Result, Status};
 use crate::graph::{Data, Task};
 use gpuflow_sys as sys;
 use std::ffi::CStr;
+use std::future::Future;
 use std::mem::size_of;
 use std::os::raw::c_void;
 use std::os::unix::io::RawFd;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -40,10 +45,20 @@ pub struct RunStats {
     pub elapsed_s: f64,
 }
 
+pub(crate) fn run_state(raw: sys::gf_run_state) -> RunState {
+    match raw {
+        sys::GF_RUN_SUCCEEDED => RunState::Succeeded,
+        sys::GF_RUN_FAILED => RunState::Failed,
+        sys::GF_RUN_CANCELLED => RunState::Cancelled,
+        _ => RunState::Running,
+    }
+}
+
 /// A submitted graph. Thread-safe (every gf_run_* call but destroy is, and destroy is `Drop`,
 /// which cancels the run if it is still running).
 pub struct Run {
     raw: *mut sys::gf_run,
+    completion: Arc<Completion>,
 }
 
 // SAFETY: gpuflow.h documents every gf_run_* function as thread-safe except gf_run_destroy,
@@ -52,8 +67,32 @@ unsafe impl Send for Run {}
 unsafe impl Sync for Run {}
 
 impl Run {
-    pub(crate) fn from_raw(raw: *mut sys::gf_run) -> Run {
-        Run { raw }
+    pub(crate) fn from_raw(raw: *mut sys::gf_run, completion: Arc<Completion>) -> Run {
+        Run { raw, completion }
+    }
+
+    /// A future that resolves when the run has finished, to what `wait` returns. It never
+    /// blocks: the run's completion callback wakes the task that polled it.
+    pub fn finished(&self) -> Finished<'_> {
+        Finished { run: self }
+    }
+
+    /// Where the run runs: `InProcess`, `InService` or `Split`.
+    pub fn run_where(&self) -> Result<Where> {
+        let mut w = sys::GF_RUN_ANYWHERE;
+        check(unsafe { sys::gf_run_where_get(&mut w, self.raw) })?;
+        Ok(Where::from_raw(w))
+    }
+
+    /// The worker that ran (or runs) the task's last attempt; Status::STATE if it never started.
+    pub fn task_worker(&self, task: Task) -> Result<u32> {
+        let mut n = 0;
+        check(unsafe { sys::gf_run_task_worker(&mut n, self.raw, task.raw()) })?;
+        Ok(n)
+    }
+
+    pub(crate) fn raw(&self) -> *mut sys::gf_run {
+        self.raw
     }
 
     /// Waits until the run finishes: Ok when every task succeeded, else the error
@@ -82,12 +121,7 @@ impl Run {
     pub fn state(&self) -> Result<RunState> {
         let mut s = 0;
         check(unsafe { sys::gf_run_state_get(&mut s, self.raw) })?;
-        Ok(match s {
-            sys::GF_RUN_SUCCEEDED => RunState::Succeeded,
-            sys::GF_RUN_FAILED => RunState::Failed,
-            sys::GF_RUN_CANCELLED => RunState::Cancelled,
-            _ => RunState::Running,
-        })
+        Ok(run_state(s))
     }
 
     /// A descriptor that becomes readable once the run has finished, for event loops. Owned by
@@ -191,6 +225,25 @@ fn finished(status: sys::gf_status) -> Result<bool> {
         return Ok(false);
     }
     check(status).map(|()| true)
+}
+
+/// What `Run::finished` returns: `Ready(Ok(()))` when every task succeeded, else the error
+/// `wait` would give.
+pub struct Finished<'a> {
+    run: &'a Run,
+}
+
+impl Future for Finished<'_> {
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        match self.run.completion.finished_or_register(cx.waker()) {
+            // The callback has recorded the end as its last step; the library publishes the
+            // outcome as soon as it returns, so this wait is that instant at most.
+            Some(_) => Poll::Ready(check(unsafe { sys::gf_run_wait(self.run.raw, -1) })),
+            None => Poll::Pending,
+        }
+    }
 }
 
 impl Drop for Run {

@@ -22,8 +22,16 @@ fn service(name: &str, devices: i32) -> Service {
 #[test]
 fn thread_safety_is_as_documented() {
     fn assert_send_sync<T: Send + Sync>() {}
+    fn assert_send<T: Send>() {}
     assert_send_sync::<Service>();
     assert_send_sync::<Lease<'static>>();
+    assert_send_sync::<gpuflow::Pool>();
+    assert_send_sync::<gpuflow::Run>();
+    assert_send_sync::<gpuflow::Error>();
+    assert_send::<gpuflow::Graph>();
+    assert_send::<gpuflow::SubmitOptions>();
+    assert_send::<gpuflow::Finished<'static>>();
+    // Not Sync (Graph) and not Send (TaskContext): the compile_fail examples of lib.rs.
 }
 
 #[test]
@@ -186,4 +194,135 @@ fn a_connected_pool_runs_graphs() {
     let run = g.submit(&pool).unwrap();
     run.wait().unwrap();
     assert_eq!(run.fetch_as::<i64>(out).unwrap(), vec![11]);
+}
+
+/// The `gpuflow` command of the build under test: GPUFLOW_TOOL (scripts/test-rust.sh sets it),
+/// else beside the library the crate linked (GPUFLOW_LIB_DIR of a build tree).
+fn gpuflow_tool() -> PathBuf {
+    if let Some(p) = std::env::var_os("GPUFLOW_TOOL") {
+        return PathBuf::from(p);
+    }
+    let lib = std::env::var_os("GPUFLOW_LIB_DIR")
+        .expect("set GPUFLOW_TOOL to the gpuflow command (or GPUFLOW_LIB_DIR to a build's src/)");
+    PathBuf::from(lib).join("../tools/gpuflow/gpuflow")
+}
+
+#[test]
+fn a_lease_held_across_a_killed_service_is_revoked_and_kept_by_the_restarted_one() {
+    use std::process::{Command, Stdio};
+    let sock = socket("killed");
+    let serve = || {
+        Command::new(gpuflow_tool())
+            .args([
+                "serve",
+                "--backend",
+                "host",
+                "--emulated-devices",
+                "2",
+                "--socket",
+            ])
+            .arg(&sock)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("gpuflow serve")
+    };
+    let connect = || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match Pool::connect(sock.to_str().unwrap()) {
+                Ok(p) => return p,
+                Err(e) => assert!(Instant::now() < deadline, "never listened: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut first = serve();
+    let pool = connect();
+    let lease = pool.lease(&LeaseRequest::gpus(1.0), None).unwrap().unwrap();
+    assert!(!lease.revoked().unwrap());
+    first.kill().unwrap(); // SIGKILL: no goodbye, the connection just ends
+    first.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !lease.revoked().unwrap() {
+        assert!(Instant::now() < deadline, "never revoked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if let Err(e) = lease.release() {
+        assert_eq!(e.status, Status::SYSTEM, "{e}");
+    }
+    // The pool reports the lost service instead of hanging.
+    let err = pool
+        .lease(&LeaseRequest::gpus(1.0), Some(Duration::from_secs(5)))
+        .err()
+        .expect("the service is gone");
+    assert!(!err.message.is_empty());
+    drop(pool);
+    // A service restarted on the same socket keeps the grant for its holder, which still runs
+    // (this process): one device stays held, the other is leased to a new pool.
+    let mut second = serve();
+    let again = connect();
+    let one = again
+        .lease(&LeaseRequest::gpus(1.0), None)
+        .unwrap()
+        .unwrap();
+    let both = again
+        .lease(&LeaseRequest::gpus(2.0), Some(Duration::from_millis(300)))
+        .unwrap();
+    assert!(both.is_none(), "the kept grant still holds a device");
+    drop(both);
+    one.release().unwrap();
+    drop(again);
+    second.kill().unwrap();
+    second.wait().unwrap();
+}
+
+#[test]
+fn the_log_callback_sees_policy_changes_and_bad_ones_change_nothing() {
+    use std::sync::{Arc, Mutex};
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let log = lines.clone();
+    let svc = Service::start_with_log(
+        &ServiceConfig {
+            pool: Some(PoolConfig::host(2, 2, 1 << 20)),
+            socket_path: Some(socket("policy")),
+            dashboard: Some("127.0.0.1:0".into()),
+            ..ServiceConfig::default()
+        },
+        move |line| log.lock().unwrap().push(line.to_string()),
+    )
+    .unwrap();
+    assert!(svc
+        .dashboard_url()
+        .unwrap()
+        .starts_with("http://127.0.0.1:"));
+    svc.update_policy(&ServiceConfig {
+        user_gpu_cap: Some(1.0),
+        user_weights: Some("root=3".into()),
+        ..ServiceConfig::default()
+    })
+    .unwrap();
+    let changed = |what: &str| lines.lock().unwrap().iter().any(|l| l.contains(what));
+    assert!(
+        changed("user_gpu_cap 0 -> 1"),
+        "{:?}",
+        lines.lock().unwrap()
+    );
+    // The new cap holds: a second GPU for this user waits (and times out) while one is held.
+    let pool = Pool::connect(&svc.endpoint()).unwrap();
+    let one = pool.lease(&LeaseRequest::gpus(1.0), None).unwrap().unwrap();
+    let other = Pool::connect(&svc.endpoint()).unwrap();
+    assert!(other
+        .lease(&LeaseRequest::gpus(1.0), Some(Duration::from_millis(200)))
+        .unwrap()
+        .is_none());
+    one.release().unwrap();
+    let err = svc
+        .update_policy(&ServiceConfig {
+            user_weights: Some("root=-1".into()),
+            ..ServiceConfig::default()
+        })
+        .unwrap_err();
+    assert_eq!(err.status, Status::INVALID_ARGUMENT, "{err}");
+    assert!(err.message.contains("weight"), "{err}");
 }
