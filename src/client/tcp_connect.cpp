@@ -25,8 +25,6 @@ namespace gf::client {
 namespace {
 
 constexpr const char *kTcp = "tcp://";
-// A token is one line; a file far longer than any is not a copy of a token file.
-constexpr size_t kMaxTokenFileBytes = 64u << 10;
 
 }  // namespace
 
@@ -105,7 +103,8 @@ std::string read_token(const std::string &endpoint, const std::string &token_fil
              "gf_pool_config.token_file, gpuflow --token-file) to a copy of its token file");
   }
   // A FIFO, a device or a directory there is refused for what it is, never waited on.
-  const core::FileText file = core::read_regular_file(path, kMaxTokenFileBytes, "the token file");
+  const core::FileText file =
+      core::read_regular_file(path, bounds::kMaxTokenFileBytes, "the token file");
   if (!file) fail(GF_ERR_INVALID_ARGUMENT, file.error + " (for " + endpoint + ")");
   std::string token = file.contents.substr(0, file.contents.find('\n'));
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) token.pop_back();

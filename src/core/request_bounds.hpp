@@ -26,6 +26,8 @@ constexpr size_t kMaxLeaseDevices = GF_MAX_LEASE_DEVICES;
 constexpr size_t kMaxSocketPathBytes = GF_MAX_SOCKET_PATH_BYTES;
 constexpr size_t kMaxPathBytes = GF_MAX_PATH_BYTES;
 constexpr size_t kMaxTokenBytes = GF_MAX_TOKEN_BYTES;
+// A token file holds one line; a file far longer than any token is not a token file.
+constexpr size_t kMaxTokenFileBytes = 64u << 10;
 
 // A socket path of GF_MAX_SOCKET_PATH_BYTES and its NUL are exactly what sockaddr_un holds.
 static_assert(kMaxSocketPathBytes + 1 == sizeof(sockaddr_un{}.sun_path),

@@ -24,9 +24,6 @@ namespace gf::service {
 
 namespace {
 
-// A token is one line; a file far longer than any is not a token file.
-constexpr size_t kMaxTokenFileBytes = 64u << 10;
-
 std::string text_of(const sockaddr_storage &address) {
   char host[INET6_ADDRSTRLEN] = "?";
   int port = 0;
@@ -87,8 +84,8 @@ std::string load_token(const std::string &path) {
   if (path.empty()) fail(GF_ERR_INVALID_ARGUMENT, "a TCP listener needs a token file");
   // Never waiting on what the path names (a FIFO there would hold the start up for ever), and
   // not through a symbolic link, so that the owner and mode checked below are the file's read.
-  const core::FileText file =
-      core::read_regular_file(path, kMaxTokenFileBytes, "the token file", core::Links::kRefuse);
+  const core::FileText file = core::read_regular_file(path, bounds::kMaxTokenFileBytes,
+                                                      "the token file", core::Links::kRefuse);
   if (!file && file.error_number == ENOENT) {
     uint8_t random[32];
     if (::getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) {

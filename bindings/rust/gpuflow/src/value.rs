@@ -59,6 +59,15 @@ extern "C" fn destroy(raw: *mut c_void) {
     }));
 }
 
+/// Ok when the library took `raw` (`status` GF_OK); otherwise the value is still ours and is
+/// dropped here, and the error returned.
+fn handed_over(raw: *mut c_void, status: sys::gf_status) -> Result<()> {
+    if status != sys::GF_OK {
+        destroy(raw);
+    }
+    check(status)
+}
+
 /// The value at `raw` as a T, borrowed for `'a`.
 ///
 /// # Safety
@@ -103,11 +112,7 @@ impl Graph {
                 size_estimate,
             )
         };
-        if status != sys::GF_OK {
-            // On failure the value stays ours.
-            destroy(raw);
-        }
-        check(status)?;
+        handed_over(raw, status)?;
         Ok(Data(out.id))
     }
 
@@ -147,11 +152,7 @@ impl TaskContext<'_> {
         let status = unsafe {
             sys::gf_task_ctx_set_value(self.raw(), index, raw, Some(destroy), size_estimate)
         };
-        if status != sys::GF_OK {
-            // On failure the value stays ours.
-            destroy(raw);
-        }
-        check(status)
+        handed_over(raw, status)
     }
 
     /// `set_value` for a value that holds `size` bytes of the executing GPU worker's device
@@ -174,10 +175,7 @@ impl TaskContext<'_> {
                 std::ptr::null(),
             )
         };
-        if status != sys::GF_OK {
-            destroy(raw);
-        }
-        check(status)
+        handed_over(raw, status)
     }
 }
 

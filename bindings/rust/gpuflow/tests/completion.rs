@@ -1,6 +1,6 @@
 //! Completion callbacks and the run as a Future, driven here by a minimal executor (the crate
 //! depends on none): the callback wakes the task that awaits the run.
-use gpuflow::{Graph, Pool, PoolConfig, RunState, Status, SubmitOptions, Where};
+use gpuflow::{Graph, Pool, PoolConfig, Run, RunState, Status, SubmitOptions, Where};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -43,6 +43,18 @@ fn block_on<F: Future>(future: F) -> F::Output {
     }
 }
 
+/// Submits `g` with a completion callback that sends the final state to the receiver.
+fn submit_reporting(g: &Graph, pool: &Pool) -> (Run, mpsc::Receiver<RunState>) {
+    let (tx, rx) = mpsc::channel();
+    let run = g
+        .submit_with(
+            pool,
+            SubmitOptions::new().on_complete(move |s| tx.send(s).unwrap()),
+        )
+        .unwrap();
+    (run, rx)
+}
+
 /// A graph whose one task runs until `gate` opens.
 fn gated(gate: Arc<AtomicBool>) -> Graph {
     let mut g = Graph::new().unwrap();
@@ -61,15 +73,9 @@ fn gated(gate: Arc<AtomicBool>) -> Graph {
 #[test]
 fn the_callback_gets_the_final_state_once() {
     let pool = pool();
-    let (tx, rx) = mpsc::channel();
     let mut g = Graph::new().unwrap();
     g.task("fails").cpu(|_| Err("no".into())).add().unwrap();
-    let run = g
-        .submit_with(
-            &pool,
-            SubmitOptions::new().on_complete(move |s| tx.send(s).unwrap()),
-        )
-        .unwrap();
+    let (run, rx) = submit_reporting(&g, &pool);
     assert_eq!(rx.recv().unwrap(), RunState::Failed);
     assert_eq!(run.wait().unwrap_err().status, Status::TASK_FAILED);
     drop(run);
@@ -82,13 +88,7 @@ fn a_run_dropped_early_still_completes_its_callback_as_cancelled() {
     let pool = pool();
     let gate = Arc::new(AtomicBool::new(false));
     let g = gated(gate.clone());
-    let (tx, rx) = mpsc::channel();
-    let run = g
-        .submit_with(
-            &pool,
-            SubmitOptions::new().on_complete(move |s| tx.send(s).unwrap()),
-        )
-        .unwrap();
+    let (run, rx) = submit_reporting(&g, &pool);
     drop(run);
     gate.store(true, Ordering::SeqCst);
     assert_eq!(rx.recv().unwrap(), RunState::Cancelled);
@@ -174,13 +174,7 @@ fn a_panicking_callback_stops_at_the_boundary() {
     // The run and the pool are unharmed: the wait, the future and the next run all work.
     run.wait().unwrap();
     block_on(run.finished()).unwrap();
-    let (tx, rx) = mpsc::channel();
-    let again = g
-        .submit_with(
-            &pool,
-            SubmitOptions::new().on_complete(move |s| tx.send(s).unwrap()),
-        )
-        .unwrap();
+    let (again, rx) = submit_reporting(&g, &pool);
     assert_eq!(rx.recv().unwrap(), RunState::Succeeded);
     again.wait().unwrap();
 }
