@@ -110,12 +110,15 @@ EOF
       return 77
     }
   done
-  # Up once both nodes are idle (registered, their GPUs counted).
-  for _ in $(seq 150); do
-    [[ $(sinfo -h -N -t idle -o %N 2> /dev/null | sort -u | wc -l) -eq 2 ]] && return 0
+  # Up once both nodes are idle (registered, their GPUs counted). Each look is bounded: sinfo
+  # waits out Slurm's message timeout (10 s) while slurmctld is not answering yet, and 150 such
+  # looks would outlast the test's own timeout on a loaded machine.
+  local deadline=$((SECONDS + 30 * ${GPUFLOW_TEST_TIME_FACTOR:-1}))
+  while ((SECONDS < deadline)); do
+    [[ $(timeout 3 sinfo -h -N -t idle -o %N 2> /dev/null | sort -u | wc -l) -eq 2 ]] && return 0
     sleep 0.2
   done
-  echo "the nodes did not come up: $(sinfo -N 2>&1 | tail -3); $(tail -3 "$d/log/slurmctld.log")"
+  echo "the nodes did not come up: $(timeout 3 sinfo -N 2>&1 | tail -3); $(tail -3 "$d/log/slurmctld.log")"
   return 77
 }
 
@@ -124,7 +127,7 @@ EOF
 slurm_wait_job() {
   local state
   for _ in $(seq $(($2 * 10))); do
-    state=$(scontrol show job -o "$1" 2> /dev/null | grep -o 'JobState=[A-Z_]*')
+    state=$(timeout 3 scontrol show job -o "$1" 2> /dev/null | grep -o 'JobState=[A-Z_]*')
     case ${state#JobState=} in
       COMPLETED) return 0 ;;
       PENDING | RUNNING | CONFIGURING | COMPLETING | SUSPENDED | "") sleep 0.1 ;;
@@ -184,7 +187,7 @@ slurm_cluster_stop() {
   # Jobs first: slurmstepd outlives its slurmd by design (a restart must not kill jobs).
   scancel --quiet --full -p gpuflowtest 2> /dev/null
   for _ in $(seq 50); do
-    squeue -h 2> /dev/null | grep -q . || break
+    timeout 3 squeue -h 2> /dev/null | grep -q . || break
     sleep 0.1
   done
   for pidfile in "$d/slurmd-n1.pid" "$d/slurmd-n2.pid" "$d/slurmctld.pid"; do
