@@ -1092,6 +1092,15 @@ GF_API gf_status gf_pool_set_event_callback(gf_pool *pool, gf_event_fn callback,
  * clients, with reservation and backfill so that large requests are not starved
  * (docs/service.md).
  *
+ * Since 0.10 a connected pool rides through a restart of its service (systemctl restart, a package
+ * upgrade, the service killed and started again): when the connection ends, the pool dials the
+ * same endpoint again, at first after 50 ms and then at most a second apart, until a service
+ * with the same devices answers. Meanwhile calls that need the service fail at once with
+ * GF_ERR_SYSTEM naming the endpoint and the outage, and tasks that wait for a device or CPU fail
+ * the same way; tasks already running go on. The restarted service keeps the leases of this
+ * process while it runs, and the pool takes them back when it reconnects (its own and every
+ * gf_lease of it). A pool created by the service for graphs it runs does not reconnect.
+ *
  * Bounds on what a client sends the service are part of this ABI. The library checks every call
  * against them before anything is sent: past one, the call returns GF_ERR_INVALID_ARGUMENT and
  * gf_last_error() names the field and the bound ("gf_lease_request.name is 5000 bytes; at most
@@ -1328,7 +1337,10 @@ GF_API gf_status gf_lease_device_info(gf_lease_device *out, const gf_lease *leas
 GF_API gf_status gf_lease_environment(const char **out, const gf_lease *lease);
 
 /* 1 in *out once the service has asked for the lease back (fair share or shutdown), or the
- * connection to it is gone; the holder should finish what runs on it and release it. */
+ * connection to it is gone for good; the holder should finish what runs on it and release it.
+ * While its pool reconnects (see "Shared pools"), 0: a restarted service keeps the lease for this
+ * process, and the lease is taken back on the new connection (by this call, once there is one);
+ * 1 if the restarted service did not keep it. */
 GF_API gf_status gf_lease_revoked(int32_t *out, const gf_lease *lease);
 
 /* Since 0.7: the processes of `process_group` (a process group of this host and of the caller's
@@ -1343,7 +1355,8 @@ GF_API gf_status gf_lease_revoked(int32_t *out, const gf_lease *lease);
 GF_API gf_status gf_lease_bind_process_group(gf_lease *lease, int64_t process_group);
 
 /* Hands the lease back and frees it. NULL is ignored. Returns GF_OK, or GF_ERR_SYSTEM when the
- * service is gone (the lease ended with the connection anyway). Externally synchronized. It
+ * service is gone (the lease ended with the connection anyway). While its pool reconnects, GF_OK:
+ * the lease is handed back once a service answers again. Externally synchronized. It
  * waits for no answer from the service: the pool's next request is read after the release, so it
  * finds the devices free; another client gets them once the service has read it. */
 GF_API gf_status gf_lease_release(gf_lease *lease);

@@ -21,8 +21,8 @@ GF_API gf_status gf_data_plane_check(gf_bytes *out, gf_pool *pool, double second
       fail(GF_ERR_INVALID_ARGUMENT,
            "seconds must be between 0 and 3600 (got " + std::to_string(seconds) + ")");
     }
-    client::Connection *connection = pool ? connection_of(pool).get() : nullptr;
-    give_bytes(out, data_plane_check_json(connection, seconds));
+    const std::shared_ptr<client::Connection> connection = pool ? connection_of(pool) : nullptr;
+    give_bytes(out, data_plane_check_json(connection.get(), seconds));
     return GF_OK;
   });
 }

@@ -6,6 +6,7 @@
 #include "capi/objects.hpp"
 #include "capi/structs.hpp"
 #include "client/lease_environment.hpp"
+#include "core/error.hpp"
 #include "core/request_bounds.hpp"
 
 using namespace gf;
@@ -43,6 +44,30 @@ client::LeaseAsk ask_of(const gf_lease_request &r) {
   return ask;
 }
 
+// The connection `l` is held on now. Its pool reconnected since that one ended (a restarted
+// service, which kept the lease for this process): the lease is taken back there first, or, when
+// the new service did not keep it, marked lost.
+std::shared_ptr<client::Connection> held_on(LeaseObject &l) {
+  std::lock_guard lock(l.mu);
+  if (l.connection->alive() || !l.lost.empty()) return l.connection;
+  std::shared_ptr<client::Connection> now = l.link->current();
+  if (now == l.connection || !now->alive()) return l.connection;
+  try {
+    now->leases().reclaim(l.grant.lease_id);
+    l.connection = std::move(now);
+  } catch (const Error &e) {
+    if (e.status() == GF_ERR_SYSTEM) return l.connection;  // gone again: the next call tries
+    l.lost = "the gpuflow service at " + now->endpoint() + " restarted without lease " +
+             std::to_string(l.grant.lease_id) + ": " + e.what();
+  }
+  return l.connection;
+}
+
+// An outage that a restarted service may end with the lease kept: the holder goes on meanwhile.
+bool in_outage(const LeaseObject &l, const client::Connection &held) {
+  return !held.alive() && l.link->redials();
+}
+
 }  // namespace
 
 extern "C" {
@@ -59,6 +84,7 @@ GF_API gf_status gf_lease_acquire(gf_lease **out, gf_pool *pool, const gf_lease_
     lease->grant = connection->leases().acquire(ask, timeout_ms);
     lease->environment = client::lease_environment(lease->grant);
     lease->connection = std::move(connection);
+    lease->link = pool_of(pool).link();
     *out = handle_from_bits<gf_lease>(leases().insert(std::move(lease)));
     return GF_OK;
   });
@@ -107,21 +133,26 @@ GF_API gf_status gf_lease_environment(const char **out, const gf_lease *lease) {
 GF_API gf_status gf_lease_revoked(int32_t *out, const gf_lease *lease) {
   return guard([&] {
     require_out(out, "out");
-    const LeaseObject &l = lease_of(lease);
-    *out = l.connection->leases().revoked(l.grant.lease_id) ? 1 : 0;
+    LeaseObject &l = lease_of(lease);
+    const std::shared_ptr<client::Connection> held = held_on(l);
+    std::lock_guard lock(l.mu);
+    if (!l.lost.empty()) {
+      *out = 1;
+    } else {
+      *out = !in_outage(l, *held) && held->leases().revoked(l.grant.lease_id) ? 1 : 0;
+    }
     return GF_OK;
   });
 }
 
 GF_API gf_status gf_lease_bind_process_group(gf_lease *lease, int64_t process_group) {
   return guard([&] {
-    const LeaseObject &l = lease_of(lease);
+    LeaseObject &l = lease_of(lease);
     if (process_group <= 1 || process_group > INT32_MAX) {
       fail(GF_ERR_INVALID_ARGUMENT,
            "process_group " + std::to_string(process_group) + " is not a process group id");
     }
-    l.connection->leases().bind_process_group(l.grant.lease_id,
-                                              static_cast<int32_t>(process_group));
+    held_on(l)->leases().bind_process_group(l.grant.lease_id, static_cast<int32_t>(process_group));
     return GF_OK;
   });
 }
@@ -131,11 +162,20 @@ GF_API gf_status gf_lease_release(gf_lease *lease) {
   return guard([&] {
     std::shared_ptr<LeaseObject> l = leases().remove(handle_bits(lease));
     if (!l) fail(GF_ERR_INVALID_HANDLE, "gf_lease is not a live handle (released already?)");
-    if (!l->connection->alive()) {
-      fail(GF_ERR_SYSTEM, "the gpuflow service at " + l->connection->endpoint() +
+    const std::shared_ptr<client::Connection> held = held_on(*l);
+    {
+      std::lock_guard lock(l->mu);
+      if (!l->lost.empty()) fail(GF_ERR_SYSTEM, l->lost);
+    }
+    if (in_outage(*l, *held)) {
+      l->link->release_when_back(l->grant.lease_id);
+      return GF_OK;
+    }
+    if (!held->alive()) {
+      fail(GF_ERR_SYSTEM, "the gpuflow service at " + held->endpoint() +
                               " is gone; the lease ended with the connection");
     }
-    l->connection->leases().release(l->grant.lease_id);
+    held->leases().release(l->grant.lease_id);
     return GF_OK;
   });
 }

@@ -27,8 +27,8 @@ ServiceTable &services() {
   return *table;
 }
 
-const std::shared_ptr<client::Connection> &connection_of(gf_pool *pool) {
-  const auto &connection = pool_of(pool).connection();
+std::shared_ptr<client::Connection> connection_of(gf_pool *pool) {
+  std::shared_ptr<client::Connection> connection = pool_of(pool).connection();
   if (!connection) {
     fail(GF_ERR_STATE,
          "the pool is embedded (private to this process): leases and the service's status come "

@@ -2,6 +2,9 @@
 // shims use.
 #pragma once
 
+#include <mutex>
+#include <string>
+
 #include "capi/handles.hpp"
 #include "client/connection.hpp"
 #include "graph/graph.hpp"
@@ -15,12 +18,16 @@ using PoolTable = HandleTable<PoolCore, 1>;
 using GraphTable = HandleTable<Graph, 2>;
 using RunTable = HandleTable<Run, 3>;
 
-// A lease as its holder sees it: the grant, and the connection it came through (which must
-// outlive it: closing the connection is what releases a lease whose holder died).
+// A lease as its holder sees it: the grant, and the connection it is held on (which must
+// outlive it: closing the connection is what releases a lease whose holder died). After a
+// restart of the service, the lease moves to the pool's new connection (lease_c.cpp).
 struct LeaseObject {
-  std::shared_ptr<client::Connection> connection;
+  std::shared_ptr<client::ServiceLink> link;  // its pool's: the lease follows it after a restart
   client::Grant grant;
   std::string environment;  // gf_lease_environment's lines, made once at acquire
+  std::mutex mu;
+  std::shared_ptr<client::Connection> connection;  // under mu: the one the lease is held on
+  std::string lost;  // under mu: why the restarted service did not give it back ("": it did)
 };
 using LeaseTable = HandleTable<LeaseObject, 4>;
 using ServiceTable = HandleTable<service::Server, 5>;
@@ -72,6 +79,6 @@ inline service::Server &service_of(const gf_service *service) {
 
 // The connection of a pool connected to the node's service; an embedded pool is refused, naming
 // how to connect one (leases, the service's status and the data-plane check need a service).
-const std::shared_ptr<client::Connection> &connection_of(gf_pool *pool);
+std::shared_ptr<client::Connection> connection_of(gf_pool *pool);
 
 }  // namespace gf::capi

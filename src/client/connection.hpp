@@ -4,6 +4,7 @@
 // (client/blobs.hpp) and graphs that run in the service (client/runs.hpp).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -24,10 +25,13 @@ class Connection {
   // A "tcp://HOST:PORT" endpoint is a service on another host (docs/service.md, "Remote
   // clients"): the Hello carries the token of `token_file` (empty: $GPUFLOW_TOKEN_FILE), and the
   // data plane goes over UCX's TCP on the device the connection takes.
+  // `closed`: called once, on the thread that saw it, when the service ends the connection (not
+  // when this process does).
   static std::shared_ptr<Connection> open(const std::string &endpoint, const std::string &name,
                                           double weight, int timeout_ms = 5000,
                                           uint64_t on_behalf_of = 0,
-                                          const std::string &token_file = "");
+                                          const std::string &token_file = "",
+                                          std::function<void()> closed = {});
   ~Connection();
   Connection(const Connection &) = delete;
   Connection &operator=(const Connection &) = delete;
@@ -45,7 +49,7 @@ class Connection {
   RunClient &runs() { return runs_; }
 
  private:
-  explicit Connection(std::unique_ptr<Session> session);
+  Connection(std::unique_ptr<Session> session, std::function<void()> closed);
 
   std::unique_ptr<Session> session_;
   BlobClient blobs_;

@@ -93,6 +93,7 @@ Welcome shake_hands(int fd, const std::string &endpoint, const Greeting &hello, 
   welcome.emulated_bandwidth = w->emulated_bandwidth();
   welcome.data_plane = w->data_plane();
   welcome.binds_process_groups = w->binds_process_groups();
+  welcome.reclaims_leases = w->reclaims_leases();
   if (w->kernels()) {
     for (const fb::String *k : *w->kernels()) welcome.kernels.push_back(k->str());
   }

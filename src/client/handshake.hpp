@@ -22,6 +22,7 @@ struct Welcome {
   bool data_plane = false;            // the service answers DataPlaneHello
   std::vector<std::string> kernels;   // named kernels of the service's plugins
   bool binds_process_groups = false;  // the service answers LeaseBind
+  bool reclaims_leases = false;       // the service answers LeaseReclaim
 };
 
 // What this side says in its Hello.

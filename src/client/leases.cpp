@@ -77,6 +77,40 @@ Refusal LeaseClient::grant_of(const std::vector<uint8_t> &payload, Grant &grant)
 }
 
 void LeaseClient::acquire_async(const LeaseAsk &ask, GrantDone done) {
+  ask_grant(
+      [&ask](fb::FlatBufferBuilder &, uint64_t id) { return lease_request_frame(id, ask, -1); },
+      std::move(done));
+}
+
+void LeaseClient::reclaim_async(uint64_t lease_id, GrantDone done) {
+  if (!session_.welcome().reclaims_leases) {
+    return done(nullptr, GF_ERR_STATE,
+                "the gpuflow service at " + session_.endpoint() +
+                    " is older than this client: it gives no lease back after a restart");
+  }
+  ask_grant(
+      [lease_id](fb::FlatBufferBuilder &b, uint64_t id) {
+        return wire::frame_of(b, wire::CreateLeaseReclaim(b, id, lease_id));
+      },
+      std::move(done));
+}
+
+Grant LeaseClient::reclaim(uint64_t lease_id) {
+  if (!session_.welcome().reclaims_leases) {
+    fail(GF_ERR_STATE, "the gpuflow service at " + session_.endpoint() +
+                           " is older than this client: it gives no lease back after a restart");
+  }
+  const std::vector<uint8_t> payload =
+      ask(wire::Body::LeaseGranted, "a LeaseReclaim",
+          [lease_id](fb::FlatBufferBuilder &b, uint64_t id) {
+            return wire::frame_of(b, wire::CreateLeaseReclaim(b, id, lease_id));
+          });
+  Grant grant;
+  if (Refusal refused = grant_of(payload, grant)) fail(refused.status, refused.why);
+  return grant;
+}
+
+void LeaseClient::ask_grant(const Session::FrameBuilder &frame, GrantDone done) {
   const uint64_t id = session_.next_id();
   std::string why_gone;
   const bool asked = session_.expect(
@@ -91,7 +125,8 @@ void LeaseClient::acquire_async(const LeaseAsk &ask, GrantDone done) {
       why_gone);
   if (!asked) return done(nullptr, GF_ERR_SYSTEM, why_gone);
   try {
-    session_.send(lease_request_frame(id, ask, -1));
+    fb::FlatBufferBuilder b;
+    session_.send(frame(b, id));
   } catch (const Error &e) {
     // Nothing was sent (GF_ERR_INVALID_ARGUMENT: the connection is fine), or the connection
     // failed; either way `done` hears it here, unless the reader already failed it.

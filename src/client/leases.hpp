@@ -35,6 +35,13 @@ class LeaseClient {
   using GrantDone =
       std::function<void(const Grant *grant, gf_status status, const std::string &why)>;
   void acquire_async(const LeaseAsk &ask, GrantDone done);
+  // Takes back, on a new connection after the service restarted, a lease this process held on
+  // the connection before (wire.fbs, LeaseReclaim); `done` as for acquire_async. A service that
+  // kept no such lease for this process refuses it (GF_ERR_NOT_FOUND); an older one, which
+  // cannot, gets nothing sent (GF_ERR_STATE).
+  void reclaim_async(uint64_t lease_id, GrantDone done);
+  // reclaim_async, waiting for the answer; throws gf::Error with the refusal.
+  Grant reclaim(uint64_t lease_id);
   // Hands a lease back without waiting for an answer (a quiet LeaseRelease): returns once it is
   // sent. Throws GF_ERR_SYSTEM when the connection is gone (the lease ended with it).
   void release(uint64_t lease_id);
@@ -53,6 +60,8 @@ class LeaseClient {
  private:
   // The answer to a lease request: the grant, or why not (refused).
   Refusal grant_of(const std::vector<uint8_t> &payload, Grant &grant) const;
+  // Sends the request `frame` builds and hands its answer, a grant or why not, to `done`.
+  void ask_grant(const Session::FrameBuilder &frame, GrantDone done);
   // Session::ask with the answer deadline of bind and status.
   std::vector<uint8_t> ask(wire::Body expected, const char *what,
                            const Session::FrameBuilder &frame);

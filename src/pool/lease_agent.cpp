@@ -1,6 +1,7 @@
 #include "pool/lease_agent.hpp"
 
 #include <chrono>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -25,10 +26,12 @@ void LeaseAgent::Mailbox::poke() {
   wake.notify_one();
 }
 
-LeaseAgent::LeaseAgent(Scheduler &scheduler, std::shared_ptr<client::Connection> connection,
+LeaseAgent::LeaseAgent(Scheduler &scheduler, std::shared_ptr<client::ServiceLink> link,
                        std::vector<Device> devices, std::string name, double linger_s)
     : scheduler_(scheduler),
-      connection_(std::move(connection)),
+      link_(std::move(link)),
+      connection_(link_->current()),
+      generation_(link_->generation()),
       name_(std::move(name)),
       linger_s_(linger_s) {
   for (const Device &d : devices) {
@@ -38,6 +41,7 @@ LeaseAgent::LeaseAgent(Scheduler &scheduler, std::shared_ptr<client::Connection>
     scheduler_.ungrant(d.worker);
   }
   connection_->leases().on_revoke([mailbox = mailbox_](uint64_t) { mailbox->poke(); });
+  link_->on_reconnect([mailbox = mailbox_] { mailbox->poke(); });
   scheduler_.set_demand_listener([mailbox = mailbox_] { mailbox->poke(); });
   thread_ = std::thread([this] { loop(); });
 }
@@ -61,7 +65,7 @@ void LeaseAgent::stop() {
     late.swap(mailbox_->answers);
   }
   for (const Answer &a : late) {
-    if (a.granted) {
+    if (a.granted && a.generation == generation_) {
       slots_[a.slot].state = State::kHeld;
       slots_[a.slot].lease = a.lease;
     }
@@ -102,6 +106,7 @@ void LeaseAgent::loop() {
     }
     for (const Answer &a : answers) apply(a);
     answers.clear();
+    if (link_->generation() != generation_) adopt_connection();
     const double t = now_s();
     for (Slot &slot : slots_) step(slot, t);
   }
@@ -112,11 +117,13 @@ void LeaseAgent::step(Slot &slot, double t) {
   if (!connection_->alive()) {
     if (slot.state == State::kAsking) return;  // its answer comes with the connection's end
     if (slot.granted) scheduler_.ungrant(w);
+    // A restarted service keeps it for this process while it runs: taken back on reconnecting.
+    if (slot.state == State::kHeld) slot.lost = slot.lease;
     slot.state = State::kIdle;
     slot.granted = false;
+    slot.lease = 0;
     if (scheduler_.has_work(w)) {
-      scheduler_.fail_placed(w, "the gpuflow service at " + connection_->endpoint() +
-                                    " is gone, so this process holds no device or CPU");
+      scheduler_.fail_placed(w, "this process holds no device or CPU: " + link_->outage());
     }
     return;
   }
@@ -134,17 +141,9 @@ void LeaseAgent::step(Slot &slot, double t) {
         ask.devices = {slot.device.ordinal};
       }
       ask.name = name_;
+      slot.asked_on = generation_;
       const size_t index = static_cast<size_t>(&slot - slots_.data());
-      connection_->leases().acquire_async(
-          ask, [mailbox = mailbox_, index](const client::Grant *grant, gf_status status,
-                                           const std::string &why) {
-            {
-              std::lock_guard lock(mailbox->mu);
-              mailbox->answers.push_back(
-                  Answer{index, grant != nullptr, grant ? grant->lease_id : 0, status, why});
-            }
-            mailbox->poke();
-          });
+      connection_->leases().acquire_async(ask, answer_to(index, false));
       return;
     }
     case State::kHeld: {
@@ -173,8 +172,38 @@ void LeaseAgent::step(Slot &slot, double t) {
   }
 }
 
+client::LeaseClient::GrantDone LeaseAgent::answer_to(size_t slot, bool reclaim) {
+  return [mailbox = mailbox_, slot, reclaim, generation = generation_](
+             const client::Grant *grant, gf_status status, const std::string &why) {
+    {
+      std::lock_guard lock(mailbox->mu);
+      mailbox->answers.push_back(Answer{slot, generation, reclaim, grant != nullptr,
+                                        grant ? grant->lease_id : 0, status, why});
+    }
+    mailbox->poke();
+  };
+}
+
+void LeaseAgent::adopt_connection() {
+  connection_ = link_->current();
+  generation_ = link_->generation();
+  connection_->leases().on_revoke([mailbox = mailbox_](uint64_t) { mailbox->poke(); });
+  for (Slot &slot : slots_) {
+    // A question asked on the connection that ended has its answer there, never here.
+    if (slot.state == State::kAsking && slot.asked_on != generation_) slot.state = State::kIdle;
+    if (slot.state != State::kIdle || slot.lost == 0) continue;
+    slot.state = State::kAsking;
+    slot.asked_on = generation_;
+    const uint64_t lease = std::exchange(slot.lost, 0);
+    const size_t index = static_cast<size_t>(&slot - slots_.data());
+    connection_->leases().reclaim_async(lease, answer_to(index, true));
+  }
+}
+
 void LeaseAgent::apply(const Answer &a) {
   Slot &slot = slots_[a.slot];
+  // From a connection that ended since: adopt_connection() already moved the slot on.
+  if (a.generation != generation_ || a.generation != slot.asked_on) return;
   if (a.granted) {
     slot.state = State::kHeld;
     slot.lease = a.lease;
@@ -184,7 +213,9 @@ void LeaseAgent::apply(const Answer &a) {
     return;
   }
   slot.state = State::kIdle;
-  if (a.status != GF_ERR_SYSTEM) {  // a gone service is handled by step()
+  // A lease the restarted service did not keep (its devices are asked for anew), or a gone
+  // service, which step() handles.
+  if (!a.reclaim && a.status != GF_ERR_SYSTEM) {
     scheduler_.fail_placed(slot.device.worker,
                            "the gpuflow service refused this worker's lease: " + a.why);
   }

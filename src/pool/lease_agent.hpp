@@ -4,7 +4,9 @@
 // CPU; the grant lets the worker start tasks. After the device has been idle for a short linger, or
 // when the service asks for it back, the agent stops new tasks there, waits for the running ones
 // (never kills them) and hands the lease back. If the service goes away, tasks waiting for a device
-// fail with an error naming the endpoint; running ones finish.
+// fail with an error naming the endpoint; running ones finish. When the link reconnects (a
+// restarted service), the agent takes back the leases it held, which the new service kept for
+// this still-running process, and goes on with the new connection.
 //
 // Whole devices only, for now: a connected pool's tasks may share a device among themselves
 // (its own ledger does that), but two processes never share one at once.
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "client/connection.hpp"
+#include "client/service_link.hpp"
 #include "scheduler/scheduler.hpp"
 
 namespace gf {
@@ -28,7 +31,7 @@ class LeaseAgent {
     uint32_t worker;  // the scheduler's worker
     int32_t ordinal;  // the service's device ordinal; -1 for a CPU worker (leases one CPU)
   };
-  LeaseAgent(Scheduler &scheduler, std::shared_ptr<client::Connection> connection,
+  LeaseAgent(Scheduler &scheduler, std::shared_ptr<client::ServiceLink> link,
              std::vector<Device> devices, std::string name, double linger_s);
   ~LeaseAgent();  // stop()
   // Ungrants every device, hands back what is held, joins the thread. Idempotent.
@@ -42,10 +45,14 @@ class LeaseAgent {
     uint64_t lease = 0;
     bool granted = false;  // the scheduler lets the worker start tasks
     double last_busy = 0;
+    uint64_t asked_on = 0;  // the link's generation the pending question went on
+    uint64_t lost = 0;      // the lease held when the connection ended: to take back
   };
   // The service's answer to a lease request, waiting for the agent's thread.
   struct Answer {
     size_t slot = 0;
+    uint64_t generation = 0;  // of the connection it came on
+    bool reclaim = false;     // to a LeaseReclaim, not a LeaseRequest
     bool granted = false;
     uint64_t lease = 0;
     gf_status status = GF_OK;
@@ -65,9 +72,14 @@ class LeaseAgent {
   void loop();
   void step(Slot &slot, double now);
   void apply(const Answer &answer);
+  // The link has a new connection: listen to it, and ask for the lost leases back.
+  void adopt_connection();
+  client::LeaseClient::GrantDone answer_to(size_t slot, bool reclaim);
 
   Scheduler &scheduler_;
-  std::shared_ptr<client::Connection> connection_;
+  std::shared_ptr<client::ServiceLink> link_;
+  std::shared_ptr<client::Connection> connection_;  // the agent's thread's own: link_'s, once seen
+  uint64_t generation_ = 0;                         // connection_'s
   std::string name_;
   double linger_s_;
   std::shared_ptr<Mailbox> mailbox_ = std::make_shared<Mailbox>();

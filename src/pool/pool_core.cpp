@@ -108,22 +108,27 @@ std::shared_ptr<PoolCore> PoolCore::create(const gf_pool_config &config) {
   PoolOptions options = resolve_pool_options(config);
   const std::string endpoint = client::resolve_endpoint(config.endpoint);
   if (!endpoint.empty()) {
-    return create_connected(
-        std::move(options),
-        client::Connection::open(endpoint, client::process_name(), client_weight(), 5000, 0,
-                                 config.token_file ? config.token_file : ""));
+    client::Dial dial{endpoint, client::process_name(), client_weight(),
+                      config.token_file ? config.token_file : ""};
+    return create_connected(std::move(options), client::ServiceLink::open(std::move(dial), 5000));
   }
   return owned(new PoolCore(options, nullptr));
 }
 
-std::shared_ptr<PoolCore> PoolCore::create_connected(
-    PoolOptions options, std::shared_ptr<client::Connection> connection) {
-  options = connected_options(std::move(options), connection->welcome(), connection->remote());
-  return owned(new PoolCore(options, std::move(connection)));
+std::shared_ptr<PoolCore> PoolCore::create_connected(PoolOptions options,
+                                                     std::shared_ptr<client::ServiceLink> link) {
+  const std::shared_ptr<client::Connection> first = link->current();
+  options = connected_options(std::move(options), first->welcome(), first->remote());
+  return owned(new PoolCore(options, std::move(link)));
 }
 
-PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::Connection> connection)
-    : connection_(std::move(connection)),
+std::shared_ptr<PoolCore> PoolCore::create_connected(
+    PoolOptions options, std::shared_ptr<client::Connection> connection) {
+  return create_connected(std::move(options), client::ServiceLink::fixed(std::move(connection)));
+}
+
+PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::ServiceLink> link)
+    : link_(std::move(link)),
       backend_(make_backend(options)),
       devices_source_(options.host.handed_down.source),
       serial_(next_pool_serial.fetch_add(1)) {
@@ -167,7 +172,8 @@ PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::Connectio
   scheduler_ = std::make_unique<Scheduler>(*backend_, std::move(registry), std::move(states),
                                            gpu_memory, options.spill_threshold);
   scheduler_->set_events(&events_);
-  if (connection_ && !connection_->remote()) {
+  const std::shared_ptr<client::Connection> connection = this->connection();
+  if (connection && !connection->remote()) {
     // Every worker runs tasks only on what the service grants: a device each, and one CPU
     // for each CPU worker. (A remote service's CPUs and devices are not this host's: nothing
     // here is leased from it.)
@@ -175,9 +181,9 @@ PoolCore::PoolCore(const PoolOptions &options, std::shared_ptr<client::Connectio
     for (const WorkerState *w : worker_states_) {
       const bool device = w->kind == GF_WORKER_GPU;
       leased.push_back(
-          {w->index, device ? connection_->welcome().devices.at(w->device).ordinal : -1});
+          {w->index, device ? connection->welcome().devices.at(w->device).ordinal : -1});
     }
-    lease_agent_ = std::make_unique<LeaseAgent>(*scheduler_, connection_, std::move(leased),
+    lease_agent_ = std::make_unique<LeaseAgent>(*scheduler_, link_, std::move(leased),
                                                 client::process_name(), kLeaseLinger_s);
   }
   try {
@@ -269,6 +275,7 @@ void PoolCore::shutdown() {
 
 void PoolCore::join_threads() {
   if (lease_agent_) lease_agent_->stop();
+  if (link_) link_->stop();  // no reconnecting for a pool that has stopped
   for (auto &w : workers_) w->join();
   backend_->shutdown();
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "client/connection.hpp"
+#include "client/service_link.hpp"
 #include "core/clock.hpp"
 #include "core/events.hpp"
 #include "devices/backend.hpp"
@@ -30,9 +31,13 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   static std::shared_ptr<PoolCore> create(const gf_pool_config &config);
   // A pool on the devices of the service at the other end of `connection`, leasing them
   // through it; `options` gives everything else (CPU workers, labels, spilling).
+  // A pool connected through `link` reconnects when its service comes back (ServiceLink);
+  // through a bare connection it does not (the service's own pools).
+  static std::shared_ptr<PoolCore> create_connected(PoolOptions options,
+                                                    std::shared_ptr<client::ServiceLink> link);
   static std::shared_ptr<PoolCore> create_connected(PoolOptions options,
                                                     std::shared_ptr<client::Connection> connection);
-  PoolCore(const PoolOptions &options, std::shared_ptr<client::Connection> connection);
+  PoolCore(const PoolOptions &options, std::shared_ptr<client::ServiceLink> link);
   ~PoolCore();
   PoolCore(const PoolCore &) = delete;
   PoolCore &operator=(const PoolCore &) = delete;
@@ -64,8 +69,13 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   const std::vector<DeviceDescription> &devices() const { return devices_; }
   // Where the list of devices came from, in words ("CUDA_VISIBLE_DEVICES=1,3").
   const std::string &devices_source() const { return devices_source_; }
-  // The node's service this pool is connected to; nullptr for an embedded pool.
-  const std::shared_ptr<client::Connection> &connection() const { return connection_; }
+  // The connection to the node's service now (during an outage, the one that ended, whose calls
+  // fail naming the endpoint); nullptr for an embedded pool.
+  std::shared_ptr<client::Connection> connection() const {
+    return link_ ? link_->current() : nullptr;
+  }
+  // What keeps the pool connected; nullptr for an embedded pool.
+  const std::shared_ptr<client::ServiceLink> &link() const { return link_; }
   // This pool's number among the pools of the process (1, 2, ...), for names that must differ
   // between pools (command logs).
   uint64_t serial() const { return serial_; }
@@ -80,7 +90,7 @@ class PoolCore : public std::enable_shared_from_this<PoolCore> {
   // First, so that they outlive the workers and every body resolved from them.
   KernelRegistry kernels_;
   EventHub events_;
-  std::shared_ptr<client::Connection> connection_;
+  std::shared_ptr<client::ServiceLink> link_;
   std::unique_ptr<DeviceBackend> backend_;
   std::string devices_source_;
   std::vector<DeviceDescription> devices_;

@@ -39,6 +39,7 @@ constexpr Entry kRoutes[] = {
     {wire::Body::LeaseRelease, route<&LeaseHandler::on_lease_release>},
     {wire::Body::LeaseCancel, route<&LeaseHandler::on_lease_cancel>},
     {wire::Body::LeaseBind, route<&LeaseHandler::on_lease_bind>},
+    {wire::Body::LeaseReclaim, route<&LeaseHandler::on_lease_reclaim>},
     {wire::Body::StatusRequest, route<&StatusHandler::on_status_request>},
     {wire::Body::DataPlaneHello, route<&PlaneHandler::on_data_plane_hello>},
     {wire::Body::BlobPut, route<&PlaneHandler::on_blob_put>},

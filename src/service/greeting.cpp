@@ -46,7 +46,8 @@ Refusal Greeter::on_hello(Connection &c, const wire::Hello &m) {
       b, wire::CreateWelcome(b, wire::kProtocolVersion, c.id, static_cast<uint32_t>(::getpid()),
                              b.CreateVector(devices), w_.book.cpus(), b.CreateString(w_.backend),
                              w_.emulated_bandwidth, w_.plane.offered(),
-                             b.CreateVectorOfStrings(w_.kernels), c.peer.on_this_host())));
+                             b.CreateVectorOfStrings(w_.kernels), c.peer.on_this_host(),
+                             c.peer.on_this_host())));
   return {};
 }
 

@@ -68,6 +68,29 @@ void JobKeeper::keep_restored(Lease lease, const HolderProcess &holder, int32_t 
   if (!it->second.holder_running && jobs::group_alive(group)) orphan(lease.id, it->second, now);
 }
 
+Refusal JobKeeper::hand_back(LeaseId lease, ClientId client, const HolderProcess &holder,
+                             double now) {
+  auto it = kept_.find(lease);
+  const std::string no = "no lease " + std::to_string(lease) + " is kept for this process";
+  if (it == kept_.end()) return {GF_ERR_NOT_FOUND, no};
+  const Kept &k = it->second;
+  // Its holder dropped the connection while the service ran (holder_gone) or its job was
+  // orphaned: such a lease has no holder to give it back to.
+  if (!k.holder_running || k.holder.pid != holder.pid || k.holder.start != holder.start ||
+      k.holder.uid != holder.uid) {
+    return {GF_ERR_NOT_FOUND, no + " (it is kept for pid " + std::to_string(k.holder.pid) + ")"};
+  }
+  const ClientId keeper = k.keeper;
+  const Bound job = k.job;
+  if (!book_.hand_over(lease, client, now)) return {GF_ERR_NOT_FOUND, no};
+  book_.remove_client(keeper, now);
+  kept_.erase(it);
+  if (job.group != 0) bound_[lease] = job;
+  log_("lease " + std::to_string(lease) + " taken back by its holder (pid " +
+       std::to_string(holder.pid) + ") after a restart");
+  return {};
+}
+
 ClientId JobKeeper::add_keeper(const HolderProcess &holder, const std::string &why, double now) {
   const ClientId id = new_client_();
   ClientInfo info;

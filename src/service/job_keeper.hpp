@@ -37,6 +37,12 @@ class JobKeeper {
   // the book under a keeper. Throws gf::Error when the book refuses it (LeaseBook::restore).
   void keep_restored(Lease lease, const HolderProcess &holder, int32_t group, double now);
 
+  // `client`, a new connection of the process that held `lease` before the service restarted
+  // (`holder`: its pid, start time and user), takes the kept lease back: from now on it is an
+  // ordinary lease of that client again (its bound group, if any, stays bound). No refusal, or
+  // GF_ERR_NOT_FOUND and why not (no such lease kept, or kept for another process).
+  Refusal hand_back(LeaseId lease, ClientId client, const HolderProcess &holder, double now);
+
   // Ends kept leases whose processes have all gone, and sends SIGKILL to orphaned groups past
   // the grace period. True when a lease ended (the caller schedules).
   bool watch(double now);

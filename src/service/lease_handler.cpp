@@ -141,22 +141,39 @@ void LeaseHandler::schedule() {
     Client *c = w_.clients.find(lease.client);
     if (!c) continue;  // cannot happen: departed clients leave the book
     w_.deadlines.clear(Deadline::kLeaseRequest, c->id, lease.request);
-    wire::Grant grant{lease.id, {}, lease.cpus.to_double()};
-    std::string where;
-    for (const DeviceShare &d : lease.devices) {
-      const DeviceSlot &slot = slot_of(d.ordinal);
-      grant.devices.push_back(
-          {d.ordinal, slot.uuid, slot.pci_bus_id, d.share.to_double(), d.memory});
-      where += (where.empty() ? "" : ", ") + std::string("gpu:") + std::to_string(d.ordinal) +
-               (d.share.to_double() < 1 ? " x" + amount_text(d.share.to_double()) : "");
-    }
-    if (lease.cpus.raw() > 0) {
-      where += (where.empty() ? "" : ", ") + amount_text(lease.cpus.to_double()) + " cpu";
-    }
-    w_.log("lease " + std::to_string(lease.id) + " granted to " + c->who() + ": " + where);
-    fb::FlatBufferBuilder b;
-    c->send(wire::frame_of(b, wire::encode(b, lease.request, grant)));
+    send_grant(*c, lease.request, lease, "granted to");
   }
+}
+
+void LeaseHandler::send_grant(Client &c, RequestId request, const Lease &lease, const char *how) {
+  wire::Grant grant{lease.id, {}, lease.cpus.to_double()};
+  std::string where;
+  for (const DeviceShare &d : lease.devices) {
+    const DeviceSlot &slot = slot_of(d.ordinal);
+    grant.devices.push_back({d.ordinal, slot.uuid, slot.pci_bus_id, d.share.to_double(), d.memory});
+    where += (where.empty() ? "" : ", ") + std::string("gpu:") + std::to_string(d.ordinal) +
+             (d.share.to_double() < 1 ? " x" + amount_text(d.share.to_double()) : "");
+  }
+  if (lease.cpus.raw() > 0) {
+    where += (where.empty() ? "" : ", ") + amount_text(lease.cpus.to_double()) + " cpu";
+  }
+  w_.log("lease " + std::to_string(lease.id) + " " + how + " " + c.who() + ": " + where);
+  fb::FlatBufferBuilder b;
+  c.send(wire::frame_of(b, wire::encode(b, request, grant)));
+}
+
+void LeaseHandler::on_lease_reclaim(Client &c, const wire::LeaseReclaim &m) {
+  if (!c.peer.on_this_host()) {
+    return c.send_error(m.request_id(), GF_ERR_STATE,
+                        "a client on another host holds no lease of this service to take back");
+  }
+  if (Refusal r = w_.jobs.hand_back(m.lease_id(), c.id, c.holder(), w_.now())) {
+    return c.send_error(m.request_id(), r.status, "cannot take lease back: " + r.why);
+  }
+  const Lease *lease = w_.book.lease(m.lease_id());
+  if (!lease) fail(GF_ERR_INTERNAL, "a lease handed back is not in the book");
+  w_.saver.save();  // its holder is a live client again before it hears so
+  send_grant(c, m.request_id(), *lease, "taken back by");
 }
 
 const DeviceSlot &LeaseHandler::slot_of(int32_t ordinal) const {

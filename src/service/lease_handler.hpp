@@ -44,6 +44,7 @@ class LeaseHandler {
   void on_lease_release(Client &c, const wire::LeaseRelease &m);
   void on_lease_cancel(Client &c, const wire::LeaseCancel &m);
   void on_lease_bind(Client &c, const wire::LeaseBind &m);
+  void on_lease_reclaim(Client &c, const wire::LeaseReclaim &m);
 
   // Grants what may go now, each on disk before its holder hears of it.
   void schedule();
@@ -64,6 +65,8 @@ class LeaseHandler {
 
  private:
   void refuse(Client &c, RequestId id, const Refusal &refused);
+  // LeaseGranted for `lease`, answering `request`, and its log line (`how`: "granted to").
+  void send_grant(Client &c, RequestId request, const Lease &lease, const char *how);
   // A request's timeout passed while it waited: refused (GF_TIMEOUT).
   void timed_out(ClientId client, RequestId id);
   Refusal invalid(const wire::LeaseRequest &m) const;

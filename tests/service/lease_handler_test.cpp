@@ -4,6 +4,7 @@
 #include "service/lease_handler.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <memory>
 #include <string>
@@ -255,6 +256,73 @@ TEST_F(LeaseHandlerTest, ARefusedQuietReleaseIsLoggedNotAnswered) {
       lines.back().find("quiet release refused: lease " + std::to_string(lease) + " is not yours"),
       std::string::npos)
       << lines.back();
+}
+
+// A lease saved before a restart, kept for this test's own process (a holder that still runs).
+LeaseId keep_for_this_process(JobKeeper &jobs, double now) {
+  Lease lease;
+  lease.id = 7;
+  lease.request = 1;
+  lease.devices = {{0, FixedPoint::from_double(1), uint64_t{1} << 34}};
+  HolderProcess holder;
+  holder.pid = static_cast<uint32_t>(::getpid());
+  holder.start = jobs::start_time(holder.pid);
+  holder.uid = 1000;
+  holder.user = "alice";
+  holder.name = "notebook";
+  jobs.keep_restored(lease, holder, 0, now);
+  return lease.id;
+}
+
+void reclaim(LeaseHandler &leases, Client &c, RequestId id, LeaseId lease) {
+  fb::FlatBufferBuilder m;
+  m.Finish(wire::CreateLeaseReclaim(m, id, lease));
+  leases.on_lease_reclaim(c, *fb::GetRoot<wire::LeaseReclaim>(m.GetBufferPointer()));
+}
+
+TEST_F(LeaseHandlerTest, OnlyTheProcessAKeptLeaseWasKeptForTakesItBack) {
+  const LeaseId kept = keep_for_this_process(jobs, t);
+  ASSERT_NE(book.lease(kept), nullptr);
+  const ClientId keeper = book.lease(kept)->client;
+
+  RecordingClient &other = connect(1000, "alice");  // another pid of the same user
+  reclaim(leases, other, 5, kept);
+  const wire::Error *refused = other.last().body_as_Error();
+  ASSERT_NE(refused, nullptr);
+  EXPECT_EQ(refused->request_id(), 5u);
+  EXPECT_EQ(refused->status(), GF_ERR_NOT_FOUND);
+  EXPECT_NE(refused->message()->str().find("kept for pid " + std::to_string(::getpid())),
+            std::string::npos)
+      << refused->message()->str();
+  EXPECT_EQ(book.lease(kept)->client, keeper) << "a refused reclaim moved the lease";
+
+  RecordingClient &remote = connect(1000, "alice");
+  remote.peer.remote = true;
+  remote.peer.pid = static_cast<uint32_t>(::getpid());
+  reclaim(leases, remote, 6, kept);
+  ASSERT_NE(remote.last().body_as_Error(), nullptr);
+  EXPECT_EQ(remote.last().body_as_Error()->status(), GF_ERR_STATE);
+
+  RecordingClient &holder = connect(1000, "alice");
+  holder.peer.pid = static_cast<uint32_t>(::getpid());
+  holder.peer.start = jobs::start_time(holder.peer.pid);
+  reclaim(leases, holder, 8, kept);
+  const wire::LeaseGranted *back = holder.last().body_as_LeaseGranted();
+  ASSERT_NE(back, nullptr);
+  EXPECT_EQ(back->request_id(), 8u);
+  EXPECT_EQ(back->lease_id(), kept);
+  ASSERT_EQ(back->devices()->size(), 1u);
+  EXPECT_EQ(back->devices()->Get(0)->uuid()->str(), "GPU-test");
+  EXPECT_EQ(book.lease(kept)->client, holder.id);
+  EXPECT_FALSE(jobs.keeping()) << "the keeper outlived the lease it kept";
+
+  // Taken back once: a second reclaim finds nothing kept, and the lease is the holder's to
+  // release.
+  reclaim(leases, holder, 9, kept);
+  ASSERT_NE(holder.last().body_as_Error(), nullptr);
+  EXPECT_EQ(holder.last().body_as_Error()->status(), GF_ERR_NOT_FOUND);
+  release(holder, 10, kept);
+  EXPECT_EQ(book.lease(kept), nullptr);
 }
 
 }  // namespace

@@ -131,6 +131,33 @@ def test_private_service_when_none_is_configured(tmp_path, monkeypatch):
     assert not os.path.exists(endpoint[len("unix://"):])
 
 
+def test_workers_ride_through_a_restart_of_the_service(tmp_path):
+    # systemctl restart: the service stops (its clients hear Goodbye) and a new one starts on the
+    # same socket. The workers keep their devices and the cluster its workers.
+    socket = str(tmp_path / "gf.sock")
+    first = gpuflow.Service(socket_path=socket, log=False, **SERVICE)
+    with LocalGPUCluster(endpoint=first.endpoint, n_workers=2) as cluster, \
+            Client(cluster) as client:
+        client.wait_for_workers(2, timeout=60)
+        workers = set(client.scheduler_info()["workers"])
+        held = sorted((e["lease_id"], e["name"]) for e in leases_of(first.endpoint))
+        assert [name for _, name in held] == ["dask worker 0", "dask worker 1"], held
+        expected = seed_expected(400, 100)
+        with gpuflow.dask.keep_annotations(), dask.annotate(resources={"GPU": 1}):
+            total = seed(400, 100)
+        with gpuflow.dask.keep_annotations():
+            assert client.compute(total).result(timeout=120) == pytest.approx(expected)
+        first.stop()
+        with gpuflow.Service(socket_path=socket, log=False, **SERVICE) as second:
+            # The same leases, held by the workers' new connections, not kept as jobs.
+            wait_until(lambda: sorted((e["lease_id"], e["name"]) for e in leases_of(second.endpoint))
+                       == held, "the workers' leases taken back")
+            with gpuflow.dask.keep_annotations():
+                assert client.compute(total).result(timeout=120) == pytest.approx(expected)
+            assert set(client.scheduler_info()["workers"]) == workers, "a worker was replaced"
+        assert cluster.status.name == "running"
+
+
 def _worker_command(scheduler, endpoint, name, log):
     env = dict(os.environ, GPUFLOW_POOL=endpoint)
     return subprocess.Popen([sys.executable, "-m", "gpuflow.dask", "worker", scheduler,
