@@ -2,7 +2,9 @@
 # A Slurm of the test's own, on loopback (sourced by slurm_test.sh): munged with its own key and
 # socket, slurmctld and two slurmd (nodes n1 and n2, one host: Debian's slurmd is built for
 # several per host, `slurmd -N NAME`), each node with two fake GPUs (character devices the test
-# makes, as gres.conf requires) under GresTypes=gpu. Everything lives in one directory: config,
+# makes, as gres.conf requires) under GresTypes=gpu. Each slurmd, and so every job step on its
+# node, runs in a mount namespace of its own with a /tmp of its own (a tmpfs), as two hosts
+# would: the cluster's directory, the directory it is in and the repository stay where they are. Everything lives in one directory: config,
 # state, spool, logs, pid files; its ports are free ones picked at random, never Slurm's defaults,
 # so a Slurm the machine already runs is neither used nor disturbed. Only processes whose pids
 # these daemons wrote in that directory are ever stopped.
@@ -31,10 +33,37 @@ slurm_free_port() {
   return 1
 }
 
+# Starts slurmd for node $1 in a mount namespace whose /tmp is a fresh tmpfs. The paths that must
+# stay visible there (the cluster's directory and its parent, the repository: a test's files and
+# the programs its jobs run) are bound aside first and put back at the same place.
+slurm_start_node() {
+  local node=$1 keep
+  keep="$(dirname "$slurm_dir") $slurm_dir $(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+  unshare --mount --propagation private -- bash -c '
+    set -e
+    mount -t tmpfs -o mode=0755 gf-keep /mnt
+    i=0
+    for path in $1; do
+      case $path in /tmp/*) ;; *) continue ;; esac
+      mkdir /mnt/$i
+      mount --rbind "$path" /mnt/$i
+      i=$((i + 1))
+    done
+    mount -t tmpfs -o mode=1777 gf-node-tmp /tmp
+    i=0
+    for path in $1; do
+      case $path in /tmp/*) ;; *) continue ;; esac
+      mkdir -p "$path"
+      mount --move /mnt/$i "$path"
+      i=$((i + 1))
+    done
+    exec slurmd -f "$SLURM_CONF" -N "$2"' slurm-node "$keep" "$node"
+}
+
 slurm_cluster_start() {
   slurm_dir=$1
   local d=$slurm_dir tool host ctld_port n1_port n2_port node
-  for tool in munged munge slurmctld slurmd sbatch srun squeue scancel sinfo ss mknod; do
+  for tool in munged munge slurmctld slurmd sbatch srun squeue scancel sinfo ss mknod unshare; do
     command -v "$tool" > /dev/null || PATH=$PATH:/usr/sbin command -v "$tool" > /dev/null || {
       echo "$tool is missing (scripts/install-deps.sh installs munge, slurmctld, slurmd, slurm-client)"
       return 77
@@ -105,7 +134,7 @@ EOF
     return 77
   }
   for node in n1 n2; do
-    slurmd -f "$SLURM_CONF" -N "$node" 2> "$d/log/slurmd-$node.err" || {
+    slurm_start_node "$node" 2> "$d/log/slurmd-$node.err" || {
       echo "slurmd $node cannot start: $(cat "$d/log/slurmd-$node.err" "$d/log/slurmd-$node.log" 2> /dev/null | tail -5)"
       return 77
     }
