@@ -81,6 +81,7 @@ std::vector<pid_t> procs_of(const std::string &cgroup) {
 }  // namespace
 
 std::optional<JobCgroups> JobCgroups::open(const std::string &configured, std::string &why) {
+  int leftovers = 0;
   const std::string mount = cgroup2_mount();
   const std::string own = mount.empty() ? "" : own_cgroup(mount);
   std::string root = configured;
@@ -113,13 +114,19 @@ std::optional<JobCgroups> JobCgroups::open(const std::string &configured, std::s
       why = "cannot make " + leaf + ": " + errno_text();
       return std::nullopt;
     }
+    // In a unit's delegated cgroup, what is there is a killed service's (relays, graphs'
+    // commands), never a live one's: the service is the unit's main process, and systemd starts
+    // the next only once it is gone. The jobs are in lease-ID beside it and stay.
+    if (configured.empty() && cgroups::populated(leaf)) leftovers = cgroups::kill_all(leaf);
     if (std::string e = write_control(leaf + "/cgroup.procs", std::to_string(::getpid()));
         !e.empty()) {
       why = "cannot move the service into " + leaf + ": " + e;
       return std::nullopt;
     }
   }
-  return JobCgroups(root);
+  JobCgroups opened(root);
+  opened.leftovers_killed_ = leftovers;
+  return opened;
 }
 
 std::string JobCgroups::path_of(uint64_t lease) const {

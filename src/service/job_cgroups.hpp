@@ -24,6 +24,9 @@ class JobCgroups {
   static std::optional<JobCgroups> open(const std::string &configured, std::string &why);
 
   const std::string &root() const { return root_; }
+  // Processes a service before this one left in ROOT/service, killed at open (systemd's unit
+  // stops only the service's own process: KillMode=process, so that the jobs outlive it).
+  int leftovers_killed() const { return leftovers_killed_; }
   // ROOT/lease-ID: where the lease's job runs.
   std::string path_of(uint64_t lease) const;
   // Makes the lease's cgroup (an existing one is reused) and moves `pid` into it. Empty, or why
@@ -33,6 +36,7 @@ class JobCgroups {
  private:
   explicit JobCgroups(std::string root) : root_(std::move(root)) {}
   std::string root_;
+  int leftovers_killed_ = 0;
 };
 
 namespace cgroups {

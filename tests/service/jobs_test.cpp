@@ -11,6 +11,7 @@
 #include <pty.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -356,6 +357,42 @@ TEST_F(CgroupJobsTest, ARestartedServiceKeepsTheLeaseWhileTheJobsCgroupRuns) {
   ASSERT_TRUE(first->wait(5000 * kTimeFactor));
   expect_second_alone(*second, service->log());
   EXPECT_TRUE(contains(service->log(), "(cgroup " + root_ + "/lease-")) << service->log();
+}
+
+// What systemd's Delegate=yes makes of the unit's cgroup (the trusted.delegate mark), with the
+// service started in it: it finds the subtree itself, moves out of its root into ROOT/service
+// (killing what a service before it left there), and runs each job in ROOT/lease-ID beside it.
+TEST_F(CgroupJobsTest, AServiceInADelegatedCgroupRunsJobsBesideItself) {
+  ASSERT_EQ(::setxattr(root_.c_str(), "trusted.delegate", "1", 1, 0), 0) << std::strerror(errno);
+  ASSERT_EQ(::mkdir((root_ + "/service").c_str(), 0755), 0) << std::strerror(errno);
+  Proc leftover({"/bin/sh", "-c", "echo $$ > " + root_ + "/service/cgroup.procs && exec sleep 300"},
+                dir / "leftover.err");
+  ASSERT_TRUE(wait_for([&] { return read_file(root_ + "/service/cgroup.procs") != ""; },
+                       10000 * kTimeFactor));
+  const std::string socket = dir / "gf.sock";
+  Proc service({"/bin/sh", "-c", "echo $$ > " + root_ + "/cgroup.procs && exec \"$0\" \"$@\"",
+                GPUFLOW_CLI_PATH, "serve", "--backend", "host", "--emulated-devices", "1",
+                "--socket", socket},
+               dir / "serve.log");
+  ASSERT_NE(service.expect("gpuflow serve: listening on", 20000 * kTimeFactor), "")
+      << service.story();
+  EXPECT_TRUE(contains(service.stderr_text(), "jobs are followed as cgroups under " + root_))
+      << service.stderr_text();
+  EXPECT_TRUE(contains(service.stderr_text(),
+                       "killed 1 process(es) a service before this one "
+                       "left in " +
+                           root_ + "/service"))
+      << service.stderr_text();
+  EXPECT_TRUE(leftover.wait(10000 * kTimeFactor)) << "what the service before left runs on";
+  const std::string own = read_file("/proc/" + std::to_string(service.pid()) + "/cgroup");
+  EXPECT_TRUE(contains(own, "/service\n")) << own;
+  EXPECT_EQ(read_file(root_ + "/cgroup.procs"), "") << "no process stays in the subtree's root";
+  auto [rc, out] = run_cli(
+      dir, {"lease", "--pool", "unix://" + socket, "--", "grep", "^0::", "/proc/self/cgroup"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(contains(out, "/lease-1\n")) << out;
+  service.signal(SIGTERM);
+  EXPECT_TRUE(service.wait(10000 * kTimeFactor)) << service.story();
 }
 
 // A cgroup root asked for that cannot be used stops the start, naming it: jobs must not be
