@@ -39,6 +39,7 @@ Refusal JobKeeper::bind(ClientId client, uint32_t uid, LeaseId lease, int32_t gr
     } else {
       log_("lease " + std::to_string(lease) +
            ": its job is followed by its process group only: " + failed);
+      draining_.push_back(cgroups_->path_of(lease));  // whatever did move in, once it ends
     }
   }
   bound_[lease] = job;

@@ -316,7 +316,7 @@ TEST_F(CgroupJobsTest, AJobThatLeavesItsGroupAfterItsWrapperIsKilledKeepsTheDevi
   const std::string escaper =
       "W=$PPID; export W; "
       "sh -c 'trap \"\" TERM HUP INT; while kill -0 $W 2>/dev/null; do sleep 0.05; done; "
-      "exec setsid sh -c \"ps -o sid= -p \\$\\$ > " +
+      "exec setsid sh -c \"echo \\$\\$ > " +
       escaped + "; exec sleep 300\"' & ";
   auto first = start_first(service, escaper + "sleep 300");
   auto second = queue_second(service);
