@@ -344,7 +344,7 @@ TEST_F(CgroupJobsTest, ARestartedServiceKeepsTheLeaseWhileTheJobsCgroupRuns) {
       std::make_unique<Service>(dir, 1, std::vector<std::string>{"--cgroup-root", root_});
   ASSERT_TRUE(service->ready()) << service->log();
   // A child out of the job's process group from the start: a session of its own.
-  auto first = start_first(*service, "setsid sleep 300 & sleep 300");
+  auto first = start_first(*service, "setsid sleep 300 & exec sleep 300");
   service->proc().signal(SIGKILL);
   ASSERT_TRUE(service->proc().wait(5000 * kTimeFactor));
   service = std::make_unique<Service>(
