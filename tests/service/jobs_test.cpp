@@ -304,28 +304,52 @@ class CgroupJobsTest : public JobsTest {
 };
 
 TEST_F(CgroupJobsTest, AJobThatLeavesItsGroupAfterItsWrapperIsKilledKeepsTheDevice) {
-  Service service(dir, 1, {"--job-kill-grace", "2", "--cgroup-root", root_});
+  // A grace far past every wait here: the job ends only when the test ends the child that left,
+  // so the child's leaving comes first whatever the machine's load.
+  Service service(dir, 1, {"--job-kill-grace", "600", "--cgroup-root", root_});
   ASSERT_TRUE(service.ready()) << service.log();
   EXPECT_TRUE(contains(service.log(), "jobs are followed as cgroups under " + root_))
       << service.log();
   auto [rc, status] = run_cli(dir, {"status", "--json", "--pool", service.endpoint()});
   EXPECT_TRUE(contains(status, "\"job_tracking\":\"cgroups under " + root_ + "\"")) << status;
   // Once its wrapper is gone, a child that ignores SIGTERM makes itself a session of its own,
-  // out of the job's process group, and stays.
+  // out of the job's process group, says its pid and stays; the rest of the job ends at the
+  // service's SIGTERM. It says "ready" once it ignores SIGTERM, so that the wrapper's kill comes
+  // after.
   const std::string escaped = dir / "escaped";
-  const std::string escaper =
+  const std::string job =
       "W=$PPID; export W; "
-      "sh -c 'trap \"\" TERM HUP INT; while kill -0 $W 2>/dev/null; do sleep 0.05; done; "
+      "sh -c 'trap \"\" TERM HUP INT; echo ready; while kill -0 $W 2>/dev/null; do sleep 0.05; "
+      "done; "
       "exec setsid sh -c \"echo \\$\\$ > " +
-      escaped + "; exec sleep 300\"' & ";
-  auto first = start_first(service, escaper + "sleep 300");
+      escaped + ".new && mv " + escaped + ".new " + escaped +
+      "; exec sleep 300\"' & exec sleep 300";
+  Proc first(lease(service, {}, {"env", marker_, "sh", "-c", job}), dir / "first.err");
+  ASSERT_NE(first.expect("ready", 20000 * kTimeFactor), "") << first.story();
   auto second = queue_second(service);
-  first->signal(SIGKILL);
-  ASSERT_TRUE(first->wait(5000 * kTimeFactor));
+  first.signal(SIGKILL);
+  ASSERT_TRUE(first.wait(5000 * kTimeFactor));
+  ASSERT_TRUE(wait_for([&] { return read_file(escaped) != ""; }, 20000 * kTimeFactor))
+      << "the child never left the job's group\n"
+      << service.log();
+  const pid_t child = std::stoi(read_file(escaped));
+  EXPECT_EQ(::getsid(child), child) << "a session of its own, out of the job's group";
+  // The rest of the job is gone: the child alone is left in the lease's cgroup...
+  std::string cgroup;
+  for (const auto &e : std::filesystem::directory_iterator(root_))
+    if (e.is_directory()) cgroup = e.path();
+  ASSERT_TRUE(contains(cgroup, root_ + "/lease-")) << cgroup;
+  EXPECT_TRUE(
+      wait_for([&] { return read_file(cgroup + "/cgroup.procs") == std::to_string(child) + "\n"; },
+               20000 * kTimeFactor))
+      << read_file(cgroup + "/cgroup.procs");
+  EXPECT_TRUE(contains(service.log(), "orphaned process group")) << service.log();
+  // ...which still holds the device: the second job waits.
+  auto [src, queued] = run_cli(dir, {"status", "--json", "--pool", service.endpoint()});
+  EXPECT_TRUE(contains(queued, "\"queued\":[{")) << queued << service.log();
+  ::kill(child, SIGKILL);
   expect_second_alone(*second, service.log());
-  EXPECT_NE(read_file(escaped), "") << "the child never left the job's group";
   EXPECT_TRUE(contains(service.log(), "(cgroup " + root_ + "/lease-")) << service.log();
-  EXPECT_TRUE(contains(service.log(), "SIGKILL to")) << service.log();
   // The job's cgroup goes with its lease.
   EXPECT_TRUE(wait_for(
       [&] {
@@ -344,7 +368,9 @@ TEST_F(CgroupJobsTest, ARestartedServiceKeepsTheLeaseWhileTheJobsCgroupRuns) {
       std::make_unique<Service>(dir, 1, std::vector<std::string>{"--cgroup-root", root_});
   ASSERT_TRUE(service->ready()) << service->log();
   // A child out of the job's process group from the start: a session of its own.
-  auto first = start_first(*service, "setsid sleep 300 & exec sleep 300");
+  // It ignores SIGTERM: only the kill of the whole cgroup ends it.
+  auto first =
+      start_first(*service, "setsid sh -c 'trap \"\" TERM; exec sleep 300' & exec sleep 300");
   service->proc().signal(SIGKILL);
   ASSERT_TRUE(service->proc().wait(5000 * kTimeFactor));
   service = std::make_unique<Service>(
@@ -357,6 +383,7 @@ TEST_F(CgroupJobsTest, ARestartedServiceKeepsTheLeaseWhileTheJobsCgroupRuns) {
   ASSERT_TRUE(first->wait(5000 * kTimeFactor));
   expect_second_alone(*second, service->log());
   EXPECT_TRUE(contains(service->log(), "(cgroup " + root_ + "/lease-")) << service->log();
+  EXPECT_TRUE(contains(service->log(), "SIGKILL to")) << service->log();
 }
 
 // What systemd's Delegate=yes makes of the unit's cgroup (the trusted.delegate mark), with the
