@@ -106,6 +106,9 @@ GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *con
     options.socket_path = c.socket_path ? c.socket_path : "";
     options.group = c.group ? c.group : "";
     options.policy = policy_of(c);
+    // The subtree for jobs' cgroups: a setting of the node's installation (gpuflow serve's
+    // --cgroup-root), not of a program that embeds a service.
+    if (const char *root = std::getenv("GPUFLOW_CGROUP_ROOT")) options.cgroup_root = root;
     // 0 is "none": fds 0-2 are never handed over.
     if (c.listen_fd != 0) {
       service::listening_socket_path(c.listen_fd, "gf_service_config.listen_fd");  // if bad

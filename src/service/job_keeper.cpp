@@ -10,14 +10,64 @@ JobKeeper::JobKeeper(LeaseBook &book, double grace_s, std::function<ClientId()> 
                      std::function<void(const std::string &)> log)
     : book_(book), grace_s_(grace_s), new_client_(std::move(new_client)), log_(std::move(log)) {}
 
+void JobKeeper::use_cgroups(std::optional<JobCgroups> cgroups, std::string why) {
+  cgroups_ = std::move(cgroups);
+  no_cgroups_why_ = std::move(why);
+}
+
+std::string JobKeeper::tracking() const {
+  return cgroups_ ? "cgroups under " + cgroups_->root()
+                  : "process groups (" + no_cgroups_why_ + ")";
+}
+
 Refusal JobKeeper::bind(ClientId client, uint32_t uid, LeaseId lease, int32_t group) {
   const Lease *l = book_.lease(lease);
   if (!l || l->client != client) {
     return {GF_ERR_INVALID_ARGUMENT, "no lease " + std::to_string(lease) + " of yours"};
   }
   if (Refusal refused = jobs::bindable(group, uid)) return refused;
-  bound_[lease] = Bound{group, uid};
+  Bound job{group, uid, {}};
+  if (cgroups_) {
+    // The group's members are the holder's (bindable checked their owner); moved before the job
+    // runs (gpuflow lease binds before COMMAND execs), everything they start is born in it.
+    std::string failed;
+    for (const jobs::Member &m : jobs::group_members(group)) {
+      if (failed.empty()) failed = cgroups_->adopt(lease, m.pid);
+    }
+    if (failed.empty()) {
+      job.cgroup = cgroups_->path_of(lease);
+    } else {
+      log_("lease " + std::to_string(lease) +
+           ": its job is followed by its process group only: " + failed);
+      draining_.push_back(cgroups_->path_of(lease));  // whatever did move in, once it ends
+    }
+  }
+  bound_[lease] = job;
   return {};
+}
+
+bool JobKeeper::job_alive(LeaseId lease, int32_t group) const {
+  if (cgroups_ && cgroups::populated(cgroups_->path_of(lease))) return true;
+  return group != 0 && jobs::group_alive(group);
+}
+
+bool JobKeeper::alive(const Bound &job) const {
+  if (!job.cgroup.empty()) return cgroups::populated(job.cgroup);
+  return job.group != 0 && jobs::group_alive(job.group);
+}
+
+int JobKeeper::signal(const Bound &job, int sig) const {
+  if (job.cgroup.empty()) return jobs::signal_group(job.group, job.uid, sig);
+  return sig == SIGKILL ? cgroups::kill_all(job.cgroup) : cgroups::signal_all(job.cgroup, sig);
+}
+
+std::string JobKeeper::job_text(const Bound &job) const {
+  return "process group " + std::to_string(job.group) +
+         (job.cgroup.empty() ? "" : " (cgroup " + job.cgroup + ")");
+}
+
+void JobKeeper::drop_cgroup(const Bound &job) {
+  if (!job.cgroup.empty() && !cgroups::remove(job.cgroup)) draining_.push_back(job.cgroup);
 }
 
 int32_t JobKeeper::group_of(LeaseId lease) const {
@@ -33,7 +83,10 @@ size_t JobKeeper::holder_gone(ClientId client, const HolderProcess &holder, doub
     if (b == bound_.end()) continue;
     const Bound job = b->second;
     bound_.erase(b);
-    if (!jobs::group_alive(job.group)) continue;
+    if (!alive(job)) {
+      drop_cgroup(job);
+      continue;
+    }
     Kept k;
     k.keeper = add_keeper(holder, "its holder went", now);
     k.job = job;
@@ -42,9 +95,8 @@ size_t JobKeeper::holder_gone(ClientId client, const HolderProcess &holder, doub
     k.holder = holder;
     k.holder_running = false;
     book_.hand_over(l.id, k.keeper, now);
-    log_("lease " + std::to_string(l.id) + " stays held for process group " +
-         std::to_string(job.group) + ", which still runs after its holder (pid " +
-         std::to_string(holder.pid) + ") went");
+    log_("lease " + std::to_string(l.id) + " stays held for " + job_text(job) +
+         ", which still runs after its holder (pid " + std::to_string(holder.pid) + ") went");
     auto [it, fresh] = kept_.emplace(l.id, std::move(k));
     orphan(l.id, it->second, now);
     ++kept;
@@ -57,7 +109,10 @@ void JobKeeper::keep_restored(Lease lease, const HolderProcess &holder, int32_t 
   k.keeper = add_keeper(holder, "from before a restart", now);
   k.holder = holder;
   k.holder_running = jobs::still_running(holder.pid, holder.start);
-  k.job = Bound{group, holder.uid};
+  k.job = Bound{group, holder.uid, {}};
+  // The cgroup a service before the restart made for it (the same root: the same unit).
+  if (cgroups_ && cgroups::populated(cgroups_->path_of(lease.id)))
+    k.job.cgroup = cgroups_->path_of(lease.id);
   try {
     book_.restore(k.keeper, lease);
   } catch (...) {
@@ -65,7 +120,7 @@ void JobKeeper::keep_restored(Lease lease, const HolderProcess &holder, int32_t 
     throw;
   }
   auto [it, fresh] = kept_.emplace(lease.id, std::move(k));
-  if (!it->second.holder_running && jobs::group_alive(group)) orphan(lease.id, it->second, now);
+  if (!it->second.holder_running && alive(it->second.job)) orphan(lease.id, it->second, now);
 }
 
 Refusal JobKeeper::hand_back(LeaseId lease, ClientId client, const HolderProcess &holder,
@@ -104,20 +159,21 @@ ClientId JobKeeper::add_keeper(const HolderProcess &holder, const std::string &w
 }
 
 void JobKeeper::orphan(LeaseId lease, Kept &k, double now) {
-  if (k.orphaned_at >= 0 || k.job.group == 0) return;
+  if (k.orphaned_at >= 0 || (k.job.group == 0 && k.job.cgroup.empty())) return;
   k.orphaned_at = now;
-  const int reached = jobs::signal_group(k.job.group, k.job.uid, SIGTERM);
+  const int reached = signal(k.job, SIGTERM);
   log_("lease " + std::to_string(lease) + ": SIGTERM to " + std::to_string(reached) +
-       " process(es) of its orphaned group " + std::to_string(k.job.group) + "; SIGKILL in " +
+       " process(es) of its orphaned " + job_text(k.job) + "; SIGKILL in " +
        std::to_string(static_cast<int>(grace_s_)) + " s if any is left");
 }
 
 bool JobKeeper::watch(double now) {
   bool ended = false;
+  std::erase_if(draining_, [](const std::string &cgroup) { return cgroups::remove(cgroup); });
   for (auto it = kept_.begin(); it != kept_.end();) {
     const LeaseId lease = it->first;
     Kept &k = it->second;
-    const bool group_alive = k.job.group != 0 && jobs::group_alive(k.job.group);
+    const bool group_alive = alive(k.job);
     if (k.holder_running && !jobs::still_running(k.holder.pid, k.holder.start)) {
       k.holder_running = false;
       if (group_alive) orphan(lease, k, now);
@@ -125,16 +181,17 @@ bool JobKeeper::watch(double now) {
     if (!k.holder_running && !group_alive) {
       book_.remove_client(k.keeper, now);
       log_("lease " + std::to_string(lease) + " released: no process of its job is left");
+      drop_cgroup(k.job);
       it = kept_.erase(it);
       ended = true;
       continue;
     }
     if (group_alive && k.orphaned_at >= 0 && now - k.orphaned_at >= grace_s_) {
-      const int reached = jobs::signal_group(k.job.group, k.job.uid, SIGKILL);
+      const int reached = signal(k.job, SIGKILL);
       if (reached > 0 && !k.killed) {
         k.killed = true;
         log_("lease " + std::to_string(lease) + ": SIGKILL to " + std::to_string(reached) +
-             " process(es) of group " + std::to_string(k.job.group) + " still running after " +
+             " process(es) of " + job_text(k.job) + " still running after " +
              std::to_string(static_cast<int>(grace_s_)) + " s");
       }
     }
@@ -144,11 +201,15 @@ bool JobKeeper::watch(double now) {
 }
 
 void JobKeeper::forget(LeaseId lease) {
-  bound_.erase(lease);
+  if (auto b = bound_.find(lease); b != bound_.end()) {
+    drop_cgroup(b->second);
+    bound_.erase(b);
+  }
   // A kept lease released by a privileged client: its keeper has nothing left to keep.
   auto it = kept_.find(lease);
   if (it == kept_.end()) return;
   book_.remove_client(it->second.keeper, 0);
+  drop_cgroup(it->second.job);
   kept_.erase(it);
 }
 

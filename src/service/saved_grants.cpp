@@ -41,7 +41,7 @@ size_t restore_grants(const SavedBook &saved, LeaseBook &book, JobKeeper &keeper
   for (const SavedLease &s : saved.leases) {
     const std::string name = "saved lease " + std::to_string(s.lease.id);
     const bool holder_running = jobs::still_running(s.holder_pid, s.holder_start);
-    const bool group_alive = s.process_group != 0 && jobs::group_alive(s.process_group);
+    const bool group_alive = keeper.job_alive(s.lease.id, s.process_group);
     if (!holder_running && !group_alive) continue;  // it ended while no service watched
     bool same_devices = s.uuids.size() == s.lease.devices.size();
     for (size_t i = 0; same_devices && i < s.lease.devices.size(); ++i) {

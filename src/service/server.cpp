@@ -238,6 +238,19 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
   s.endpoint = "unix://" + s.socket_path;
   s.jobs = std::make_unique<JobKeeper>(
       *s.book, s.options.job_kill_grace_s, [&s] { return s.clients.next_id(); }, s.logger());
+  {
+    std::string why;
+    std::optional<JobCgroups> cgroups = JobCgroups::open(s.options.cgroup_root, why);
+    // A root asked for that cannot be used stops the start: the jobs would be followed less
+    // closely than the site asked.
+    if (!cgroups && !s.options.cgroup_root.empty()) fail(GF_ERR_INVALID_ARGUMENT, why);
+    if (cgroups && cgroups->leftovers_killed() > 0) {
+      s.log("killed " + std::to_string(cgroups->leftovers_killed()) +
+            " process(es) a service before this one left in " + cgroups->root() + "/service");
+    }
+    s.jobs->use_cgroups(std::move(cgroups), why);
+    s.log("jobs are followed as " + s.jobs->tracking());
+  }
   s.saver = std::make_unique<GrantSaver>(
       *s.book, *s.jobs,
       [&s](ClientId id) {

@@ -39,6 +39,9 @@ struct ServiceOptions {
   // How long an orphaned job (its lease's holder went; docs/service.md, "A lease owns its job")
   // has between SIGTERM and SIGKILL.
   double job_kill_grace_s = 10;
+  // A delegated cgroup v2 subtree for the jobs (job_cgroups.hpp); empty: the service's own cgroup
+  // when systemd delegated it, else none.
+  std::string cgroup_root;
 };
 
 class Server {

@@ -18,6 +18,7 @@ StatusContext StatusHandler::context(const Client *asker) const {
   context.asker_privileged = asker ? asker->peer.privileged : true;
   context.blob_bytes = w_.plane.blob_bytes();
   context.devices_source = w_.devices_source;
+  context.job_tracking = w_.jobs.tracking();
   for (const auto &[id, k] : w_.clients.all()) {
     if (k->plane.blobs) {
       context.data_planes[id] = {k->plane.blobs->transports(), k->plane.blobs->bytes()};

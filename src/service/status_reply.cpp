@@ -116,7 +116,8 @@ fb::Offset<wire::StatusReply> build(fb::FlatBufferBuilder &b, const LeaseBook &b
       b.CreateVector(clients), book.cpus(), book.cpus_in_use().to_double(), b.CreateVector(ended),
       context.blob_bytes, left_out(views.leases.size(), lease_count),
       left_out(views.queued.size(), queued_count), left_out(views.clients.size(), client_count),
-      left_out(views.ended.size(), ended_count), b.CreateString(context.devices_source));
+      left_out(views.ended.size(), ended_count), b.CreateString(context.devices_source),
+      b.CreateString(context.job_tracking));
 }
 
 }  // namespace

@@ -32,6 +32,7 @@ struct StatusContext {
   std::map<ClientId, std::pair<std::string, uint64_t>> data_planes;
   uint64_t blob_bytes = 0;     // all clients
   std::string devices_source;  // where the list of devices came from (devices/visible_devices.hpp)
+  std::string job_tracking;    // JobKeeper::tracking
 };
 
 using ClientPeers = std::map<ClientId, std::pair<Peer, std::string>>;

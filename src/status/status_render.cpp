@@ -94,6 +94,7 @@ std::string text(const wire::StatusReply &s) {
     out += format("devices: %u (%s)\n", s.devices() ? s.devices()->size() : 0u,
                   str(s.devices_source()).c_str());
   }
+  if (s.job_tracking()) out += "jobs followed as " + str(s.job_tracking()) + "\n";
   out += "\nDEVICE  NAME                           MEMORY      IN USE  MEMORY IN USE  UUID\n";
   for (const wire::DeviceStatus *d : items(s.devices())) {
     out += format("gpu:%-3d %-30.30s %-11s %5.0f%%  %-13s  %s\n", d->ordinal(),
@@ -164,6 +165,7 @@ std::string json_members(const wire::StatusReply &s) {
                     ",\"cpus_in_use\":" + json_number(s.cpus_in_use()) +
                     ",\"blob_bytes\":" + std::to_string(s.blob_bytes()) +
                     ",\"devices_source\":" + json_quoted(str(s.devices_source())) +
+                    ",\"job_tracking\":" + json_quoted(str(s.job_tracking())) +
                     ",\"leases_omitted\":" + std::to_string(s.leases_omitted()) +
                     ",\"queued_omitted\":" + std::to_string(s.queued_omitted()) +
                     ",\"clients_omitted\":" + std::to_string(s.clients_omitted()) +

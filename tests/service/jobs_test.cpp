@@ -11,9 +11,14 @@
 #include <pty.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -220,6 +225,222 @@ TEST_F(JobsTest, AKilledWrappersJobKeepsTheDeviceUntilItIsGone) {
   expect_second_alone(*second);
   EXPECT_TRUE(contains(service.log(), "stays held for process group")) << service.log();
   EXPECT_TRUE(contains(service.log(), "SIGKILL to")) << service.log();
+}
+
+// Waits for `pred` (the deadline only guards a hang).
+template <typename Pred>
+bool wait_for(Pred pred, int timeout_ms) {
+  const int64_t start = now_ns();
+  while (!pred()) {
+    if (ms_since(start) > timeout_ms) return false;
+    ::usleep(10000);
+  }
+  return true;
+}
+
+// A cgroup v2 directory the test may make children in and move processes into, for a service's
+// --cgroup-root; empty, with `why`, where this machine has none.
+std::string writable_cgroup_root(std::string &why) {
+  std::ifstream mounts("/proc/self/mountinfo");
+  std::string mount;
+  for (std::string line; mount.empty() && std::getline(mounts, line);) {
+    const size_t dash = line.find(" - ");
+    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0) continue;
+    std::istringstream head(line.substr(0, dash));
+    std::string id, parent, dev, root;
+    head >> id >> parent >> dev >> root >> mount;
+  }
+  if (mount.empty()) {
+    why = "no cgroup v2 hierarchy is mounted here";
+    return {};
+  }
+  std::ifstream self("/proc/self/cgroup");
+  std::string own;
+  for (std::string line; std::getline(self, line);)
+    if (line.rfind("0::", 0) == 0) own = line.substr(3);
+  if (own == "/") own.clear();
+  const std::string dir = mount + own + "/gpuflow-test-" + std::to_string(::getpid());
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    why = "cannot make a cgroup under " + mount + own + ": " + std::strerror(errno);
+    return {};
+  }
+  // Moving a process needs write access to cgroup.procs here and where it comes from.
+  std::ofstream procs(dir + "/cgroup.procs");
+  procs << ::getpid() << std::flush;
+  const bool moved = procs.good();
+  procs.close();
+  std::ofstream back(mount + own + "/cgroup.procs");
+  back << ::getpid() << std::flush;
+  if (!moved || !back.good()) {
+    ::rmdir(dir.c_str());
+    why = "cannot move a process into a cgroup under " + mount + own;
+    return {};
+  }
+  return dir;
+}
+
+// Where the service was delegated a cgroup subtree (--cgroup-root), each job is a cgroup: a
+// process that leaves the job's process group (setsid) once its wrapper is SIGKILLed is still
+// the job's, and the device stays with it until it is gone.
+class CgroupJobsTest : public JobsTest {
+ protected:
+  void SetUp() override {
+    JobsTest::SetUp();
+    std::string why;
+    root_ = writable_cgroup_root(why);
+    if (root_.empty()) GTEST_SKIP() << "no writable cgroup v2 hierarchy: " << why;
+  }
+  void TearDown() override {
+    if (root_.empty()) return;
+    // Whatever a failed test left there goes with its cgroups.
+    for (const auto &e : std::filesystem::directory_iterator(root_)) {
+      if (!e.is_directory()) continue;
+      std::ofstream(e.path() / "cgroup.kill") << "1";
+      wait_for([&] { return ::rmdir(e.path().c_str()) == 0; }, 10000 * kTimeFactor);
+    }
+    ::rmdir(root_.c_str());
+  }
+  std::string root_;
+};
+
+TEST_F(CgroupJobsTest, AJobThatLeavesItsGroupAfterItsWrapperIsKilledKeepsTheDevice) {
+  // A grace far past every wait here: the job ends only when the test ends the child that left,
+  // so the child's leaving comes first whatever the machine's load.
+  Service service(dir, 1, {"--job-kill-grace", "600", "--cgroup-root", root_});
+  ASSERT_TRUE(service.ready()) << service.log();
+  EXPECT_TRUE(contains(service.log(), "jobs are followed as cgroups under " + root_))
+      << service.log();
+  auto [rc, status] = run_cli(dir, {"status", "--json", "--pool", service.endpoint()});
+  EXPECT_TRUE(contains(status, "\"job_tracking\":\"cgroups under " + root_ + "\"")) << status;
+  // Once its wrapper is gone, a child that ignores SIGTERM makes itself a session of its own,
+  // out of the job's process group, says its pid and stays; the rest of the job ends at the
+  // service's SIGTERM. It says "ready" once it ignores SIGTERM, so that the wrapper's kill comes
+  // after.
+  const std::string escaped = dir / "escaped";
+  const std::string job =
+      "W=$PPID; export W; "
+      "sh -c 'trap \"\" TERM HUP INT; echo ready; while kill -0 $W 2>/dev/null; do sleep 0.05; "
+      "done; "
+      "exec setsid sh -c \"echo \\$\\$ > " +
+      escaped + ".new && mv " + escaped + ".new " + escaped +
+      "; exec sleep 300\"' & exec sleep 300";
+  Proc first(lease(service, {}, {"env", marker_, "sh", "-c", job}), dir / "first.err");
+  ASSERT_NE(first.expect("ready", 20000 * kTimeFactor), "") << first.story();
+  auto second = queue_second(service);
+  first.signal(SIGKILL);
+  ASSERT_TRUE(first.wait(5000 * kTimeFactor));
+  ASSERT_TRUE(wait_for([&] { return read_file(escaped) != ""; }, 20000 * kTimeFactor))
+      << "the child never left the job's group\n"
+      << service.log();
+  const pid_t child = std::stoi(read_file(escaped));
+  EXPECT_EQ(::getsid(child), child) << "a session of its own, out of the job's group";
+  // The rest of the job is gone: the child alone is left in the lease's cgroup...
+  std::string cgroup;
+  for (const auto &e : std::filesystem::directory_iterator(root_))
+    if (e.is_directory()) cgroup = e.path();
+  ASSERT_TRUE(contains(cgroup, root_ + "/lease-")) << cgroup;
+  EXPECT_TRUE(
+      wait_for([&] { return read_file(cgroup + "/cgroup.procs") == std::to_string(child) + "\n"; },
+               20000 * kTimeFactor))
+      << read_file(cgroup + "/cgroup.procs");
+  EXPECT_TRUE(contains(service.log(), "orphaned process group")) << service.log();
+  // ...which still holds the device: the second job waits.
+  auto [src, queued] = run_cli(dir, {"status", "--json", "--pool", service.endpoint()});
+  EXPECT_TRUE(contains(queued, "\"queued\":[{")) << queued << service.log();
+  ::kill(child, SIGKILL);
+  expect_second_alone(*second, service.log());
+  EXPECT_TRUE(contains(service.log(), "(cgroup " + root_ + "/lease-")) << service.log();
+  // The job's cgroup goes with its lease.
+  EXPECT_TRUE(wait_for(
+      [&] {
+        for (const auto &e : std::filesystem::directory_iterator(root_))
+          if (e.is_directory()) return false;
+        return true;
+      },
+      10000 * kTimeFactor))
+      << "a lease's cgroup stayed after its job was gone";
+}
+
+// The service killed and started again under such a job keeps its lease for as long as the
+// job's cgroup holds a process, and ends the cgroup once the job's wrapper is killed.
+TEST_F(CgroupJobsTest, ARestartedServiceKeepsTheLeaseWhileTheJobsCgroupRuns) {
+  auto service =
+      std::make_unique<Service>(dir, 1, std::vector<std::string>{"--cgroup-root", root_});
+  ASSERT_TRUE(service->ready()) << service->log();
+  // A child out of the job's process group from the start: a session of its own.
+  // It ignores SIGTERM: only the kill of the whole cgroup ends it.
+  auto first =
+      start_first(*service, "setsid sh -c 'trap \"\" TERM; exec sleep 300' & exec sleep 300");
+  service->proc().signal(SIGKILL);
+  ASSERT_TRUE(service->proc().wait(5000 * kTimeFactor));
+  service = std::make_unique<Service>(
+      dir, 1, std::vector<std::string>{"--job-kill-grace", "1", "--cgroup-root", root_},
+      "serve2.log");
+  ASSERT_TRUE(service->ready()) << service->log();
+  EXPECT_TRUE(contains(service->log(), "kept: its holder")) << service->log();
+  auto second = queue_second(*service);
+  first->signal(SIGKILL);
+  ASSERT_TRUE(first->wait(5000 * kTimeFactor));
+  expect_second_alone(*second, service->log());
+  EXPECT_TRUE(contains(service->log(), "(cgroup " + root_ + "/lease-")) << service->log();
+  EXPECT_TRUE(contains(service->log(), "SIGKILL to")) << service->log();
+}
+
+// What systemd's Delegate=yes makes of the unit's cgroup (the trusted.delegate mark), with the
+// service started in it: it finds the subtree itself, moves out of its root into ROOT/service
+// (killing what a service before it left there), and runs each job in ROOT/lease-ID beside it.
+TEST_F(CgroupJobsTest, AServiceInADelegatedCgroupRunsJobsBesideItself) {
+  ASSERT_EQ(::setxattr(root_.c_str(), "trusted.delegate", "1", 1, 0), 0) << std::strerror(errno);
+  ASSERT_EQ(::mkdir((root_ + "/service").c_str(), 0755), 0) << std::strerror(errno);
+  Proc leftover({"/bin/sh", "-c", "echo $$ > " + root_ + "/service/cgroup.procs && exec sleep 300"},
+                dir / "leftover.err");
+  ASSERT_TRUE(wait_for([&] { return read_file(root_ + "/service/cgroup.procs") != ""; },
+                       10000 * kTimeFactor));
+  const std::string socket = dir / "gf.sock";
+  Proc service({"/bin/sh", "-c", "echo $$ > " + root_ + "/cgroup.procs && exec \"$0\" \"$@\"",
+                GPUFLOW_CLI_PATH, "serve", "--backend", "host", "--emulated-devices", "1",
+                "--socket", socket},
+               dir / "serve.log");
+  ASSERT_NE(service.expect("gpuflow serve: listening on", 20000 * kTimeFactor), "")
+      << service.story();
+  EXPECT_TRUE(contains(service.stderr_text(), "jobs are followed as cgroups under " + root_))
+      << service.stderr_text();
+  EXPECT_TRUE(contains(service.stderr_text(),
+                       "killed 1 process(es) a service before this one "
+                       "left in " +
+                           root_ + "/service"))
+      << service.stderr_text();
+  EXPECT_TRUE(leftover.wait(10000 * kTimeFactor)) << "what the service before left runs on";
+  const std::string own = read_file("/proc/" + std::to_string(service.pid()) + "/cgroup");
+  EXPECT_TRUE(contains(own, "/service\n")) << own;
+  EXPECT_EQ(read_file(root_ + "/cgroup.procs"), "") << "no process stays in the subtree's root";
+  auto [rc, out] = run_cli(
+      dir, {"lease", "--pool", "unix://" + socket, "--", "grep", "^0::", "/proc/self/cgroup"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(contains(out, "/lease-1\n")) << out;
+  service.signal(SIGTERM);
+  EXPECT_TRUE(service.wait(10000 * kTimeFactor)) << service.story();
+}
+
+// A cgroup root asked for that cannot be used stops the start, naming it: jobs must not be
+// followed less closely than the site asked without anyone hearing of it.
+TEST_F(JobsTest, ACgroupRootThatIsNoCgroupStopsTheStart) {
+  const std::string root = dir / "not-a-cgroup";
+  ASSERT_EQ(::mkdir(root.c_str(), 0755), 0);
+  auto [rc, out] = run_cli(dir, {"serve", "--backend", "host", "--emulated-devices", "1",
+                                 "--socket", dir / "gf.sock", "--cgroup-root", root});
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_TRUE(contains(out, "cgroup_root " + root + " is not a directory of a cgroup v2 hierarchy"))
+      << out;
+}
+
+TEST_F(JobsTest, DoctorSaysHowJobsAreFollowed) {
+  Service service(dir, 1);
+  ASSERT_TRUE(service.ready()) << service.log();
+  auto [rc, out] = run_cli(dir, {"doctor", "--pool", service.endpoint()});
+  EXPECT_TRUE(contains(out, "note jobs of leases are followed as process groups (") ||
+              contains(out, "note jobs of leases are followed as cgroups under "))
+      << out;
 }
 
 // The service dies under a running job; the next one must not hand its device out.

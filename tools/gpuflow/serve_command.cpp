@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,7 +30,7 @@ namespace {
 
 struct ServeOptions {
   PoolOptions pool;
-  std::string socket, group, user_weights, dashboard, listen, token_file, config;
+  std::string socket, group, user_weights, dashboard, listen, token_file, cgroup_root, config;
   double client_cap = 0, user_cap = 0, half_life = 0, job_kill_grace = 0;
   bool per_job = false, daemon = false;  // command line only: not a node's setting
 };
@@ -49,6 +50,7 @@ void add_serve_flags(CLI::App &command, ServeOptions &o) {
   command.add_option("--token-file", o.token_file);
   command.add_option("--listen", o.listen);
   command.add_option("--job-kill-grace", o.job_kill_grace)->check(kNonNegative);
+  command.add_option("--cgroup-root", o.cgroup_root);
 }
 
 // Copies the value of one flag from `from` to `to`.
@@ -71,6 +73,7 @@ const std::map<std::string, Copy> &copiers() {
       {"--listen", [](auto &t, const auto &f) { t.listen = f.listen; }},
       {"--token-file", [](auto &t, const auto &f) { t.token_file = f.token_file; }},
       {"--job-kill-grace", [](auto &t, const auto &f) { t.job_kill_grace = f.job_kill_grace; }},
+      {"--cgroup-root", [](auto &t, const auto &f) { t.cgroup_root = f.cgroup_root; }},
       {"--usage-half-life", [](auto &t, const auto &f) { t.half_life = f.half_life; }},
       {"--client-gpu-cap", [](auto &t, const auto &f) { t.client_cap = f.client_cap; }},
       {"--user-gpu-cap", [](auto &t, const auto &f) { t.user_cap = f.user_cap; }},
@@ -201,6 +204,9 @@ int serve(const ServeOptions &given, const CLI::App &command_line) {
   config.group = o.group.empty() ? nullptr : o.group.c_str();
   set_policy(config, o);
   config.job_kill_grace_s = o.job_kill_grace;
+  // The library takes the jobs' cgroup subtree from its environment (a node's setting, not a
+  // field of gf_service_config).
+  if (!o.cgroup_root.empty()) ::setenv("GPUFLOW_CGROUP_ROOT", o.cgroup_root.c_str(), 1);
   config.dashboard = o.dashboard.empty() ? nullptr : o.dashboard.c_str();
   std::vector<const char *> plugins;
   for (const std::string &p : o.pool.plugins) plugins.push_back(p.c_str());

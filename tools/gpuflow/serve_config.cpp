@@ -36,6 +36,7 @@ constexpr Key kKeys[] = {
     {"service", "token_file", "--token-file", Kind::kText},
     {"service", "plugins", "--plugin", Kind::kTexts},
     {"service", "job_kill_grace", "--job-kill-grace", Kind::kNumber},
+    {"service", "cgroup_root", "--cgroup-root", Kind::kText},
     {"policy", "usage_half_life", "--usage-half-life", Kind::kNumber},
     {"policy", "client_gpu_cap", "--client-gpu-cap", Kind::kNumber},
     {"policy", "user_gpu_cap", "--user-gpu-cap", Kind::kNumber},

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "doctor_transport.hpp"
 #include "exit_codes.hpp"
 #include "options.hpp"
@@ -85,6 +87,25 @@ int record_leases(const ClientOptions &a) {
   return rc;
 }
 
+// How the service follows its leases' jobs (docs/service.md, "A lease owns its job"): its own
+// cgroup each where it was delegated a subtree, else their process groups.
+void print_job_tracking(gf_pool *pool) {
+  gf_bytes text{};
+  if (gf_pool_service_status(&text, pool, GF_STATUS_JSON) != GF_OK) return;
+  const nlohmann::json status =
+      nlohmann::json::parse(std::string(static_cast<const char *>(text.data), text.size), nullptr,
+                            /*allow_exceptions=*/false);
+  gf_bytes_free(&text);
+  const auto tracking = status.is_object() ? status.find("job_tracking") : status.end();
+  if (!status.is_object() || tracking == status.end() || !tracking->is_string() ||
+      tracking->get<std::string>().empty()) {
+    std::printf(
+        "note the service does not say how it follows jobs (an older one: process groups)\n");
+    return;
+  }
+  std::printf("note jobs of leases are followed as %s\n", tracking->get<std::string>().c_str());
+}
+
 int check_node(const ClientOptions &a) {
   int problems = 0;
   auto line = [&](bool ok, const std::string &what) {
@@ -121,6 +142,7 @@ int check_node(const ClientOptions &a) {
             endpoint.c_str());
       } else {
         line(devices > 0, "the service offers " + std::to_string(devices) + " device(s)");
+        print_job_tracking(pool);
       }
       print_data_plane_check(pool, a.seconds, line);
       gf_pool_destroy(pool);

@@ -46,7 +46,7 @@ const char *kServiceUsage = R"usage(usage:
   gpuflow serve  [pool options] [--socket PATH] [--group NAME] [--client-gpu-cap N]
                  [--user-gpu-cap N] [--user-weights USER=W,...] [--usage-half-life SECONDS]
                  [--dashboard HOST:PORT] [--plugin LIB]... [--listen HOST:PORT --token-file F]
-                 [--job-kill-grace SECONDS] [--config FILE]
+                 [--job-kill-grace SECONDS] [--cgroup-root DIR] [--config FILE]
   gpuflow serve  --per-job [--daemon] [pool options] [other serve options]
   gpuflow lease  [--pool ENDPOINT] [--gpus N] [--gpu-memory SIZE] [--cpus N] [--device ORDINAL]...
                  [--timeout SECONDS] [--name TEXT] [--grace SECONDS] -- COMMAND [ARGS...]
@@ -65,7 +65,9 @@ the service's own user (gpuflow run --pool ENDPOINT GRAPH). --listen also accept
 hosts over TCP (--pool tcp://HOST:PORT); they must show the token in F (created, mode 0600, when
 missing; clients name their copy with --token-file or GPUFLOW_TOKEN_FILE). Leases whose jobs still
 run when their holder is killed (or the service restarts) stay held until the jobs are gone;
-such a job gets SIGTERM, and SIGKILL --job-kill-grace seconds later (default 10).
+such a job gets SIGTERM, and SIGKILL --job-kill-grace seconds later (default 10). With
+--cgroup-root DIR (a cgroup v2 directory delegated to the service; default: its own cgroup when
+systemd delegated it) each job runs in a cgroup of its own there, which none of it can leave.
 --config reads these settings from a TOML file (/etc/gpuflow/serve.toml as packaged: tables
 [pool], [service] and [policy], a key per flag, e.g. user_gpu_cap = 2); a flag given here wins.
 SIGHUP then re-reads the file's [policy] (weights, caps, half-life) without dropping a lease.
