@@ -84,6 +84,8 @@ void JobKeeper::orphan(LeaseId lease, Kept &k, double now) {
   if (k.orphaned_at >= 0 || k.job.group == 0) return;
   k.orphaned_at = now;
   const int reached = jobs::signal_group(k.job.group, k.job.uid, SIGTERM);
+  // A stopped member acts on it only once continued: else it would wait for the SIGKILL.
+  jobs::signal_group(k.job.group, k.job.uid, SIGCONT);
   log_("lease " + std::to_string(lease) + ": SIGTERM to " + std::to_string(reached) +
        " process(es) of its orphaned group " + std::to_string(k.job.group) + "; SIGKILL in " +
        std::to_string(static_cast<int>(grace_s_)) + " s if any is left");
