@@ -90,6 +90,10 @@ void Connection::send(std::vector<uint8_t> frame) {
 
 void Connection::on_read(ssize_t n, const char *bytes) {
   if (n == 0 || closing) return;
+  if (set_.stop_asked_.load()) {
+    uv_read_stop(stream());  // what it sent goes unanswered: the connection ends with the stop
+    return;
+  }
   if (n < 0) {
     std::string reason;
     if (n != UV_EOF) {
@@ -106,7 +110,8 @@ void Connection::on_read(ssize_t n, const char *bytes) {
     violation.why = "more than " + std::to_string(max_before_hello()) + " bytes before its Hello";
   }
   std::vector<uint8_t> payload;
-  while (violation.why.empty() && !closing && reader_.next(payload, violation.why)) {
+  while (violation.why.empty() && !closing && !set_.stop_asked_.load() &&
+         reader_.next(payload, violation.why)) {
     if (Refusal r = set_.hooks.message(*this, *wire::message_of(payload))) violation = r;
   }
   if (!violation.why.empty() && !closing) {

@@ -7,6 +7,7 @@
 
 #include <uv.h>
 
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <set>
@@ -74,6 +75,10 @@ class ConnectionSet {
   ConnectionSet &operator=(const ConnectionSet &) = delete;
   void set_hooks(Hooks h) { hooks = std::move(h); }
 
+  // From any thread, once the service is to stop: no connection's request is handled after it
+  // (nor read), so the stop does not wait for a backlog of them first; drop_all follows on the
+  // loop's next turn.
+  void stop_reading() { stop_asked_.store(true); }
   // Says goodbye to every connection and drops it (the service is stopping).
   void drop_all(const std::string &why);
   // Closes what is still open of dropped connections (with `force`), or counts it.
@@ -95,6 +100,7 @@ class ConnectionSet {
   // Its Hello did not come in time (kHelloTimeout_s): dropped.
   void hello_missed(ClientId id);
   std::set<Connection *> dropped_;
+  std::atomic<bool> stop_asked_{false};
 };
 
 }  // namespace gf::service

@@ -162,6 +162,8 @@ void JobKeeper::orphan(LeaseId lease, Kept &k, double now) {
   if (k.orphaned_at >= 0 || (k.job.group == 0 && k.job.cgroup.empty())) return;
   k.orphaned_at = now;
   const int reached = signal(k.job, SIGTERM);
+  // A stopped member acts on it only once continued: else it would wait for the SIGKILL.
+  signal(k.job, SIGCONT);
   log_("lease " + std::to_string(lease) + ": SIGTERM to " + std::to_string(reached) +
        " process(es) of its orphaned " + job_text(k.job) + "; SIGKILL in " +
        std::to_string(static_cast<int>(grace_s_)) + " s if any is left");

@@ -370,6 +370,7 @@ void Server::stop() {
     std::lock_guard lock(impl_->posted_mu);
     impl_->stop_asked = true;
   }
+  impl_->connections->stop_reading();
   uv_async_send(&impl_->wake);
   impl_->thread.join();
   impl_->log("stopped");

@@ -11,13 +11,13 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -25,10 +25,15 @@ namespace gpuflow_cli {
 
 namespace {
 
-// The stop signals reach run_job through this pipe once the job runs; before, they end the
-// process (see take_job_signals).
+// The stop signals reach run_job through this pipe while COMMAND runs; before it was let go and
+// after its job ended, they end the process (see take_job_signals). The phase changes under the
+// mutex, together with what makes it true (COMMAND let go), so a signal is never taken for one
+// phase while the other begins: it finds either a COMMAND that will never run, or a run_job that
+// will read the pipe.
 int stop_pipe[2] = {-1, -1};
-std::atomic<bool> job_running{false};
+enum class Phase { kBefore, kRunning, kAfter };
+std::mutex phase_mu;
+Phase phase = Phase::kBefore;  // under phase_mu
 
 sigset_t job_signals() {
   sigset_t set;
@@ -171,10 +176,14 @@ void take_job_signals() {
     for (;;) {
       int sig = 0;
       if (sigwait(&stops, &sig) != 0) continue;
-      if (!job_running.load()) {
-        // Nothing runs under a lease yet: a lease granted meanwhile goes back with the
-        // connection, which ends with the process.
-        std::fprintf(stderr, "gpuflow: %s before the command started\n", strsignal(sig));
+      std::lock_guard lock(phase_mu);
+      if (phase != Phase::kRunning) {
+        // Nothing runs under the lease (not yet, or no more): the lease goes back with the
+        // connection, which ends with the process. Whatever this process still waited for (the
+        // service's answer to the binding, the release) is of no use to anyone now.
+        std::fprintf(stderr, "gpuflow: %s %s\n", strsignal(sig),
+                     phase == Phase::kBefore ? "before the command started"
+                                             : "after the command ended: exiting");
         _exit(128 + sig);
       }
       (void)!::write(stop_pipe[1], &sig, sizeof sig);
@@ -220,7 +229,6 @@ int run_job(const JobSpec &spec, std::string &error) {
   ::close(report[1]);
   ::setpgid(child, child);  // as the child does: whichever runs first, the group exists
   if (tty >= 0) give_terminal(tty, child);
-  job_running = true;
   try {
     if (spec.started) spec.started(child);
   } catch (...) {
@@ -230,9 +238,15 @@ int run_job(const JobSpec &spec, std::string &error) {
     if (tty >= 0) give_terminal(tty, ::getpgrp());
     throw;
   }
-  char byte = 'g';
-  (void)!::write(go[1], &byte, 1);
-  ::close(go[1]);
+  {
+    // Let go and running in one step: a stop signal before it ends this process, and the child
+    // then reads end-of-file instead of 'g' and never runs COMMAND.
+    std::lock_guard lock(phase_mu);
+    char byte = 'g';
+    (void)!::write(go[1], &byte, 1);
+    ::close(go[1]);
+    phase = Phase::kRunning;
+  }
   int exec_error = 0;
   ssize_t got;
   do {
@@ -243,8 +257,11 @@ int run_job(const JobSpec &spec, std::string &error) {
   int status = 0;
   bool command_ended = false;
   double kill_at = -1;  // when what is left gets SIGKILL (-1: not decided)
+  // A stopped process acts on no signal but SIGKILL until it is continued: without the SIGCONT,
+  // a job stopped by SIGSTOP (or one stopped at the terminal) would sit out the whole grace.
   auto end_the_rest = [&](int sig) {
     signal_job(child, sig);
+    signal_job(child, SIGCONT);
     if (kill_at < 0) kill_at = now_s() + spec.grace_s;
   };
   for (;;) {
@@ -253,16 +270,18 @@ int run_job(const JobSpec &spec, std::string &error) {
     for (;;) {
       int s = 0;
       pid_t pid = ::waitpid(-1, &s, WNOHANG | WUNTRACED);
-      if (pid == child && WIFSTOPPED(s)) {
+      if (pid == child && WIFSTOPPED(s) && tty >= 0) {
         // Ctrl-Z stopped COMMAND: stop here too, so the shell gets its terminal back; on `fg`
-        // the job gets it again and goes on.
-        if (tty >= 0) give_terminal(tty, ::getpgrp());
+        // the job gets it again and goes on. Without a terminal no shell waits for that: a
+        // wrapper that stopped itself would stay stopped, deaf to every stop signal, after
+        // whoever stopped the job continued it.
+        give_terminal(tty, ::getpgrp());
         ::raise(SIGSTOP);
-        if (tty >= 0) give_terminal(tty, child);
+        give_terminal(tty, child);
         ::kill(-child, SIGCONT);
         continue;
       }
-      if (pid > 0 && WIFSTOPPED(s)) continue;  // another process of the job: its own business
+      if (pid > 0 && WIFSTOPPED(s)) continue;  // stopped from outside: whoever did continues it
       if (pid == child) {
         status = s;
         command_ended = true;
@@ -297,6 +316,10 @@ int run_job(const JobSpec &spec, std::string &error) {
         }
       }
     }
+  }
+  {
+    std::lock_guard lock(phase_mu);
+    phase = Phase::kAfter;
   }
   ::close(children);
   if (tty >= 0) give_terminal(tty, ::getpgrp());

@@ -14,9 +14,10 @@ namespace gpuflow_cli {
 
 // Blocks the signals a job's wrapper handles itself (SIGINT, SIGTERM, SIGHUP, SIGCHLD) in the
 // calling thread, and so in every thread it starts later, and starts the thread that receives
-// the stop signals. Call first, before any other thread exists. Until run_job starts the job, a
-// stop signal ends this process at once (nothing is leased yet, or the service takes the lease
-// back with the connection).
+// the stop signals. Call first, before any other thread exists. Until run_job lets COMMAND run,
+// and once no process of its job is left, a stop signal ends this process at once (status 128 +
+// the signal): nothing runs under the lease then, and the service takes it back with the
+// connection.
 void take_job_signals();
 
 struct JobSpec {
@@ -33,7 +34,10 @@ struct JobSpec {
 // - COMMAND gets the terminal's foreground (when this process had it), so Ctrl-C and Ctrl-Z reach
 //   the whole job; this process takes it back at the end.
 // - SIGINT to this process is passed to every process of the job; SIGTERM and SIGHUP too, and
-//   whatever is left `grace_s` later gets SIGKILL.
+//   whatever is left `grace_s` later gets SIGKILL. Each comes with a SIGCONT, so that a process
+//   someone stopped acts on it now rather than at the SIGKILL.
+// - A COMMAND stopped at the terminal (Ctrl-Z) stops this process too, for the shell; one
+//   stopped from elsewhere (SIGSTOP, no terminal) does not: whoever stopped it continues it.
 // - When COMMAND ends, what it left running (a background process, a daemon that detached
 //   itself) gets SIGTERM, then SIGKILL after `grace_s`.
 // - Should this process be killed, COMMAND gets SIGTERM (a parent-death signal), and the service
