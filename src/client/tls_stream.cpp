@@ -5,6 +5,8 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -18,6 +20,36 @@ namespace gf::client {
 
 namespace {
 
+// OpenSSL writes to the socket with write(2): a service that closed the connection would raise
+// SIGPIPE, whose default kills the whole program. Blocked on this thread for the call, the write
+// fails with EPIPE instead, and a SIGPIPE it left pending is taken back.
+class NoSigpipe {
+ public:
+  NoSigpipe() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~NoSigpipe() {
+    sigset_t pending;
+    sigpending(&pending);
+    if (!was_pending_ && sigismember(&pending, SIGPIPE) == 1) {
+      const timespec now{};
+      sigtimedwait(&pipe_, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  NoSigpipe(const NoSigpipe &) = delete;
+  NoSigpipe &operator=(const NoSigpipe &) = delete;
+
+ private:
+  sigset_t pipe_{}, old_{};
+  bool was_pending_ = false;
+};
+
 class TlsStream final : public ByteStream {
  public:
   TlsStream(int fd, tls::Context ctx, SSL *ssl) : ByteStream(fd), ctx_(std::move(ctx)), ssl_(ssl) {}
@@ -30,6 +62,7 @@ class TlsStream final : public ByteStream {
       ERR_clear_error();
       errno = 0;
       // Not partial: a write either takes it all or is retried with the same bytes.
+      NoSigpipe quiet;
       const int n = SSL_write(ssl_, bytes, static_cast<int>(size));
       if (n > 0) return {};
       const int e = SSL_get_error(ssl_, n);
@@ -49,6 +82,7 @@ class TlsStream final : public ByteStream {
     for (;;) {
       ERR_clear_error();
       errno = 0;
+      NoSigpipe quiet;
       const int n = SSL_read(ssl_, buffer, static_cast<int>(size));
       if (n > 0) return n;
       const int e = SSL_get_error(ssl_, n);
@@ -124,7 +158,11 @@ std::unique_ptr<ByteStream> tls_connect(int fd, const std::string &endpoint,
   for (;;) {
     ERR_clear_error();
     errno = 0;
-    const int rc = SSL_connect(ssl);
+    int rc;
+    {
+      NoSigpipe quiet;
+      rc = SSL_connect(ssl);
+    }
     if (rc == 1) break;
     const int e = SSL_get_error(ssl, rc);
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
