@@ -321,6 +321,33 @@ TEST_F(TlsTest, AClientCertificateNamesThePrincipalInStatus) {
   EXPECT_TRUE(c->alive());
 }
 
+// UCX's TCP is not encrypted: a TLS client's data plane runs only on a device the site trusts.
+TEST_F(TlsTest, TheDataPlaneRunsOnlyOnATrustedDevice) {
+  SiteCa ca(dir, "site-ca");
+  const std::string cert = ca.sign("node", "node", "IP:127.0.0.1");
+  ::setenv("GPUFLOW_TLS_CA", ca.pem().c_str(), 1);
+  const std::vector<uint8_t> bytes(1 << 20, 7);
+  {
+    TlsService untrusted(dir, cert);
+    ASSERT_TRUE(untrusted.ready()) << untrusted.log();
+    auto c = open(untrusted.endpoint(), dir / "token");
+    try {
+      c->blobs().put(1, bytes.data(), bytes.size());
+      ADD_FAILURE() << "a blob went over an untrusted device";
+    } catch (const gf::Error &e) {
+      EXPECT_TRUE(contains(e.what(), "--trusted-data-device lo")) << e.what();
+    }
+    EXPECT_TRUE(c->alive());
+  }
+  TempDir trusted_dir;
+  TlsService trusted(trusted_dir, cert, {"--trusted-data-device", "lo"}, "trusted.log");
+  ASSERT_TRUE(trusted.ready()) << trusted.log();
+  auto c = open(trusted.endpoint(), trusted_dir / "token");
+  c->blobs().put(1, bytes.data(), bytes.size());
+  EXPECT_EQ(c->blobs().get(1), bytes);
+  EXPECT_TRUE(contains(trusted.log(), "has a data plane (tcp (relayed))")) << trusted.log();
+}
+
 TEST_F(TlsTest, PlainTcpIsRefusedUnlessAskedForByName) {
   auto [rc, out] = run_cli(dir, {"serve", "--socket", dir / "gf.sock", "--listen", "127.0.0.1:0",
                                  "--token-file", dir / "token"});
