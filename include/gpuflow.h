@@ -183,10 +183,11 @@ typedef enum gf_worker_kind {
  *   at most GF_MAX_TOKEN_BYTES (see "Shared pools"). A tcp:// endpoint is TLS 1.3: the service's
  *   certificate is checked against GPUFLOW_TLS_CA (unset: the system's trust store), and
  *   GPUFLOW_TLS_CERT / GPUFLOW_TLS_KEY name a client certificate (then no token is needed);
- *   "tcp+insecure://HOST:PORT" is plain TCP, for a service that asked for it. A connected pool takes its devices from
- *   the service (the device options above are then ignored); see "Shared pools". Its weight
- *   among its user's own clients (fair share) is GPUFLOW_CLIENT_WEIGHT when set, a number in
- *   (0, 1e6], else 1; anything else is GF_ERR_INVALID_ARGUMENT naming the variable.
+ *   "tcp+insecure://HOST:PORT" is plain TCP, for a service that asked for it. A connected pool
+ *   takes its devices from the service (the device options above are then ignored); see
+ *   "Shared pools". Its weight among its user's own clients (fair share) is
+ *   GPUFLOW_CLIENT_WEIGHT when set, a number in (0, 1e6], else 1; anything else is
+ *   GF_ERR_INVALID_ARGUMENT naming the variable.
  * - dashboard: "HOST:PORT" to serve the pool's live page (/) and Prometheus metrics (/metrics)
  *   over HTTP on, e.g. "127.0.0.1:8787" (port 0: any free port; gf_pool_dashboard_url tells
  *   which); NULL or "": GPUFLOW_DASHBOARD when set (a pool that cannot bind it, e.g. the
