@@ -180,10 +180,14 @@ typedef enum gf_worker_kind {
  *   NULL or "": GPUFLOW_POOL when set, else an embedded pool private to this process. "embedded"
  *   forces a private pool whatever GPUFLOW_POOL says. A socket path has at most
  *   GF_MAX_SOCKET_PATH_BYTES, a token_file path at most GF_MAX_PATH_BYTES, and the token in it
- *   at most GF_MAX_TOKEN_BYTES (see "Shared pools"). A connected pool takes its devices from
- *   the service (the device options above are then ignored); see "Shared pools". Its weight
- *   among its user's own clients (fair share) is GPUFLOW_CLIENT_WEIGHT when set, a number in
- *   (0, 1e6], else 1; anything else is GF_ERR_INVALID_ARGUMENT naming the variable.
+ *   at most GF_MAX_TOKEN_BYTES (see "Shared pools"). A tcp:// endpoint is TLS 1.3: the service's
+ *   certificate is checked against GPUFLOW_TLS_CA (unset: the system's trust store), and
+ *   GPUFLOW_TLS_CERT / GPUFLOW_TLS_KEY name a client certificate (then no token is needed);
+ *   "tcp+insecure://HOST:PORT" is plain TCP, for a service that asked for it. A connected pool
+ *   takes its devices from the service (the device options above are then ignored); see
+ *   "Shared pools". Its weight among its user's own clients (fair share) is
+ *   GPUFLOW_CLIENT_WEIGHT when set, a number in (0, 1e6], else 1; anything else is
+ *   GF_ERR_INVALID_ARGUMENT naming the variable.
  * - dashboard: "HOST:PORT" to serve the pool's live page (/) and Prometheus metrics (/metrics)
  *   over HTTP on, e.g. "127.0.0.1:8787" (port 0: any free port; gf_pool_dashboard_url tells
  *   which); NULL or "": GPUFLOW_DASHBOARD when set (a pool that cannot bind it, e.g. the
@@ -1170,7 +1174,12 @@ typedef struct gf_service_config {
    * GF_MAX_PATH_BYTES, the token at most GF_MAX_TOKEN_BYTES). A token holder gets the
    * service user's rights except acting on other clients' leases: hand it out like a password.
    * Their data moves over UCX's TCP through a gpuflow-relay child process, never in the
-   * service's own. */
+   * service's own. The listener speaks TLS 1.3 with the certificate and key named by the
+   * environment variables GPUFLOW_SERVE_TLS_CERT and GPUFLOW_SERVE_TLS_KEY (and
+   * GPUFLOW_SERVE_TLS_CLIENT_CA for client certificates, GPUFLOW_SERVE_TRUSTED_DEVICES for where
+   * a TLS client's data plane may run); without them the start is refused unless
+   * GPUFLOW_SERVE_INSECURE_LISTEN=1 asks for plain TCP (endpoint tcp+insecure://HOST:PORT).
+   * See docs/service.md, "TLS". */
   const char *listen;
   const char *token_file;
   /* Appended in 0.7: how long a job whose lease's holder went without releasing it (killed; see

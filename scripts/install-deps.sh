@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev
   libflatbuffers-dev flatbuffers-compiler libuv1-dev clang libclang-rt-14-dev
   cargo rustc rust-clippy rustfmt bindgen abigail-tools iproute2 libmicrohttpd-dev chromium
-  nlohmann-json3-dev libcli11-dev libucx-dev ucx-utils zlib1g-dev clang-format
+  nlohmann-json3-dev libcli11-dev libucx-dev ucx-utils zlib1g-dev libssl-dev clang-format
   libtomlplusplus-dev libsystemd-dev systemd help2man dpkg-dev
   munge slurmctld slurmd slurm-client)
 missing=()

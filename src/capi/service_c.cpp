@@ -1,6 +1,7 @@
 // C shims: running the node's service in this process.
 #include <pwd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -78,6 +79,34 @@ service::Policy policy_of(const gf_service_config &c) {
   return policy;
 }
 
+// TLS for the listener, from the environment (gf_service_config has no fields for it yet;
+// `gpuflow serve` sets these from its options): TLS unless plain TCP is asked for by name.
+void remote_security_of(service::ServiceOptions &options) {
+  auto env = [](const char *name) {
+    const char *v = std::getenv(name);
+    return std::string(v ? v : "");
+  };
+  options.tls = {env("GPUFLOW_SERVE_TLS_CERT"), env("GPUFLOW_SERVE_TLS_KEY"),
+                 env("GPUFLOW_SERVE_TLS_CLIENT_CA")};
+  const std::string insecure = env("GPUFLOW_SERVE_INSECURE_LISTEN");
+  if (!insecure.empty() && insecure != "0" && insecure != "1") {
+    fail(GF_ERR_INVALID_ARGUMENT,
+         "GPUFLOW_SERVE_INSECURE_LISTEN is '" + insecure + "': it must be 1 (or 0, or unset)");
+  }
+  options.insecure_listen = insecure == "1";
+  if (options.insecure_listen && !options.tls.certificate.empty()) {
+    fail(GF_ERR_INVALID_ARGUMENT,
+         "GPUFLOW_SERVE_INSECURE_LISTEN=1 with GPUFLOW_SERVE_TLS_CERT: plain TCP or TLS, not "
+         "both (gpuflow serve: --insecure-listen or --tls-cert)");
+  }
+  const std::string devices = env("GPUFLOW_SERVE_TRUSTED_DEVICES");
+  for (size_t at = 0; at < devices.size();) {
+    const size_t comma = std::min(devices.find(',', at), devices.size());
+    if (comma > at) options.trusted_data_devices.push_back(devices.substr(at, comma - at));
+    at = comma + 1;
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -138,6 +167,7 @@ GF_API gf_status gf_service_start(gf_service **out, const gf_service_config *con
       }
       options.listen = c.listen;
       options.token_file = c.token_file;
+      remote_security_of(options);
     }
     if (!std::isfinite(c.job_kill_grace_s) || c.job_kill_grace_s < 0 ||
         c.job_kill_grace_s > 86400) {

@@ -1,8 +1,5 @@
 #include "client/handshake.hpp"
 
-#include <errno.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "client/deadlines.hpp"
@@ -18,20 +15,20 @@ namespace {
 
 std::vector<uint8_t> hello_frame(const Greeting &hello) {
   fb::FlatBufferBuilder b;
-  const bool remote = !hello.token.empty();
+  const bool remote = hello.remote;
   // Names are display text the service would cut and repair anyway: sent fitted, so what it
   // shows is what this side meant (a whole character at the end, not a replacement).
   return wire::frame_of(
-      b,
-      wire::CreateHello(b, wire::kProtocolVersion,
-                        b.CreateString(utf8_fitted(hello.name, wire::kMaxHelloName)), hello.weight,
-                        remote ? b.CreateString(hello.token) : 0, hello.on_behalf_of,
-                        remote ? b.CreateString(utf8_fitted(user_name(), wire::kMaxHelloUser)) : 0,
-                        remote ? static_cast<uint32_t>(::getpid()) : 0));
+      b, wire::CreateHello(
+             b, wire::kProtocolVersion,
+             b.CreateString(utf8_fitted(hello.name, wire::kMaxHelloName)), hello.weight,
+             remote && !hello.token.empty() ? b.CreateString(hello.token) : 0, hello.on_behalf_of,
+             remote ? b.CreateString(utf8_fitted(user_name(), wire::kMaxHelloUser)) : 0,
+             remote ? static_cast<uint32_t>(::getpid()) : 0));
 }
 
-// The first whole frame from `fd` within `timeout_ms`.
-std::vector<uint8_t> first_frame(int fd, const std::string &endpoint, int timeout_ms,
+// The first whole frame from `stream` within `timeout_ms`.
+std::vector<uint8_t> first_frame(ByteStream &stream, const std::string &endpoint, int timeout_ms,
                                  const std::string &send_failed, wire::FrameReader &reader) {
   std::vector<uint8_t> payload;
   std::string error;
@@ -39,18 +36,19 @@ std::vector<uint8_t> first_frame(int fd, const std::string &endpoint, int timeou
   char buffer[64 << 10];
   while (!reader.next(payload, error)) {
     if (!error.empty()) fail(GF_ERR_SYSTEM, endpoint + " sent " + error);
-    pollfd p{fd, POLLIN, 0};
-    int64_t left = deadline - now_ms();
-    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) == 0) {
+    const int64_t left = deadline - now_ms();
+    std::string why;
+    const ssize_t n =
+        left <= 0 ? -1 : stream.read_some(buffer, sizeof buffer, static_cast<int>(left), why);
+    if (n == -1) {
       fail(GF_ERR_SYSTEM, "the gpuflow service at " + endpoint + " did not answer within " +
                               std::to_string(timeout_ms) + " ms");
     }
-    ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      fail(GF_ERR_SYSTEM, send_failed.empty()
-                              ? "the gpuflow service at " + endpoint + " closed the connection"
-                              : send_failed);
+      fail(GF_ERR_SYSTEM,
+           !send_failed.empty() ? send_failed
+           : why.empty()        ? "the gpuflow service at " + endpoint + " closed the connection"
+                         : "the gpuflow service at " + endpoint + " closed the connection: " + why);
     }
     error = reader.feed(buffer, static_cast<size_t>(n));
     if (!error.empty()) fail(GF_ERR_SYSTEM, endpoint + " sent " + error);
@@ -60,7 +58,8 @@ std::vector<uint8_t> first_frame(int fd, const std::string &endpoint, int timeou
 
 }  // namespace
 
-Welcome shake_hands(int fd, const std::string &endpoint, const Greeting &hello, int timeout_ms,
+Welcome shake_hands(ByteStream &stream, const std::string &endpoint, const Greeting &hello,
+                    int timeout_ms,
                     const std::function<void(const std::vector<uint8_t> &frame)> &send,
                     wire::FrameReader &reader) {
   // A service that turns the connection away writes why and closes, perhaps before the Hello
@@ -71,7 +70,8 @@ Welcome shake_hands(int fd, const std::string &endpoint, const Greeting &hello, 
   } catch (const Error &e) {
     send_failed = e.what();
   }
-  const std::vector<uint8_t> payload = first_frame(fd, endpoint, timeout_ms, send_failed, reader);
+  const std::vector<uint8_t> payload =
+      first_frame(stream, endpoint, timeout_ms, send_failed, reader);
   const wire::Message *m = wire::message_of(payload);
   if (const auto *e = m->body_as_Error()) {
     fail(static_cast<gf_status>(e->status()),

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "client/byte_stream.hpp"
 #include "wire/records.hpp"
 
 namespace gf::client {
@@ -30,15 +31,17 @@ struct Greeting {
   std::string name;           // shown in status; sent fitted to wire::kMaxHelloName
   double weight = 1;          // share among this user's clients
   uint64_t on_behalf_of = 0;  // honoured only from the service's own process
-  std::string token;          // tcp:// endpoints: the shared token (then user and pid go too)
+  bool remote = false;        // tcp:// endpoints: user and pid go too
+  std::string token;          // remote: the shared token (empty: a client certificate vouches)
 };
 
 // Sends the Hello through `send` (the connection's writer, so a failed write reads as it does
-// later) and reads the Welcome from `fd` within `timeout_ms`. What came after the Welcome stays
+// later) and reads the Welcome from `stream` within `timeout_ms`. What came after the Welcome stays
 // in `reader`, for the connection's reader thread. Throws gf::Error: the service's
 // own status when it refuses the connection, GF_ERR_VERSION_MISMATCH for another protocol,
 // GF_ERR_SYSTEM naming `endpoint` when it answers nothing or something else.
-Welcome shake_hands(int fd, const std::string &endpoint, const Greeting &hello, int timeout_ms,
+Welcome shake_hands(ByteStream &stream, const std::string &endpoint, const Greeting &hello,
+                    int timeout_ms,
                     const std::function<void(const std::vector<uint8_t> &frame)> &send,
                     wire::FrameReader &reader);
 

@@ -10,6 +10,7 @@
 
 #include "client/endpoint.hpp"
 #include "client/tcp_connect.hpp"
+#include "client/tls_stream.hpp"
 #include "core/error.hpp"
 #include "wire/records.hpp"
 #include "wire/request_ids.hpp"
@@ -35,31 +36,38 @@ std::string Closing::words() const {
   return detail;
 }
 
-Session::Session(std::string endpoint, int fd, std::string net_device)
-    : endpoint_(std::move(endpoint)), fd_(fd), net_device_(std::move(net_device)) {}
+Session::Session(std::string endpoint, std::unique_ptr<ByteStream> stream, std::string net_device)
+    : endpoint_(std::move(endpoint)),
+      stream_(std::move(stream)),
+      net_device_(std::move(net_device)) {}
 
 std::unique_ptr<Session> Session::open(const std::string &endpoint, const std::string &name,
                                        double weight, int timeout_ms, uint64_t on_behalf_of,
                                        const std::string &token_file) {
-  Greeting hello{name, weight, on_behalf_of, {}};
+  Greeting hello{name, weight, on_behalf_of, false, {}};
   std::string device;
-  int fd;
+  std::unique_ptr<ByteStream> stream;
   if (is_remote_endpoint(endpoint)) {
-    hello.token = read_token(endpoint, token_file);
-    fd = connect_tcp(endpoint, timeout_ms, device);
+    hello.remote = true;
+    const tls::ClientFiles files = client_tls_files();
+    const bool secure = !is_insecure_endpoint(endpoint);
+    // A client certificate says who this is: the token is then only shown when given.
+    hello.token = read_token(endpoint, token_file, secure && !files.certificate.empty());
+    const int fd = connect_tcp(endpoint, timeout_ms, device);
+    stream = secure ? tls_connect(fd, endpoint, host_of(endpoint), files, timeout_ms)
+                    : std::make_unique<ByteStream>(fd);
   } else {
-    fd = connect_unix(endpoint);
+    stream = std::make_unique<ByteStream>(connect_unix(endpoint));
   }
-  std::unique_ptr<Session> s(new Session(endpoint, fd, device));
+  std::unique_ptr<Session> s(new Session(endpoint, std::move(stream), device));
   s->welcome_ = shake_hands(
-      fd, endpoint, hello, timeout_ms,
+      *s->stream_, endpoint, hello, timeout_ms,
       [raw = s.get()](const std::vector<uint8_t> &f) { raw->send(f); }, s->frames_);
   return s;
 }
 
 Session::~Session() {
   stop();
-  ::close(fd_);
 }
 
 void Session::on(wire::Body body, Notice notice) {
@@ -76,7 +84,7 @@ void Session::start() {
 
 void Session::stop() {
   closed_ = true;
-  ::shutdown(fd_, SHUT_RDWR);  // wakes the reader
+  stream_->shut();  // wakes the reader
   if (reader_.get_id() == std::this_thread::get_id()) {
     reader_.detach();  // the last owner let go in a callback the reader ran: it ends on its own
   } else if (reader_.joinable()) {
@@ -107,15 +115,9 @@ void Session::send(const std::vector<uint8_t> &frame) {
   // here alone, with nothing sent.
   if (std::string why = oversized(frame); !why.empty()) fail(GF_ERR_INVALID_ARGUMENT, why);
   std::lock_guard lock(write_mu_);
-  size_t sent = 0;
-  while (sent < frame.size()) {
-    ssize_t n = ::send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      close_with({Ended::kWriteFailed, std::strerror(errno)});
-      fail_gone();
-    }
-    sent += static_cast<size_t>(n);
+  if (std::string why = stream_->write_all(frame.data(), frame.size()); !why.empty()) {
+    close_with({Ended::kWriteFailed, why});
+    fail_gone();
   }
 }
 
@@ -280,10 +282,11 @@ void Session::read_loop() {
     while (!ended && frames_.next(payload, garbage)) ended = deliver(payload, last_word, end);
     if (ended) break;
     if (garbage.empty()) {
-      ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);
-      if (n < 0 && errno == EINTR) continue;
+      std::string why;
+      const ssize_t n = stream_->read_some(buffer.data(), buffer.size(), -1, why);
       if (n <= 0) {
-        end = closed_ ? Closing{Ended::kByThisProcess, {}} : Closing{Ended::kPeerClosed, last_word};
+        end = closed_ ? Closing{Ended::kByThisProcess, {}}
+                      : Closing{Ended::kPeerClosed, last_word.empty() ? why : last_word};
         break;
       }
       garbage = frames_.feed(buffer.data(), static_cast<size_t>(n));

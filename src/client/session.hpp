@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "client/byte_stream.hpp"
 #include "client/handshake.hpp"
 #include "wire/framing.hpp"
 
@@ -122,7 +123,7 @@ class Session {
     std::vector<uint8_t> payload;  // a verified Message
     Answered callback;             // set: called with the answer instead of waking a thread
   };
-  Session(std::string endpoint, int fd, std::string net_device);
+  Session(std::string endpoint, std::unique_ptr<ByteStream> stream, std::string net_device);
   std::string oversized(const std::vector<uint8_t> &frame) const;
   void read_loop();
   // One verified frame: handed on; the connection's end when it says so (Goodbye).
@@ -132,7 +133,7 @@ class Session {
   std::string gone_locked() const;
 
   const std::string endpoint_;
-  const int fd_;
+  const std::unique_ptr<ByteStream> stream_;  // the socket, or TLS over it
   const std::string net_device_;
   Welcome welcome_;
   // The incoming byte stream, cut into frames: the handshake's, then the reader thread's (what

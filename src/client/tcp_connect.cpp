@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -25,22 +26,39 @@ namespace gf::client {
 namespace {
 
 constexpr const char *kTcp = "tcp://";
+constexpr const char *kInsecureTcp = "tcp+insecure://";
 
-}  // namespace
-
-bool is_remote_endpoint(const std::string &endpoint) {
-  return endpoint.rfind(kTcp, 0) == 0;
-}
-
-int connect_tcp(const std::string &endpoint, int timeout_ms, std::string &device) {
-  const std::string rest = endpoint.substr(std::strlen(kTcp));
+// HOST and PORT of a remote endpoint; refused, naming it, when it has no such form.
+std::pair<std::string, std::string> host_and_port(const std::string &endpoint) {
+  const std::string rest =
+      endpoint.substr(std::strlen(is_insecure_endpoint(endpoint) ? kInsecureTcp : kTcp));
   const size_t colon = rest.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size() ||
       rest.find_first_not_of("0123456789", colon + 1) != std::string::npos) {
     fail(GF_ERR_INVALID_ARGUMENT,
-         "endpoint '" + endpoint + "' is not tcp://HOST:PORT (e.g. tcp://10.0.0.5:7766)");
+         "endpoint '" + endpoint +
+             "' is not tcp://HOST:PORT (e.g. tcp://10.0.0.5:7766; tcp+insecure://HOST:PORT "
+             "without TLS)");
   }
-  const std::string host = rest.substr(0, colon), port = rest.substr(colon + 1);
+  return {rest.substr(0, colon), rest.substr(colon + 1)};
+}
+
+}  // namespace
+
+bool is_remote_endpoint(const std::string &endpoint) {
+  return endpoint.rfind(kTcp, 0) == 0 || is_insecure_endpoint(endpoint);
+}
+
+bool is_insecure_endpoint(const std::string &endpoint) {
+  return endpoint.rfind(kInsecureTcp, 0) == 0;
+}
+
+std::string host_of(const std::string &endpoint) {
+  return host_and_port(endpoint).first;
+}
+
+int connect_tcp(const std::string &endpoint, int timeout_ms, std::string &device) {
+  const auto [host, port] = host_and_port(endpoint);
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -90,12 +108,13 @@ int connect_tcp(const std::string &endpoint, int timeout_ms, std::string &device
   return fd;
 }
 
-std::string read_token(const std::string &endpoint, const std::string &token_file) {
+std::string read_token(const std::string &endpoint, const std::string &token_file, bool optional) {
   std::string path = token_file;
   if (path.empty()) {
     const char *env = std::getenv("GPUFLOW_TOKEN_FILE");
     path = env ? env : "";
   }
+  if (path.empty() && optional) return {};
   if (path.empty()) {
     fail(GF_ERR_INVALID_ARGUMENT,
          "the service at " + endpoint +

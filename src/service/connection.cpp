@@ -38,7 +38,7 @@ void Connection::admit() {
       },
       [](uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
         std::unique_ptr<char[]> owned(buf->base);
-        static_cast<Connection *>(s->data)->on_read(n, buf->base);
+        static_cast<Connection *>(s->data)->on_bytes(n, buf->base);
       });
 }
 
@@ -71,15 +71,20 @@ void Connection::send(std::vector<uint8_t> frame) {
          false);
     return;
   }
+  transmit(std::move(frame));
+}
+
+void Connection::write_raw(std::vector<uint8_t> bytes) {
+  if (bytes.empty()) return;
   // Written at once when nothing is queued (uv_try_write keeps the order: it refuses while
   // writes wait): an answer then costs one write, not a write request whose completion takes
   // another loop turn and re-arms the socket in epoll.
   uv_buf_t whole =
-      uv_buf_init(reinterpret_cast<char *>(frame.data()), static_cast<unsigned>(frame.size()));
+      uv_buf_init(reinterpret_cast<char *>(bytes.data()), static_cast<unsigned>(bytes.size()));
   const int written = uv_try_write(stream(), &whole, 1);
-  if (written == static_cast<int>(frame.size())) return;
-  if (written > 0) frame.erase(frame.begin(), frame.begin() + written);
-  auto *p = new Pending{{}, std::move(frame)};
+  if (written == static_cast<int>(bytes.size())) return;
+  if (written > 0) bytes.erase(bytes.begin(), bytes.begin() + written);
+  auto *p = new Pending{{}, std::move(bytes)};
   int rc = write_frame(stream(), p,
                        [](uv_write_t *req, int) { delete reinterpret_cast<Pending *>(req); });
   if (rc != 0) {
@@ -133,6 +138,7 @@ void Connection::drop(const std::string &reason, bool flush) {
   line += set_.hooks.departed(*this, reason);
   set_.dropped_.insert(this);
   set_.log(line);
+  if (flush) finish();
   auto *shutdown = new uv_shutdown_t;
   if (!flush || uv_shutdown(shutdown, stream(), [](uv_shutdown_t *req, int) {
                   close(reinterpret_cast<uv_handle_t *>(req->handle));

@@ -46,12 +46,20 @@ class Connection : public Client {
   uv_handle_t *handle() { return reinterpret_cast<uv_handle_t *>(stream()); }
   // Bytes a peer may have sent before its Hello is read (the frame bound aside).
   virtual size_t max_before_hello() const = 0;
+  // A kind that wraps the stream (TLS) sees what the socket gave first, and hands the frame
+  // reader the bytes within (on_read); each frame to send goes through transmit, and the last
+  // words before the stream shuts go through finish.
+  virtual void on_bytes(ssize_t n, const char *bytes) { on_read(n, bytes); }
+  virtual void transmit(std::vector<uint8_t> bytes) { write_raw(std::move(bytes)); }
+  virtual void finish() {}
+  void on_read(ssize_t n, const char *bytes);
+  // Bytes onto the socket as they are, queued behind what waits.
+  void write_raw(std::vector<uint8_t> bytes);
 
   ConnectionSet &set_;
 
  private:
   friend class ConnectionSet;
-  void on_read(ssize_t n, const char *bytes);
   static void close(uv_handle_t *handle);  // once; the Connection goes when libuv is done
   wire::FrameReader reader_;
 };

@@ -31,7 +31,7 @@ Refusal Greeter::on_hello(Connection &c, const wire::Hello &m) {
   c.greeted = true;
   w_.deadlines.clear(Deadline::kHello, c.id);
   ClientInfo info;
-  info.uid = c.peer.uid;
+  info.uid = c.peer.account();
   info.pid = c.peer.pid;
   info.user = c.peer.user;
   info.name = name;

@@ -34,7 +34,7 @@ Refusal LeaseHandler::beyond_bounds(const Client &c) const {
                 std::to_string(kMaxQueuedPerClient) +
                 " lease requests waiting, the most one client may have; wait for or cancel some"};
   }
-  if (w_.book.queued_count_of_user(c.peer.uid) >= kMaxQueuedPerUser) {
+  if (w_.book.queued_count_of_user(c.peer.account()) >= kMaxQueuedPerUser) {
     return {GF_ERR_STATE, "user " + c.peer.user + " already has " +
                               std::to_string(kMaxQueuedPerUser) +
                               " lease requests waiting, the most one user's clients may have "

@@ -19,11 +19,23 @@ struct Peer {
   // are another host's, and its uid is the service's own (the token is that user's, lent).
   bool remote = false;
   std::string address;  // remote: "IP:PORT" of its connection
-  uint64_t start = 0;   // on this host: when its process started (jobs::start_time)
+  bool tls = false;     // remote: over TLS (its data plane is then kept to trusted devices)
+  // Remote, over mutual TLS: the common name of its certificate, who it is (shown, and charged
+  // by fair share as an account of its own).
+  std::string principal;
+  uint64_t start = 0;  // on this host: when its process started (jobs::start_time)
 
   // Its pid, directories and process groups are this host's: it may bind a job to a lease, its
   // jobs outlive it, and a graph it runs may start in its working directory.
   bool on_this_host() const { return !remote; }
+  // Its fair-share account: its uid, or for a certificate's principal a number of its own, outside
+  // the range of uids that systems hand out (FNV-1a of the name, high bit set).
+  uint32_t account() const {
+    if (principal.empty()) return uid;
+    uint32_t h = 2166136261u;
+    for (unsigned char ch : principal) h = (h ^ ch) * 16777619u;
+    return (h | 0x80000000u) == UINT32_MAX ? 0xfffffffeu : (h | 0x80000000u);
+  }
   // "pid 42, alice" or "remote, alice@10.0.0.2:5000": how log lines name it.
   std::string described() const {
     return (remote ? "remote, " : "pid " + std::to_string(pid) + ", ") + user;

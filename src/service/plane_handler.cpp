@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "service/remote_access.hpp"
 #include "transport/hex.hpp"
@@ -73,6 +75,19 @@ void PlaneHandler::start_relay(Client &c, uint64_t request, std::vector<uint8_t>
     return c.send_error(request, GF_ERR_SYSTEM,
                         "no network device of this host has the address the connection from " +
                             c.peer.address + " came to (a NAT or virtual address?)");
+  }
+  // What the client chose TLS for would cross the network in clear: only where the site says
+  // that network is its own.
+  if (c.peer.tls && std::find(w_.trusted_devices.begin(), w_.trusted_devices.end(), net_device) ==
+                        w_.trusted_devices.end()) {
+    w_.log(c.who() + ": data plane refused: " + net_device + " is not a trusted device");
+    return c.send_error(request, GF_ERR_STATE,
+                        "the remote data plane is UCX over TCP, which is not encrypted, and this "
+                        "connection came in on " +
+                            net_device +
+                            ", which the service does not trust with it (gpuflow serve "
+                            "--trusted-data-device " +
+                            net_device + " allows it); the control connection stays TLS");
   }
   const ClientId client = c.id;
   const std::string input =

@@ -28,6 +28,8 @@ class PlaneHandler {
     Deadlines &deadlines;
     Log log;
     Clock now;
+    // The network devices on which a TLS client's data plane (UCX's TCP, not encrypted) may run.
+    std::vector<std::string> trusted_devices;
   };
   explicit PlaneHandler(Collaborators with) : w_(std::move(with)) {
     w_.deadlines.on_due(Deadline::kRelayStart, [this](ClientId id, uint64_t) { relay_late(id); });

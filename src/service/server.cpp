@@ -67,6 +67,7 @@ struct Server::Impl {
   std::string socket_path;
   std::string remote_endpoint;  // "tcp://HOST:PORT"
   std::string token;            // remote clients show it in their Hello
+  tls::Context tls;             // null: plain TCP (insecure_listen)
   uv_loop_t loop{};
   uv_pipe_t listener{};
   uv_tcp_t tcp_listener{};
@@ -137,8 +138,9 @@ struct Server::Impl {
 
 void Server::Impl::make_handlers() {
   connections = std::make_unique<ConnectionSet>(&loop, clients, deadlines, logger(), clock());
-  plane = std::make_unique<PlaneHandler>(PlaneHandler::Collaborators{
-      &loop, options.blob_cap, options.blob_put_timeout_s, clients, deadlines, logger(), clock()});
+  plane = std::make_unique<PlaneHandler>(
+      PlaneHandler::Collaborators{&loop, options.blob_cap, options.blob_put_timeout_s, clients,
+                                  deadlines, logger(), clock(), options.trusted_data_devices});
   leases = std::make_unique<LeaseHandler>(
       LeaseHandler::Collaborators{*book, *jobs, *saver, clients, deadlines, logger(), clock()});
   runs = std::make_unique<RunHandler>(RunHandler::Collaborators{*graphs, *plane, clients});
@@ -267,6 +269,15 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
   if (!s.options.listen.empty()) {
     try {
       s.token = load_token(s.options.token_file);
+      if (!s.options.insecure_listen && s.options.tls.certificate.empty()) {
+        fail(GF_ERR_INVALID_ARGUMENT,
+             "listening on " + s.options.listen +
+                 " needs TLS: the service's certificate and key (gpuflow serve --tls-cert, "
+                 "--tls-key; GPUFLOW_SERVE_TLS_CERT and GPUFLOW_SERVE_TLS_KEY for "
+                 "gf_service_start), or plain TCP asked for by name (gpuflow serve "
+                 "--insecure-listen; GPUFLOW_SERVE_INSECURE_LISTEN=1)");
+      }
+      if (!s.options.insecure_listen) s.tls = tls::server_context(s.options.tls);
     } catch (...) {
       uv_loop_close(&s.loop);
       throw;
@@ -299,14 +310,15 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
     // Before the unix socket listens: while it does not, nothing can connect to it while a
     // failure here closes everything down.
     try {
-      s.remote_endpoint = "tcp://" + listen_tcp(
-                                         &s.loop, &s.tcp_listener, s.options.listen,
-                                         [](uv_stream_t *l, int rc) {
-                                           auto *self = static_cast<Impl *>(l->data);
-                                           if (rc == 0)
-                                             accept_tcp(*self->connections, l, self->token);
-                                         },
-                                         &s);
+      s.remote_endpoint = (s.tls ? "tcp://" : "tcp+insecure://") +
+                          listen_tcp(
+                              &s.loop, &s.tcp_listener, s.options.listen,
+                              [](uv_stream_t *l, int rc) {
+                                auto *self = static_cast<Impl *>(l->data);
+                                if (rc == 0)
+                                  accept_tcp(*self->connections, l, self->token, self->tls.get());
+                              },
+                              &s);
     } catch (...) {
       uv_close(reinterpret_cast<uv_handle_t *>(&s.listener), nullptr);
       uv_close(reinterpret_cast<uv_handle_t *>(&s.turn_end), nullptr);
@@ -337,9 +349,16 @@ std::unique_ptr<Server> Server::start(ServiceOptions options) {
         "; " + s.options.pool.host.handed_down.source + ") and " + amount_text(s.book->cpus()) +
         " CPU(s) at " + s.endpoint +
         (s.adopted ? " (handed over as fd " + std::to_string(s.options.listen_fd) + ")" : "") +
-        (s.remote_endpoint.empty() ? ""
-                                   : " and " + s.remote_endpoint + " (remote clients, token in " +
-                                         s.options.token_file + ")"));
+        (s.remote_endpoint.empty()
+             ? ""
+             : " and " + s.remote_endpoint + " (remote clients, token in " + s.options.token_file +
+                   (s.tls ? ", TLS 1.3 with the certificate " + s.options.tls.certificate +
+                                (s.options.tls.client_ca.empty()
+                                     ? ""
+                                     : ", client certificates of " + s.options.tls.client_ca)
+                          : ", WITHOUT TLS (--insecure-listen): the token and all else cross "
+                            "the network in clear") +
+                   ")"));
   s.thread = std::thread([&s] {
     // libuv writes to client sockets with write(2): a client gone mid-reply would raise SIGPIPE,
     // whose default kills the whole process. Blocked on this thread, the write fails with EPIPE

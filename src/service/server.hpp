@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/tls.hpp"
 #include "pool/pool_options.hpp"
 #include "service/book_snapshot.hpp"
 #include "service/lease_book.hpp"
@@ -36,6 +37,13 @@ struct ServiceOptions {
   // token file whose token they must show (created when missing). Empty: unix socket only.
   std::string listen;
   std::string token_file;
+  // TLS for them (docs/service.md, "TLS"): the service's certificate and key, and optionally the
+  // CA whose client certificates say who a remote user is (mutual TLS). Plain TCP instead only
+  // with insecure_listen (then tls stays empty).
+  tls::ServerFiles tls;
+  bool insecure_listen = false;
+  // Network devices on which a TLS client's data plane (UCX's TCP, not encrypted) may run.
+  std::vector<std::string> trusted_data_devices;
   // How long an orphaned job (its lease's holder went; docs/service.md, "A lease owns its job")
   // has between SIGTERM and SIGKILL.
   double job_kill_grace_s = 10;

@@ -1,9 +1,10 @@
-// Remote clients (issue 13, item 5): a real `gpuflow serve --listen HOST:PORT --token-file F` and
-// clients that reach it over TCP: blobs from 0 B to 256 MiB through the gpuflow-relay child, the
-// seed graph run in the service from `gpuflow run --pool tcp://…`, wrong tokens and garbage
-// refused, a relay or a client killed mid-transfer (the service and its other clients carry on,
-// nothing is left behind), and a client on another "host": a network namespace joined to the
-// service's by a veth pair, made here (skipped, saying why, where namespaces cannot be made).
+// Remote clients (issue 13, item 5): a real `gpuflow serve --listen HOST:PORT --insecure-listen
+// --token-file F` and clients that reach it over plain TCP (TLS: tls_test.cpp): blobs from 0 B to
+// 256 MiB through the gpuflow-relay child, the seed graph run in the service from `gpuflow run
+// --pool tcp://…`, wrong tokens and garbage refused, a relay or a client killed mid-transfer (the
+// service and its other clients carry on, nothing is left behind), and a client on another "host":
+// a network namespace joined to the service's by a veth pair, made here (skipped, saying why, where
+// namespaces cannot be made).
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -65,13 +66,13 @@ class RemoteService {
  public:
   RemoteService(const TempDir &dir, const std::string &host = "127.0.0.1")
       : token_file_(dir / "token"),
-        service_(
-            dir, 2,
-            {"--listen", host + ":0", "--token-file", dir / "token", "--plugin", kSeedKernels}) {
+        service_(dir, 2,
+                 {"--listen", host + ":0", "--insecure-listen", "--token-file", dir / "token",
+                  "--plugin", kSeedKernels}) {
     if (!service_.ready()) return;
     const std::string line =
         service_.proc().expect("gpuflow serve: remote clients connect to", 10000 * kTimeFactor);
-    const size_t at = line.find("tcp://");
+    const size_t at = line.find("tcp+insecure://");
     if (at != std::string::npos) endpoint_ = line.substr(at, line.find(' ', at) - at);
   }
   bool ready() const { return !endpoint_.empty(); }
@@ -597,18 +598,18 @@ TEST_F(RemoteClientTest, AClientInAnotherNetworkNamespace) {
   Namespaces hosts;
   if (!hosts.why_not().empty()) GTEST_SKIP() << hosts.why_not();
   ASSERT_EQ(hosts.broken(), "");
-  std::vector<std::string> serve =
-      hosts.in_service({GPUFLOW_CLI_PATH, "serve", "--backend", "host", "--emulated-devices", "2",
-                        "--cpu-workers", "2", "--socket", dir / "ns.sock", "--listen",
-                        "10.213.0.1:0", "--token-file", dir / "token", "--plugin", kSeedKernels});
+  std::vector<std::string> serve = hosts.in_service(
+      {GPUFLOW_CLI_PATH, "serve", "--backend", "host", "--emulated-devices", "2", "--cpu-workers",
+       "2", "--socket", dir / "ns.sock", "--listen", "10.213.0.1:0", "--insecure-listen",
+       "--token-file", dir / "token", "--plugin", kSeedKernels});
   serve[0] = ip_path();
   Proc service(serve, dir / "ns-serve.log");
   const std::string line =
       service.expect("gpuflow serve: remote clients connect to", 20000 * kTimeFactor);
   ASSERT_NE(line, "") << service.story();
-  const size_t at = line.find("tcp://");
+  const size_t at = line.find("tcp+insecure://");
   const std::string endpoint = line.substr(at, line.find(' ', at) - at);
-  EXPECT_EQ(endpoint.rfind("tcp://10.213.0.1:", 0), 0u) << endpoint;
+  EXPECT_EQ(endpoint.rfind("tcp+insecure://10.213.0.1:", 0), 0u) << endpoint;
   // Blobs, content checked, from the other namespace.
   std::vector<std::string> put =
       hosts.in_client({BLOB_CLIENT_PATH, endpoint, "roundtrip", std::to_string(size_t{16} << 20)});

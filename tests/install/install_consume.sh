@@ -53,11 +53,11 @@ echo "== (c) the installed gpuflow command and plugin"
   --plugin "$prefix/$libdir/gpuflow/plugins/seed_kernels.so" --no-progress
 echo "== (d) the installed service finds its installed relay for a remote client"
 "$prefix/bin/gpuflow" serve --backend host --emulated-devices 1 --socket "$tmp/s.sock" \
-  --listen 127.0.0.1:0 --token-file "$tmp/token" \
+  --listen 127.0.0.1:0 --insecure-listen --token-file "$tmp/token" \
   --plugin "$prefix/$libdir/gpuflow/plugins/seed_kernels.so" >"$tmp/serve.out" 2>"$tmp/serve.err" &
 serve_pid=$!
 for _ in $(seq 100); do grep -q "remote clients connect to" "$tmp/serve.out" && break; sleep 0.1; done
-endpoint=$(grep -o 'tcp://[0-9.:]*' "$tmp/serve.out" || true)
+endpoint=$(grep -o 'tcp+insecure://[0-9.:]*' "$tmp/serve.out" || true)
 status=0
 "$prefix/bin/gpuflow" run --pool "$endpoint" --token-file "$tmp/token" \
   --no-progress "$prefix/$datadir/gpuflow/examples/seed.json" || status=$?

@@ -80,7 +80,7 @@ int lease(const LeaseOptions &a) {
   // so they reach the job's wrapper only.
   take_job_signals();
   const std::string endpoint = service_endpoint(a.endpoint);
-  if (endpoint.rfind("tcp://", 0) == 0) {
+  if (endpoint.rfind("tcp://", 0) == 0 || endpoint.rfind("tcp+insecure://", 0) == 0) {
     std::fprintf(stderr,
                  "gpuflow: lease runs COMMAND here, but %s is a service on another host, whose "
                  "devices are not here: run a graph of commands there instead (gpuflow run "

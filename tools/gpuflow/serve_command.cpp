@@ -15,6 +15,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exit_codes.hpp"
@@ -31,6 +32,9 @@ namespace {
 struct ServeOptions {
   PoolOptions pool;
   std::string socket, group, user_weights, dashboard, listen, token_file, cgroup_root, config;
+  std::string tls_cert, tls_key, tls_client_ca;
+  std::vector<std::string> trusted_data_devices;
+  bool insecure_listen = false;
   double client_cap = 0, user_cap = 0, half_life = 0, job_kill_grace = 0;
   bool per_job = false, daemon = false;  // command line only: not a node's setting
 };
@@ -49,6 +53,11 @@ void add_serve_flags(CLI::App &command, ServeOptions &o) {
   command.add_option("--dashboard", o.dashboard);
   command.add_option("--token-file", o.token_file);
   command.add_option("--listen", o.listen);
+  command.add_option("--tls-cert", o.tls_cert);
+  command.add_option("--tls-key", o.tls_key);
+  command.add_option("--tls-client-ca", o.tls_client_ca);
+  command.add_flag("--insecure-listen", o.insecure_listen);
+  command.add_option("--trusted-data-device", o.trusted_data_devices);
   command.add_option("--job-kill-grace", o.job_kill_grace)->check(kNonNegative);
   command.add_option("--cgroup-root", o.cgroup_root);
 }
@@ -72,6 +81,12 @@ const std::map<std::string, Copy> &copiers() {
       {"--dashboard", [](auto &t, const auto &f) { t.dashboard = f.dashboard; }},
       {"--listen", [](auto &t, const auto &f) { t.listen = f.listen; }},
       {"--token-file", [](auto &t, const auto &f) { t.token_file = f.token_file; }},
+      {"--tls-cert", [](auto &t, const auto &f) { t.tls_cert = f.tls_cert; }},
+      {"--tls-key", [](auto &t, const auto &f) { t.tls_key = f.tls_key; }},
+      {"--tls-client-ca", [](auto &t, const auto &f) { t.tls_client_ca = f.tls_client_ca; }},
+      {"--insecure-listen", [](auto &t, const auto &f) { t.insecure_listen = f.insecure_listen; }},
+      {"--trusted-data-device",
+       [](auto &t, const auto &f) { t.trusted_data_devices = f.trusted_data_devices; }},
       {"--job-kill-grace", [](auto &t, const auto &f) { t.job_kill_grace = f.job_kill_grace; }},
       {"--cgroup-root", [](auto &t, const auto &f) { t.cgroup_root = f.cgroup_root; }},
       {"--usage-half-life", [](auto &t, const auto &f) { t.half_life = f.half_life; }},
@@ -102,6 +117,25 @@ ServeOptions with_file(const ServeOptions &given, const CLI::App &command_line,
     copiers().at(s.flag)(out, parsed);
   }
   return out;
+}
+
+// The listener's TLS goes to the library through its environment (gf_service_config has no
+// fields for it): every variable set or cleared here, so none is inherited by accident.
+void set_remote_security(const ServeOptions &o) {
+  std::string devices;
+  for (const std::string &d : o.trusted_data_devices) devices += (devices.empty() ? "" : ",") + d;
+  for (const auto &[name, value] :
+       {std::pair<const char *, std::string>{"GPUFLOW_SERVE_TLS_CERT", o.tls_cert},
+        {"GPUFLOW_SERVE_TLS_KEY", o.tls_key},
+        {"GPUFLOW_SERVE_TLS_CLIENT_CA", o.tls_client_ca},
+        {"GPUFLOW_SERVE_INSECURE_LISTEN", o.insecure_listen ? "1" : ""},
+        {"GPUFLOW_SERVE_TRUSTED_DEVICES", devices}}) {
+    if (value.empty()) {
+      ::unsetenv(name);
+    } else {
+      ::setenv(name, value.c_str(), 1);
+    }
+  }
 }
 
 void set_policy(gf_service_config &config, const ServeOptions &o) {
@@ -214,6 +248,7 @@ int serve(const ServeOptions &given, const CLI::App &command_line) {
   config.plugin_count = static_cast<uint32_t>(plugins.size());
   config.listen = o.listen.empty() ? nullptr : o.listen.c_str();
   config.token_file = o.token_file.empty() ? nullptr : o.token_file.c_str();
+  set_remote_security(o);
   // Before the service's threads exist, so that only the stop-signal thread takes them; and
   // before start, which may take long, so that a stop signal during it is not lost.
   handle_stop_signals(StopPolicy{"gpuflow serve", /*second_exits=*/true,

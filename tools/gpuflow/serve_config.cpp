@@ -15,7 +15,7 @@ namespace {
 constexpr size_t kMaxConfigBytes = size_t{1} << 20;
 
 // What a key's value may be, before the flag's own rule checks it.
-enum class Kind { kText, kNumber, kWholeNumbers, kTexts, kWeights };
+enum class Kind { kText, kNumber, kWholeNumbers, kTexts, kWeights, kSwitch };
 
 struct Key {
   const char *table, *name, *flag;
@@ -34,6 +34,11 @@ constexpr Key kKeys[] = {
     {"service", "dashboard", "--dashboard", Kind::kText},
     {"service", "listen", "--listen", Kind::kText},
     {"service", "token_file", "--token-file", Kind::kText},
+    {"service", "tls_cert", "--tls-cert", Kind::kText},
+    {"service", "tls_key", "--tls-key", Kind::kText},
+    {"service", "tls_client_ca", "--tls-client-ca", Kind::kText},
+    {"service", "insecure_listen", "--insecure-listen", Kind::kSwitch},
+    {"service", "trusted_data_devices", "--trusted-data-device", Kind::kTexts},
     {"service", "plugins", "--plugin", Kind::kTexts},
     {"service", "job_kill_grace", "--job-kill-grace", Kind::kNumber},
     {"service", "cgroup_root", "--cgroup-root", Kind::kText},
@@ -55,6 +60,8 @@ const char *kind_words(Kind kind) {
       return "a list of strings";
     case Kind::kWeights:
       return "a table of user = weight, e.g. { alice = 2 }";
+    case Kind::kSwitch:
+      return "true or false";
   }
   return "";
 }
@@ -102,6 +109,10 @@ bool arguments(const Key &key, const toml::node &value, std::vector<std::string>
       }
       return true;
     }
+    case Kind::kSwitch:
+      if (!value.is_boolean()) return false;
+      if (*value.value_exact<bool>()) args = {key.flag};
+      return true;
     case Kind::kWeights: {
       const toml::table *weights = value.as_table();
       if (!weights) return false;

@@ -114,7 +114,7 @@ int check_node(const ClientOptions &a) {
   };
   std::printf("gpuflow %s\n", gf_version_string());
   const std::string endpoint = service_endpoint(a.endpoint);
-  const bool remote = endpoint.rfind("tcp://", 0) == 0;
+  const bool remote = endpoint.rfind("tcp://", 0) == 0 || endpoint.rfind("tcp+insecure://", 0) == 0;
   std::string path = endpoint.rfind("unix://", 0) == 0 ? endpoint.substr(7) : endpoint;
   struct stat st {};
   bool exists = remote || ::stat(path.c_str(), &st) == 0;

@@ -45,8 +45,10 @@ pool error).
 const char *kServiceUsage = R"usage(usage:
   gpuflow serve  [pool options] [--socket PATH] [--group NAME] [--client-gpu-cap N]
                  [--user-gpu-cap N] [--user-weights USER=W,...] [--usage-half-life SECONDS]
-                 [--dashboard HOST:PORT] [--plugin LIB]... [--listen HOST:PORT --token-file F]
-                 [--job-kill-grace SECONDS] [--cgroup-root DIR] [--config FILE]
+                 [--dashboard HOST:PORT] [--plugin LIB]... [--listen HOST:PORT --token-file F
+                 (--tls-cert PEM --tls-key PEM [--tls-client-ca PEM] | --insecure-listen)
+                 [--trusted-data-device DEV]...] [--job-kill-grace SECONDS]
+                 [--cgroup-root DIR] [--config FILE]
   gpuflow serve  --per-job [--daemon] [pool options] [other serve options]
   gpuflow lease  [--pool ENDPOINT] [--gpus N] [--gpu-memory SIZE] [--cpus N] [--device ORDINAL]...
                  [--timeout SECONDS] [--name TEXT] [--grace SECONDS] -- COMMAND [ARGS...]
@@ -63,7 +65,12 @@ serves a live page and Prometheus metrics (/metrics) over HTTP there (e.g. 127.0
 --plugin loads a kernel library: graphs naming its kernels run inside the service, for clients of
 the service's own user (gpuflow run --pool ENDPOINT GRAPH). --listen also accepts clients of other
 hosts over TCP (--pool tcp://HOST:PORT); they must show the token in F (created, mode 0600, when
-missing; clients name their copy with --token-file or GPUFLOW_TOKEN_FILE). Leases whose jobs still
+missing; clients name their copy with --token-file or GPUFLOW_TOKEN_FILE), over TLS 1.3 with the
+certificate and key of --tls-cert and --tls-key (clients check it against GPUFLOW_TLS_CA); with
+--tls-client-ca a client certificate that CA signed says who the user is, instead of the token.
+Plain TCP only with --insecure-listen (clients then connect to tcp+insecure://HOST:PORT). A TLS
+client's data plane (UCX over TCP, not encrypted) runs only on a --trusted-data-device.
+Leases whose jobs still
 run when their holder is killed (or the service restarts) stay held until the jobs are gone;
 such a job gets SIGTERM, and SIGKILL --job-kill-grace seconds later (default 10). With
 --cgroup-root DIR (a cgroup v2 directory delegated to the service; default: its own cgroup when

@@ -249,13 +249,14 @@ def test_a_pool_on_another_host_connects_over_tcp_with_the_token(tmp_path):
     log = open(tmp_path / "serve.log", "w")
     proc = subprocess.Popen([_cli(), "serve", "--backend", "host", "--emulated-devices", "2",
                              "--cpu-workers", "2", "--socket", str(tmp_path / "gf.sock"),
-                             "--listen", "127.0.0.1:0", "--token-file", str(token)],
+                             "--listen", "127.0.0.1:0", "--insecure-listen",
+                              "--token-file", str(token)],
                             stdout=subprocess.PIPE, stderr=log, text=True)
     try:
         assert "listening on" in proc.stdout.readline()
         line = proc.stdout.readline()  # "gpuflow serve: remote clients connect to tcp://…"
         endpoint = line.split()[6]
-        assert endpoint.startswith("tcp://127.0.0.1:"), line
+        assert endpoint.startswith("tcp+insecure://127.0.0.1:"), line
         with gpuflow.Pool(endpoint=endpoint, token_file=str(token), cpu_workers=1) as pool:
             # Python bodies run here, on this host's CPUs; the service's devices are on its
             # host, so a body that needs one cannot run here, and says so.
@@ -275,14 +276,16 @@ def test_a_pool_on_another_host_connects_over_tcp_with_the_token(tmp_path):
         assert proc.wait(timeout=10) == 0
 
 
-def test_a_service_started_from_python_serves_remote_clients(tmp_path):
+def test_a_service_started_from_python_serves_remote_clients(tmp_path, monkeypatch):
     """gpuflow.Service(listen=..., token_file=..., plugins=...): the same as `gpuflow serve
-    --listen --token-file --plugin`, from Python."""
+    --listen --insecure-listen --token-file --plugin`, from Python (plain TCP asked for by name
+    through the environment, as gf_service_start reads it)."""
+    monkeypatch.setenv("GPUFLOW_SERVE_INSECURE_LISTEN", "1")
     token = tmp_path / "token"
     with gpuflow.Service(socket_path=str(tmp_path / "gf.sock"), backend="host",
                          emulated_devices=1, cpu_workers=2, listen="127.0.0.1:0",
                          token_file=str(token), log=False) as service:
-        assert service.remote_endpoint.startswith("tcp://127.0.0.1:")
+        assert service.remote_endpoint.startswith("tcp+insecure://127.0.0.1:")
         assert oct(token.stat().st_mode & 0o777) == "0o600"
         with gpuflow.Pool(endpoint=service.remote_endpoint, token_file=str(token),
                           cpu_workers=1) as pool:
