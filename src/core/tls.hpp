@@ -1,7 +1,7 @@
 // TLS 1.3 for connections between hosts (docs/service.md, "TLS"), with OpenSSL 3 (Debian's
 // libssl3): the contexts both ends build from the site's files, and what a failed handshake or
 // verification says. The service drives its sessions through memory BIOs on its libuv loop
-// (service/tls_connection.cpp); a client over its blocking socket (client/tls_stream.cpp).
+// (service/tls_session.cpp); a client over its blocking socket (client/tls_stream.cpp).
 #pragma once
 
 #include <openssl/ssl.h>
