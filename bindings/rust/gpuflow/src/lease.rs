@@ -220,7 +220,9 @@ impl Lease<'_> {
     }
 
     /// True once the service has asked for the lease back (fair share, shutdown) or the
-    /// connection is gone: finish what runs on it and release it.
+    /// connection is gone for good: finish what runs on it and release it. While the pool
+    /// reconnects to a restarted service, false: that service keeps the lease for this process
+    /// (gpuflow.h, "Shared pools").
     pub fn revoked(&self) -> Result<bool> {
         let mut r = 0;
         // SAFETY: the lease is alive while self is.
@@ -237,7 +239,8 @@ impl Lease<'_> {
     }
 
     /// Hands the lease back. Err(GF_ERR_SYSTEM) when the service is gone (the lease ended with
-    /// the connection anyway); dropping ignores that status.
+    /// the connection anyway); while the pool reconnects, Ok: it is handed back once a service
+    /// answers. Dropping ignores the status.
     pub fn release(mut self) -> Result<()> {
         let raw = std::mem::replace(&mut self.raw, ptr::null_mut());
         // SAFETY: raw is ours and released once; Drop then sees NULL, which is ignored.
