@@ -75,11 +75,6 @@ bool ServiceLink::redials() const {
   return thread_.joinable() && !stopping_;
 }
 
-uint64_t ServiceLink::tries() const {
-  std::lock_guard lock(signal_->mu);
-  return tries_;
-}
-
 void ServiceLink::on_reconnect(std::function<void()> listener) {
   std::lock_guard lock(signal_->mu);
   listeners_.push_back(std::move(listener));
@@ -127,7 +122,6 @@ void ServiceLink::loop() {
                            [this] { return stopping_; });
     if (stopping_) return;
     retry_s = std::min(retry_s * 2, kMaxRetry_s);
-    ++tries_;
     lock.unlock();
     std::shared_ptr<Connection> next;
     std::string why;

@@ -59,9 +59,6 @@ class ServiceLink {
   bool redials() const;
   // "" while connected; otherwise what went and how the last try went, in words.
   std::string outage() const;
-  // Tries made since the first connection, and of those how many answered (for tests and
-  // status).
-  uint64_t tries() const;
 
  private:
   // What a connection's end wakes: shared with the connections' close listeners, which may run
@@ -84,7 +81,6 @@ class ServiceLink {
   // Under signal_->mu:
   std::shared_ptr<Connection> current_;
   uint64_t generation_ = 0;
-  uint64_t tries_ = 0;
   std::string last_try_;  // how the last failed try went
   bool stopping_ = false;
   std::vector<std::function<void()>> listeners_;

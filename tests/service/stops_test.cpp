@@ -197,6 +197,12 @@ class BindNeverAnswered {
   std::thread thread_;
 };
 
+// Stops `job` from outside (SIGSTOP, as a user or a debugger would) and waits until it is.
+bool stopped_from_outside(pid_t job) {
+  ::kill(job, SIGSTOP);
+  return wait_state(job, [](char s) { return s == 'T'; });
+}
+
 class StopsTest : public ::testing::Test {
  protected:
   void SetUp() override { ::signal(SIGPIPE, SIG_IGN); }
@@ -245,8 +251,7 @@ TEST_F(StopsTest, LeaseEndsAStoppedJobBySigterm) {
   pid_t job = 0;
   auto wrapper = start_sleeper(service, job);
   ASSERT_GT(job, 0);
-  ::kill(job, SIGSTOP);
-  ASSERT_TRUE(wait_state(job, [](char s) { return s == 'T'; })) << state_of(job);
+  ASSERT_TRUE(stopped_from_outside(job)) << state_of(job);
   wrapper->signal(SIGTERM);
   EXPECT_EQ(exit_code(wrapper->wait(kEndMs)), 128 + SIGTERM) << wrapper->story();
 }
@@ -259,8 +264,7 @@ TEST_F(StopsTest, LeaseEndsAJobStoppedAndContinuedBySigterm) {
   pid_t job = 0;
   auto wrapper = start_sleeper(service, job);
   ASSERT_GT(job, 0);
-  ::kill(job, SIGSTOP);
-  ASSERT_TRUE(wait_state(job, [](char s) { return s == 'T'; })) << state_of(job);
+  ASSERT_TRUE(stopped_from_outside(job)) << state_of(job);
   ::kill(job, SIGCONT);
   ASSERT_TRUE(wait_state(job, [](char s) { return s != 'T'; })) << state_of(job);
   // The wrapper is running (it took the job's stop without stopping itself) ...
