@@ -153,6 +153,12 @@ TEST(Reconnect, WhatNeedsADeviceDuringTheOutageFailsNamingItAndLaterGraphsRun) {
   auto runs = std::make_shared<std::atomic<int>>(0);
   gft::Graph g = one_gpu_task(runs);
   ASSERT_EQ(run_to_end(pool.get(), g.get()), GF_RUN_SUCCEEDED);
+  // The pool has handed its device back (after its linger): a lease it still held would stay its
+  // own through the outage, and a task could run on it.
+  std::string status;
+  ASSERT_TRUE(gft::wait_until([&] {
+    return service_status(pool.get(), status) && status.find("\"leases\":[]") != std::string::npos;
+  })) << status;
 
   const std::string endpoint = first->endpoint();
   kill_service(*first);
